@@ -1,0 +1,76 @@
+//! What the conformance suite needs from a backend under test.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cql_lease::LeaseStore;
+use cql_lease::memory::{CallCounts, Fault, MemoryStore, Op, Times};
+
+/// A backend the suite can drive: its store, its clock, its faults and its call counts.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// A label for messages.
+    fn name(&self) -> String;
+    /// The lease store (a fresh namespace per backend instance).
+    fn store(&self) -> Arc<dyn LeaseStore>;
+    /// Moves the store's clock forward by `by` (TTLs run out). On the memory backend this is
+    /// tokio time, which moves the client's clock too; on the CQL server only the server's.
+    async fn advance_store_clock(&self, by: Duration);
+    /// Lets `by` pass for everybody (paused tokio time on the memory backend, real time on the
+    /// wire).
+    async fn sleep(&self, by: Duration) {
+        tokio::time::sleep(by).await;
+    }
+    /// Adds a fault for calls of `op` (all when `None`).
+    fn inject(&self, op: Option<Op>, fault: Fault, times: Times);
+    /// Removes every fault.
+    fn clear_faults(&self);
+    /// Store round trips so far, by operation.
+    fn calls(&self) -> CallCounts;
+    /// Whether a brand-new lease name costs an extra LWT on first acquisition (the CQL
+    /// backend must learn that no token exists yet).
+    fn first_claim_costs_extra_round(&self) -> bool {
+        false
+    }
+    /// Whether time is simulated (paused): heavy scenarios run at full size only then.
+    fn simulated_time(&self) -> bool;
+}
+
+/// The embedded backend. Run its tests with `#[tokio::test(start_paused = true)]`.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryBackend {
+    store: Arc<MemoryStore>,
+}
+
+impl MemoryBackend {
+    /// A backend with an empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    fn name(&self) -> String {
+        "memory".into()
+    }
+    fn store(&self) -> Arc<dyn LeaseStore> {
+        self.store.clone()
+    }
+    async fn advance_store_clock(&self, by: Duration) {
+        tokio::time::sleep(by).await;
+    }
+    fn inject(&self, op: Option<Op>, fault: Fault, times: Times) {
+        self.store.inject(op, fault, times);
+    }
+    fn clear_faults(&self) {
+        self.store.clear_faults();
+    }
+    fn calls(&self) -> CallCounts {
+        self.store.calls()
+    }
+    fn simulated_time(&self) -> bool {
+        true
+    }
+}

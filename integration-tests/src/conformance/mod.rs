@@ -1,0 +1,79 @@
+//! The behaviour suite, written once and run against every backend.
+//!
+//! Each scenario is an `async fn(&dyn Backend)` that panics when the behaviour is wrong.
+//! [`lease_suite!`](crate::lease_suite) stamps out one `#[tokio::test]` per scenario for a
+//! backend factory; later primitives add their scenarios here the same way.
+
+pub mod contention;
+pub mod lease_basic;
+pub mod lease_faults;
+
+use std::time::Duration;
+
+use cql_lease::{LeaseClient, LeaseConfig};
+
+use crate::backend::Backend;
+
+/// Timing used by the suite: short enough for real-time runs on the CQL test server.
+pub fn test_config() -> LeaseConfig {
+    LeaseConfig {
+        ttl: Duration::from_secs(2),
+        renew_interval: Duration::from_millis(400),
+        retry_interval: Duration::from_millis(100),
+        max_clock_skew: Duration::ZERO,
+        resolve_timeout: Duration::from_secs(2),
+    }
+}
+
+/// A client on the backend's store with [`test_config`].
+pub fn client(backend: &dyn Backend) -> LeaseClient {
+    client_with(backend, test_config())
+}
+
+/// A client on the backend's store with `config`.
+pub fn client_with(backend: &dyn Backend, config: LeaseConfig) -> LeaseClient {
+    match LeaseClient::new(backend.store(), config) {
+        Ok(client) => client,
+        Err(e) => panic!("{}: test config rejected: {e}", backend.name()),
+    }
+}
+
+/// Stamps out the lease scenarios as tests. `$make` builds a backend (an expression that may
+/// `.await`), `$attr` is the test attribute to use.
+///
+/// ```text
+/// integration_tests::lease_suite!(#[tokio::test(start_paused = true)], MemoryBackend::new());
+/// ```
+#[macro_export]
+macro_rules! lease_suite {
+    (#[$attr:meta], $make:expr) => {
+        $crate::lease_suite!(@tests #[$attr], $make,
+            lease_basic::acquire_hold_release,
+            lease_basic::tokens_increase_across_release_and_expiry,
+            lease_basic::expiry_then_takeover,
+            lease_basic::renew_after_expiry_fails,
+            lease_basic::non_owner_cannot_renew_or_release,
+            lease_basic::renew_keeps_token_and_updates_value,
+            lease_basic::acquire_waits_and_times_out,
+            lease_basic::bad_input_is_rejected_before_any_store_call,
+            lease_basic::store_call_costs,
+            lease_basic::keepalive_survives_renewals,
+            lease_basic::guard_drop_releases,
+            lease_faults::keepalive_signals_loss_before_expiry_when_store_unavailable,
+            lease_faults::lost_answer_of_applied_acquire_is_resolved,
+            lease_faults::lost_answer_of_unapplied_acquire_is_resolved,
+            lease_faults::unresolvable_acquire_leaves_no_lease_behind,
+            lease_faults::lost_answers_on_renew_and_release_are_resolved,
+            contention::exclusive_under_contention,
+        );
+    };
+    (@tests #[$attr:meta], $make:expr, $($module:ident :: $case:ident),+ $(,)?) => {
+        $(
+            #[$attr]
+            async fn $case() {
+                let backend = $make;
+                $crate::conformance::$module::$case(&backend).await;
+            }
+        )+
+    };
+}

@@ -1,0 +1,104 @@
+//! A store decorator that counts round trips, for cost reports and tests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
+
+/// Counts of store calls by operation; each is one round trip on a real store.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CallCounts {
+    /// Conditional acquires.
+    pub try_acquire: u64,
+    /// Conditional renewals.
+    pub renew: u64,
+    /// Conditional releases.
+    pub release: u64,
+    /// Linearizable reads.
+    pub read: u64,
+}
+
+impl CallCounts {
+    /// All writes (LWTs) together.
+    pub fn writes(&self) -> u64 {
+        self.try_acquire + self.renew + self.release
+    }
+
+    /// The calls made since `earlier`.
+    pub fn since(&self, earlier: CallCounts) -> CallCounts {
+        CallCounts {
+            try_acquire: self.try_acquire - earlier.try_acquire,
+            renew: self.renew - earlier.renew,
+            release: self.release - earlier.release,
+            read: self.read - earlier.read,
+        }
+    }
+}
+
+/// Wraps a store and counts every call made through it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use cql_lease::{CountingStore, LeaseClient, LeaseConfig, MemoryStore};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let store = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
+/// let client = LeaseClient::new(store.clone(), LeaseConfig::default())?;
+/// client.holder("x").await?;
+/// assert_eq!(store.calls().read, 1);
+/// # Ok::<(), cql_lease::LeaseError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct CountingStore<S: ?Sized> {
+    inner: Arc<S>,
+    counts: [AtomicU64; 4],
+}
+
+impl<S: LeaseStore + ?Sized> CountingStore<S> {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<S>) -> Self {
+        CountingStore {
+            inner,
+            counts: Default::default(),
+        }
+    }
+
+    /// Calls made so far, including failed ones.
+    pub fn calls(&self) -> CallCounts {
+        let get = |i: usize| self.counts[i].load(Ordering::Relaxed);
+        CallCounts {
+            try_acquire: get(0),
+            renew: get(1),
+            release: get(2),
+            read: get(3),
+        }
+    }
+
+    fn count(&self, i: usize) {
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[async_trait]
+impl<S: LeaseStore + ?Sized> LeaseStore for CountingStore<S> {
+    async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError> {
+        self.count(0);
+        self.inner.try_acquire(claim).await
+    }
+    async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError> {
+        self.count(1);
+        self.inner.renew(claim).await
+    }
+    async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
+        self.count(2);
+        self.inner.release(name, holder_id).await
+    }
+    async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.count(3);
+        self.inner.read(name).await
+    }
+}

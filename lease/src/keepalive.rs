@@ -1,0 +1,291 @@
+//! Background renewal of a held lease, and the guard that owns it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::error::{LeaseError, LossReason};
+use crate::fencing::FencingToken;
+use crate::lease::Lease;
+
+enum Command {
+    SetValue(Option<String>, oneshot::Sender<Result<(), LeaseError>>),
+}
+
+/// Shared between the guard and its keep-alive task.
+struct Signals {
+    held: watch::Sender<bool>,
+    deadline: watch::Sender<Instant>,
+    stop_acting: CancellationToken,
+    renewals: AtomicU64,
+    reason: Mutex<Option<LossReason>>,
+}
+
+impl Signals {
+    /// Tells every observer to stop acting. Called at the local deadline at the latest, which
+    /// is before the store can expire the lease for anyone else.
+    fn lose(&self, name: &str, reason: LossReason) {
+        if let Ok(mut slot) = self.reason.lock() {
+            slot.get_or_insert(reason.clone());
+        }
+        self.stop_acting.cancel();
+        self.held.send_replace(false);
+        info!(lease = name, %reason, "holder must stop acting");
+    }
+}
+
+/// A lease kept alive in the background.
+///
+/// The keep-alive renews every `renew_interval`. If a renewal is rejected, or renewals keep
+/// failing until the local deadline, the guard's [`CancellationToken`] is cancelled and its
+/// `held` channel turns `false`, at the deadline at the latest, while the store still keeps
+/// the lease for at least another second (see [`crate::LeaseConfig::store_ttl`]).
+///
+/// Dropping the guard stops the keep-alive and releases the lease in a spawned task, best
+/// effort. Call [`LeaseGuard::release`] to wait for it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use cql_lease::{LeaseClient, LeaseConfig, MemoryStore};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let client = LeaseClient::new(Arc::new(MemoryStore::new()), LeaseConfig::default())?;
+/// let guard = client.acquire("nightly-report", "worker-1", None, None).await?.keep_alive();
+/// let stop = guard.cancellation_token();
+/// // Do the work, passing the token along to fence every write it makes.
+/// let token = guard.token();
+/// assert!(!stop.is_cancelled() && guard.is_held());
+/// # let _ = token;
+/// guard.release().await?;
+/// assert!(stop.is_cancelled());
+/// # Ok::<(), cql_lease::LeaseError>(())
+/// # }).unwrap();
+/// ```
+pub struct LeaseGuard {
+    name: String,
+    owner: String,
+    token: FencingToken,
+    signals: Arc<Signals>,
+    stop_task: CancellationToken,
+    commands: mpsc::Sender<Command>,
+    task: Option<JoinHandle<Option<Lease>>>,
+}
+
+impl std::fmt::Debug for LeaseGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseGuard")
+            .field("name", &self.name)
+            .field("token", &self.token)
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LeaseGuard {
+    pub(crate) fn start(lease: Lease) -> Self {
+        let (held, _) = watch::channel(lease.is_valid());
+        let (deadline, _) = watch::channel(lease.must_stop_by());
+        let signals = Arc::new(Signals {
+            held,
+            deadline,
+            stop_acting: CancellationToken::new(),
+            renewals: AtomicU64::new(0),
+            reason: Mutex::new(None),
+        });
+        let stop_task = CancellationToken::new();
+        let (commands, inbox) = mpsc::channel(4);
+        let guard_fields = (
+            lease.name().to_owned(),
+            lease.owner().to_owned(),
+            lease.token(),
+        );
+        let task = tokio::spawn(run(lease, Arc::clone(&signals), stop_task.clone(), inbox));
+        LeaseGuard {
+            name: guard_fields.0,
+            owner: guard_fields.1,
+            token: guard_fields.2,
+            signals,
+            stop_task,
+            commands,
+            task: Some(task),
+        }
+    }
+
+    /// The lease name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The owner that holds it.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The fencing token; stays readable after loss, for fencing downstream writes.
+    pub fn token(&self) -> FencingToken {
+        self.token
+    }
+
+    /// `true` while held; turns `false` once, when the holder must stop.
+    pub fn held(&self) -> watch::Receiver<bool> {
+        self.signals.held.subscribe()
+    }
+
+    /// Whether the lease is still held.
+    pub fn is_held(&self) -> bool {
+        *self.signals.held.borrow()
+    }
+
+    /// Cancelled when the holder must stop acting (loss, local deadline, release or drop).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.signals.stop_acting.clone()
+    }
+
+    /// The current local deadline; moves forward with each successful renewal.
+    pub fn must_stop_by(&self) -> Instant {
+        *self.signals.deadline.borrow()
+    }
+
+    /// How many renewals have succeeded.
+    pub fn renewals(&self) -> u64 {
+        self.signals.renewals.load(Ordering::Relaxed)
+    }
+
+    /// Why the lease was lost, once it was.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.signals.reason.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// Waits until the holder must stop acting.
+    pub async fn lost(&self) {
+        self.signals.stop_acting.cancelled().await;
+    }
+
+    /// Replaces the stored value and renews at once: one LWT.
+    pub async fn set_value(&self, value: Option<String>) -> Result<(), LeaseError> {
+        let (reply, answer) = oneshot::channel();
+        let gone = || LeaseError::Lost {
+            name: self.name.clone(),
+            reason: self.loss_reason().unwrap_or(LossReason::Released),
+        };
+        if self
+            .commands
+            .send(Command::SetValue(value, reply))
+            .await
+            .is_err()
+        {
+            return Err(gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// Stops the keep-alive (the cancellation token fires first) and releases the lease.
+    pub async fn release(mut self) -> Result<(), LeaseError> {
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        self.stop_task.cancel();
+        let lease = task.await.ok().flatten();
+        self.signals.lose(&self.name, LossReason::Released);
+        match lease {
+            Some(lease) => lease.release().await,
+            None => Err(LeaseError::Lost {
+                name: self.name.clone(),
+                reason: self.loss_reason().unwrap_or(LossReason::Expired),
+            }),
+        }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        self.stop_task.cancel();
+        self.signals.lose(&self.name, LossReason::Released);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Ok(Some(lease)) = task.await {
+                    let result = lease.release().await;
+                    debug!(?result, "release on drop");
+                }
+            });
+        }
+    }
+}
+
+/// The keep-alive loop. Returns the lease if it was stopped while still held.
+async fn run(
+    mut lease: Lease,
+    signals: Arc<Signals>,
+    stop: CancellationToken,
+    mut inbox: mpsc::Receiver<Command>,
+) -> Option<Lease> {
+    let config = *lease.client().config();
+    let mut delays = lease.client().poll_delays();
+    let mut next_renewal = lease.must_stop_by() - config.ttl + config.renew_interval;
+    loop {
+        let deadline = lease.must_stop_by();
+        let mut reply = None;
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return Some(lease),
+            command = inbox.recv() => match command {
+                Some(Command::SetValue(value, tx)) => reply = Some((value, tx)),
+                None => return Some(lease),
+            },
+            _ = tokio::time::sleep_until(next_renewal.min(deadline)) => {}
+        }
+        if Instant::now() >= deadline {
+            return expire(lease, &signals);
+        }
+        let outcome = match reply {
+            Some((value, tx)) => {
+                let outcome = tokio::time::timeout_at(deadline, lease.set_value(value)).await;
+                let _ = tx.send(match &outcome {
+                    Ok(result) => result.clone(),
+                    Err(_) => Err(LeaseError::Lost {
+                        name: lease.name().to_owned(),
+                        reason: LossReason::Expired,
+                    }),
+                });
+                outcome
+            }
+            None => tokio::time::timeout_at(deadline, lease.renew()).await,
+        };
+        match outcome {
+            Err(_deadline_passed) => return expire(lease, &signals),
+            Ok(Ok(())) => {
+                signals.renewals.fetch_add(1, Ordering::Relaxed);
+                signals.deadline.send_replace(lease.must_stop_by());
+                next_renewal = Instant::now() + config.renew_interval;
+                delays = lease.client().poll_delays();
+            }
+            Ok(Err(LeaseError::Lost { reason, .. })) => {
+                signals.lose(lease.name(), reason);
+                return None;
+            }
+            Ok(Err(error)) => {
+                let delay = delays.next().unwrap_or(config.retry_interval);
+                warn!(lease = lease.name(), %error, ?delay, "renewal failed; retrying");
+                next_renewal = Instant::now() + delay;
+            }
+        }
+    }
+}
+
+/// The deadline passed without a successful renewal: stop acting, then try to free the lease
+/// early in case a late renewal did apply.
+fn expire(lease: Lease, signals: &Signals) -> Option<Lease> {
+    signals.lose(lease.name(), LossReason::Expired);
+    lease
+        .client()
+        .spawn_cleanup(lease.name(), lease.holder_id());
+    None
+}

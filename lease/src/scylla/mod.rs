@@ -1,0 +1,330 @@
+//! The ScyllaDB / Cassandra backend, over the `scylla` driver.
+//!
+//! Statements are in [`cql`], with the table layout and the reasoning behind the token
+//! guarantee. Every write is an LWT (`IF ...`), so no cell is written both with and without
+//! Paxos. LWTs are marked non-idempotent and never retried by the driver: a lost answer comes
+//! back as [`StoreError::Unknown`] and the lease layer resolves it with a SERIAL read.
+
+pub mod cql;
+mod errors;
+mod schema;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use scylla::client::session::Session;
+use scylla::policies::retry::FallthroughRetryPolicy;
+use scylla::response::query_result::QueryResult;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
+use scylla::value::{CqlValue, Row};
+use tracing::{debug, instrument};
+
+pub use schema::{Replication, SchemaError, ScyllaOptions};
+
+use crate::error::StoreError;
+use crate::fencing::FencingToken;
+use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
+use errors::classify;
+
+/// Rounds of a claim while the lease is seen free but the proposed token was not above the
+/// stored one (a brand-new name, or a proposer whose clock is behind the last token).
+const MAX_CLAIM_ROUNDS: usize = 4;
+
+/// Lease store on a `scylla` [`Session`]; all statements are prepared once, in [`Self::new`].
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use cql_lease::scylla::{ScyllaLeaseStore, ScyllaOptions};
+/// use cql_lease::{LeaseClient, LeaseConfig};
+/// use scylla::client::session_builder::SessionBuilder;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let session = Arc::new(SessionBuilder::new().known_node("127.0.0.1:9042").build().await?);
+/// let options = ScyllaOptions::default();
+/// options.create_schema(&session).await?;
+/// let store = ScyllaLeaseStore::new(session, options).await?;
+/// let client = LeaseClient::new(Arc::new(store), LeaseConfig::default())?;
+/// # let _ = client;
+/// # Ok(())
+/// # }
+/// ```
+pub struct ScyllaLeaseStore {
+    session: Arc<Session>,
+    claim_above: Batch,
+    claim_exact: Batch,
+    renew: PreparedStatement,
+    release: PreparedStatement,
+    read: PreparedStatement,
+}
+
+impl std::fmt::Debug for ScyllaLeaseStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScyllaLeaseStore").finish_non_exhaustive()
+    }
+}
+
+impl ScyllaLeaseStore {
+    /// Prepares every statement against the existing table (see
+    /// [`ScyllaOptions::create_schema`]).
+    pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
+        options.validate()?;
+        let prepare = |template: &'static str, is_write: bool| {
+            let session = Arc::clone(&session);
+            let options = options.clone();
+            async move {
+                let mut statement = session
+                    .prepare(options.render(template))
+                    .await
+                    .map_err(|e| StoreError::Rejected(format!("preparing {template}: {e}")))?;
+                if is_write {
+                    statement.set_consistency(options.consistency);
+                    statement.set_serial_consistency(Some(options.serial_consistency));
+                    statement.set_is_idempotent(false);
+                    statement.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+                } else {
+                    statement.set_consistency(serial_read_level(options.serial_consistency));
+                    statement.set_is_idempotent(true);
+                }
+                statement.set_request_timeout(options.request_timeout);
+                Ok::<_, StoreError>(statement)
+            }
+        };
+        let set_fence = prepare(cql::SET_FENCE, true).await?;
+        let claim_batch = |claim: PreparedStatement| {
+            let mut batch = Batch::new(BatchType::Logged);
+            batch.append_statement(claim);
+            batch.append_statement(set_fence.clone());
+            batch.set_consistency(options.consistency);
+            batch.set_serial_consistency(Some(options.serial_consistency));
+            batch.set_is_idempotent(false);
+            batch.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+            batch.set_request_timeout(options.request_timeout);
+            batch
+        };
+        Ok(ScyllaLeaseStore {
+            claim_above: claim_batch(prepare(cql::CLAIM_ABOVE, true).await?),
+            claim_exact: claim_batch(prepare(cql::CLAIM_EXACT, true).await?),
+            renew: prepare(cql::RENEW, true).await?,
+            release: prepare(cql::RELEASE, true).await?,
+            read: prepare(cql::READ, false).await?,
+            session,
+        })
+    }
+}
+
+fn serial_read_level(serial: SerialConsistency) -> Consistency {
+    match serial {
+        SerialConsistency::Serial => Consistency::Serial,
+        SerialConsistency::LocalSerial => Consistency::LocalSerial,
+    }
+}
+
+fn ttl_secs(ttl: Duration) -> i32 {
+    i32::try_from(ttl.as_secs()).unwrap_or(i32::MAX)
+}
+
+/// Microseconds since the Unix epoch: only a proposal for the next token. The LWT condition,
+/// not the clock, guarantees the order; a clock behind costs one more round.
+fn wall_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+        .unwrap_or(1)
+}
+
+/// The first row of an LWT result: `[applied]` plus whatever columns the server returned
+/// (Cassandra: the conditioned columns when not applied; Scylla: the old row, always).
+struct LwtRow {
+    applied: bool,
+    columns: HashMap<String, CqlValue>,
+}
+
+impl LwtRow {
+    fn parse(result: QueryResult) -> Result<Self, StoreError> {
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| StoreError::Unknown(format!("LWT answered without rows: {e}")))?;
+        let names: Vec<String> = rows
+            .column_specs()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect();
+        let row: Row = rows
+            .first_row()
+            .map_err(|e| StoreError::Unknown(format!("unreadable LWT row: {e}")))?;
+        let mut columns: HashMap<String, CqlValue> = names
+            .into_iter()
+            .zip(row.columns)
+            .filter_map(|(name, value)| value.map(|v| (name, v)))
+            .collect();
+        let applied = match columns.remove("[applied]") {
+            Some(CqlValue::Boolean(applied)) => applied,
+            other => {
+                return Err(StoreError::Unknown(format!(
+                    "no [applied] column: {other:?}"
+                )));
+            }
+        };
+        Ok(LwtRow { applied, columns })
+    }
+
+    fn text(&self, name: &str) -> Option<String> {
+        match self.columns.get(name) {
+            Some(CqlValue::Text(s) | CqlValue::Ascii(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    fn bigint(&self, name: &str) -> Option<i64> {
+        match self.columns.get(name) {
+            Some(CqlValue::BigInt(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    fn int(&self, name: &str) -> Option<i32> {
+        match self.columns.get(name) {
+            Some(CqlValue::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseStore for ScyllaLeaseStore {
+    #[instrument(level = "debug", skip(self, claim), fields(lease = claim.name, owner = claim.owner))]
+    async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError> {
+        let ttl = ttl_secs(claim.ttl);
+        let mut proposal = wall_micros();
+        // `None`: claim above `proposal`; `Some(x)`: claim only if the stored token is `x`.
+        let mut exact: Option<Option<i64>> = None;
+        for round in 0..MAX_CLAIM_ROUNDS {
+            let (batch, condition, token) = match exact {
+                None => (&self.claim_above, Some(proposal), proposal),
+                Some(stored) => (&self.claim_exact, stored, proposal),
+            };
+            let values = (
+                (
+                    ttl,
+                    claim.holder_id,
+                    claim.owner,
+                    claim.value,
+                    ttl,
+                    claim.name,
+                    condition,
+                ),
+                (token, claim.name),
+            );
+            let result = self
+                .session
+                .batch(batch, values)
+                .await
+                .map_err(|e| classify(e, true))?;
+            let row = LwtRow::parse(result)?;
+            debug!(round, applied = row.applied, token, "claim");
+            if row.applied {
+                return Ok(AcquireOutcome::Acquired {
+                    token: FencingToken::new(token),
+                });
+            }
+            if let Some(holder_id) = row.text("holder") {
+                return Ok(AcquireOutcome::Held(StoredLease {
+                    holder_id,
+                    owner: row.text("owner").unwrap_or_default(),
+                    value: row.text("value"),
+                    token: FencingToken::new(row.bigint("fence").unwrap_or_default()),
+                    expires_within: Duration::from_secs(
+                        u64::try_from(row.int("lease_ttl").unwrap_or_default()).unwrap_or_default(),
+                    ),
+                }));
+            }
+            // Free, but the proposal was not above the stored token (or there is none yet).
+            match row.bigint("fence") {
+                Some(stored) => {
+                    proposal = wall_micros().max(stored.saturating_add(1));
+                    exact = None;
+                }
+                None => exact = Some(None),
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "lease {:?} stayed free but {MAX_CLAIM_ROUNDS} claims lost races",
+            claim.name
+        )))
+    }
+
+    #[instrument(level = "debug", skip(self, claim), fields(lease = claim.name))]
+    async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError> {
+        let ttl = ttl_secs(claim.ttl);
+        let values = (
+            ttl,
+            claim.holder_id,
+            claim.owner,
+            claim.value,
+            ttl,
+            claim.name,
+            claim.holder_id,
+        );
+        let result = self
+            .session
+            .execute_unpaged(&self.renew, values)
+            .await
+            .map_err(|e| classify(e, true))?;
+        Ok(cas_outcome(LwtRow::parse(result)?))
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
+        let result = self
+            .session
+            .execute_unpaged(&self.release, (name, holder_id))
+            .await
+            .map_err(|e| classify(e, true))?;
+        Ok(cas_outcome(LwtRow::parse(result)?))
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        type ReadRow = (
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+            Option<i32>,
+        );
+        let result = self
+            .session
+            .execute_unpaged(&self.read, (name,))
+            .await
+            .map_err(|e| classify(e, false))?;
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| StoreError::Unavailable(format!("read answered without rows: {e}")))?;
+        let row: Option<ReadRow> = rows
+            .maybe_first_row()
+            .map_err(|e| StoreError::Unavailable(format!("unreadable row: {e}")))?;
+        Ok(row.and_then(|(holder, owner, value, fence, ttl)| {
+            Some(StoredLease {
+                holder_id: holder?,
+                owner: owner.unwrap_or_default(),
+                value,
+                token: FencingToken::new(fence.unwrap_or_default()),
+                expires_within: Duration::from_secs(
+                    u64::try_from(ttl.unwrap_or_default()).unwrap_or_default(),
+                ),
+            })
+        }))
+    }
+}
+
+fn cas_outcome(row: LwtRow) -> CasOutcome {
+    if row.applied {
+        CasOutcome::Applied
+    } else {
+        CasOutcome::NotApplied
+    }
+}

@@ -1,0 +1,81 @@
+//! The narrow storage interface every lease backend implements.
+//!
+//! Each method is exactly one round trip to the store: one LWT for the three writes, one
+//! linearizable (SERIAL) read for [`LeaseStore::read`]. Retries, outcome resolution and
+//! timing live above it, in [`crate::LeaseClient`], so every backend gets them the same way.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::fencing::FencingToken;
+
+/// The stored state of a held lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLease {
+    /// Unique id of the acquisition that holds it (one per acquire attempt).
+    pub holder_id: String,
+    /// The owner the holder declared (a process or node id).
+    pub owner: String,
+    /// The holder's value, e.g. its address.
+    pub value: Option<String>,
+    /// The acquisition's fencing token.
+    pub token: FencingToken,
+    /// The store expires it within this long: the exact time left from
+    /// [`LeaseStore::read`] (whole seconds on Cassandra/ScyllaDB), and the holder's full TTL,
+    /// an upper bound, from a failed [`LeaseStore::try_acquire`].
+    pub expires_within: Duration,
+}
+
+/// One claim on a lease: who, what, and for how long the store should keep it.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The lease name.
+    pub name: &'a str,
+    /// Unique id of this acquisition; conditions on renew/release compare it.
+    pub holder_id: &'a str,
+    /// The declared owner.
+    pub owner: &'a str,
+    /// The value to store with it.
+    pub value: Option<&'a str>,
+    /// The TTL to write, whole seconds.
+    pub ttl: Duration,
+}
+
+/// The answer to a conditional acquire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcquireOutcome {
+    /// The claim was written; here is its token.
+    Acquired {
+        /// The new fencing token.
+        token: FencingToken,
+    },
+    /// Someone holds it (possibly this very claim, when an earlier attempt applied).
+    Held(StoredLease),
+}
+
+/// The answer to a conditional renew or release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CasOutcome {
+    /// The condition held and the write applied.
+    Applied,
+    /// The claim no longer holds the lease.
+    NotApplied,
+}
+
+/// A lease backend. Object safe: use it as `Arc<dyn LeaseStore>`.
+#[async_trait]
+pub trait LeaseStore: Send + Sync + 'static {
+    /// Writes `claim` if nobody holds `claim.name`, with a token above every earlier one.
+    async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError>;
+
+    /// Rewrites `claim` (new TTL and value) only if `claim.holder_id` still holds it.
+    async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError>;
+
+    /// Deletes the lease only if `holder_id` holds it. The token history is kept.
+    async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError>;
+
+    /// Linearizable read of the current holder; `None` when free.
+    async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError>;
+}
