@@ -22,6 +22,12 @@ pub trait Backend: Send + Sync {
     async fn sleep(&self, by: Duration) {
         tokio::time::sleep(by).await;
     }
+    /// Whether faults can be injected (not on a real cluster).
+    fn supports_faults(&self) -> bool {
+        true
+    }
+    /// Checks run after every scenario.
+    fn after_scenario(&self) {}
     /// Adds a fault for calls of `op` (all when `None`).
     fn inject(&self, op: Option<Op>, fault: Fault, times: Times);
     /// Removes every fault.

@@ -8,4 +8,7 @@
 
 pub mod backend;
 pub mod conformance;
+pub mod cql_server;
+pub mod driver_log;
 pub mod history;
+pub mod wire_backend;

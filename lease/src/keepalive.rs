@@ -33,8 +33,9 @@ impl Signals {
         if let Ok(mut slot) = self.reason.lock() {
             slot.get_or_insert(reason.clone());
         }
-        self.stop_acting.cancel();
+        // The watch first, so whoever wakes on the token already reads `false`.
         self.held.send_replace(false);
+        self.stop_acting.cancel();
         info!(lease = name, %reason, "holder must stop acting");
     }
 }

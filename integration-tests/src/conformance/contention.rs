@@ -54,7 +54,7 @@ pub async fn exclusive_under_contention(b: &dyn Backend) {
 
 /// Runs `plan` and checks the history; returns it.
 pub async fn run_contention(b: &dyn Backend, plan: Plan) -> Vec<Tenure> {
-    if plan.lost_answers {
+    if plan.lost_answers && b.supports_faults() {
         b.inject(
             Some(Op::TryAcquire),
             Fault::TimeoutAfterApply,

@@ -138,6 +138,20 @@ pub async fn non_owner_cannot_renew_or_release(b: &dyn Backend) {
         )
     );
     assert_eq!(after.token, bob.token());
+    // The same owner's earlier acquisition is just as stale as anyone else's.
+    let mut bob_earlier = must_acquire(&c, "fenced-same-owner", "bob").await;
+    b.advance_store_clock(test_config().takeover_bound()).await;
+    let bob_now = must_acquire(&c, "fenced-same-owner", "bob").await;
+    assert!(matches!(
+        bob_earlier.renew().await,
+        Err(LeaseError::Lost { .. })
+    ));
+    let current = c
+        .holder("fenced-same-owner")
+        .await
+        .expect("holder")
+        .expect("held");
+    assert_eq!(current.holder_id, bob_now.holder_id());
 }
 
 /// Renewal keeps the token, moves the deadline, and can carry a new value.

@@ -7,44 +7,82 @@ use cql_lease::{LeaseConfig, LeaseError, TryAcquire};
 use tokio::time::Instant;
 
 use super::lease_basic::{must_acquire, must_be_held};
-use super::{client, client_with, test_config};
+use super::{client, client_with, faults_or_skip, test_config};
 use crate::backend::Backend;
 
-/// With every store call failing, the keep-alive cancels the holder at its deadline at the
-/// latest, and at that moment the store still excludes everyone else.
+/// With the holder's renewals failing, the keep-alive cancels it at its deadline at the
+/// latest, and a contender polling all along acquires only after that.
 pub async fn keepalive_signals_loss_before_expiry_when_store_unavailable(b: &dyn Backend) {
+    if faults_or_skip(b, "keepalive outage") {
+        holder_stops_before_anyone_else_acquires(b, "outage", || {
+            b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
+        })
+        .await;
+    }
+}
+
+/// Holds `name` with a keep-alive, calls `break_renewals` (which must make every renewal
+/// fail), and checks the hand-over: the holder stops by its deadline, the contender's
+/// acquisition returns after that, and the contender was really trying (held out) until
+/// shortly before.
+pub async fn holder_stops_before_anyone_else_acquires(
+    b: &dyn Backend,
+    name: &str,
+    break_renewals: impl FnOnce(),
+) {
     let c = client(b);
-    let guard = must_acquire(&c, "outage", "alice").await.keep_alive();
+    let guard = must_acquire(&c, name, "alice").await.keep_alive();
     b.sleep(test_config().renew_interval * 2 + Duration::from_millis(100))
         .await;
     assert!(guard.renewals() >= 1);
-    b.inject(None, Fault::Unavailable, Times::Always);
+    break_renewals();
+    let contender = {
+        let (c, name) = (c.clone(), name.to_owned());
+        tokio::spawn(async move {
+            let mut last_held = None;
+            loop {
+                match c.try_acquire(&name, "bob", None).await {
+                    Ok(TryAcquire::Acquired(lease)) => return (lease, Instant::now(), last_held),
+                    Ok(TryAcquire::Held(_)) => last_held = Some(Instant::now()),
+                    Err(_) => {}
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        })
+    };
     let stop = guard.cancellation_token();
-    let mut held = guard.held();
+    let held = guard.held();
     stop.cancelled().await;
     let stopped_at = Instant::now();
-    assert!(stopped_at <= guard.must_stop_by() + Duration::from_millis(50));
-    assert!(!*held.borrow_and_update());
+    assert!(
+        stopped_at <= guard.must_stop_by() + Duration::from_millis(50),
+        "stopped late"
+    );
+    assert!(!*held.borrow());
     assert_eq!(guard.loss_reason(), Some(cql_lease::LossReason::Expired));
+    let (bob, acquired_at, last_held) =
+        tokio::time::timeout(test_config().takeover_bound() * 2, contender)
+            .await
+            .expect("bob acquires")
+            .expect("join");
     b.clear_faults();
-    // The holder has stopped; the store must still be keeping the lease from others.
-    let still = must_be_held(&c, "outage", "bob").await;
-    assert_eq!(still.token, guard.token());
-    let bob = c
-        .acquire(
-            "outage",
-            "bob",
-            None,
-            Some(test_config().takeover_bound() * 2),
-        )
-        .await
-        .expect("bob takes over after expiry");
+    assert!(
+        acquired_at > stopped_at,
+        "bob acquired before alice stopped"
+    );
+    let last_held = last_held.expect("bob was held out while alice held the lease");
+    assert!(
+        last_held + Duration::from_millis(500) >= stopped_at,
+        "bob stopped trying too early to prove anything"
+    );
     assert!(bob.token() > guard.token());
-    assert!(Instant::now() > stopped_at);
 }
 
 /// The acquire applied but its answer was lost: the caller is told it holds the lease.
 pub async fn lost_answer_of_applied_acquire_is_resolved(b: &dyn Backend) {
+    if !faults_or_skip(b, "lost_answer_of_applied_acquire_is_resolved") {
+        return;
+    }
     let c = client(b);
     b.inject(
         Some(Op::TryAcquire),
@@ -76,6 +114,9 @@ pub async fn lost_answer_of_applied_acquire_is_resolved(b: &dyn Backend) {
 /// The acquire did not apply and its answer was lost: the caller is not told it holds the
 /// lease; it tries again when free, and reports the real holder otherwise.
 pub async fn lost_answer_of_unapplied_acquire_is_resolved(b: &dyn Backend) {
+    if !faults_or_skip(b, "lost_answer_of_unapplied_acquire_is_resolved") {
+        return;
+    }
     let c = client(b);
     b.inject(
         Some(Op::TryAcquire),
@@ -118,6 +159,9 @@ pub async fn lost_answer_of_unapplied_acquire_is_resolved(b: &dyn Backend) {
 /// The acquire applied, the answer and every read-back were lost: an error, and the claim
 /// is deleted in the background instead of lingering until its TTL.
 pub async fn unresolvable_acquire_leaves_no_lease_behind(b: &dyn Backend) {
+    if !faults_or_skip(b, "unresolvable_acquire_leaves_no_lease_behind") {
+        return;
+    }
     let config = LeaseConfig {
         ttl: Duration::from_secs(30),
         renew_interval: Duration::from_secs(10),
@@ -155,6 +199,9 @@ pub async fn unresolvable_acquire_leaves_no_lease_behind(b: &dyn Backend) {
 
 /// Lost answers on renew and release: the lease stays correct, and release still frees it.
 pub async fn lost_answers_on_renew_and_release_are_resolved(b: &dyn Backend) {
+    if !faults_or_skip(b, "lost_answers_on_renew_and_release_are_resolved") {
+        return;
+    }
     let c = client(b);
     let mut lease = must_acquire(&c, "ambiguous-renew", "alice").await;
     for fault in [Fault::TimeoutAfterApply, Fault::TimeoutWithoutApply] {

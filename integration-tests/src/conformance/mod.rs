@@ -14,6 +14,17 @@ use cql_lease::{LeaseClient, LeaseConfig};
 
 use crate::backend::Backend;
 
+/// Whether a scenario that needs fault injection can run here; says so when it cannot.
+pub fn faults_or_skip(backend: &dyn Backend, scenario: &str) -> bool {
+    if !backend.supports_faults() {
+        eprintln!(
+            "{}: {scenario} needs fault injection; skipped",
+            backend.name()
+        );
+    }
+    backend.supports_faults()
+}
+
 /// Timing used by the suite: short enough for real-time runs on the CQL test server.
 pub fn test_config() -> LeaseConfig {
     LeaseConfig {
@@ -73,6 +84,7 @@ macro_rules! lease_suite {
             async fn $case() {
                 let backend = $make;
                 $crate::conformance::$module::$case(&backend).await;
+                $crate::backend::Backend::after_scenario(&backend);
             }
         )+
     };

@@ -1,0 +1,488 @@
+//! A parser for the CQL subset the project and the driver send.
+
+pub use super::ast::*;
+use super::lexer::{RESERVED, Token, tokenize};
+use super::values::CqlType;
+
+/// Why a statement did not parse: Cassandra answers these with a syntax error.
+pub type SyntaxError = String;
+
+/// Parses one statement.
+pub fn parse(text: &str) -> Result<Statement, SyntaxError> {
+    let tokens = tokenize(text)?;
+    let mut p = Parser {
+        tokens,
+        pos: 0,
+        markers: 0,
+    };
+    let statement = p.statement()?;
+    p.eat_sym(";");
+    if p.pos != p.tokens.len() {
+        return Err(format!("unexpected input at {:?}", p.tokens[p.pos]));
+    }
+    Ok(statement)
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+    markers: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.pos)
+    }
+
+    fn next(&mut self) -> Result<Token, SyntaxError> {
+        let t = self
+            .tokens
+            .get(self.pos)
+            .cloned()
+            .ok_or("unexpected end of statement")?;
+        self.pos += 1;
+        Ok(t)
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        let hit = self.peek().is_some_and(|t| t.is_kw(kw));
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn kw(&mut self, kw: &str) -> Result<(), SyntaxError> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected {} at {:?}",
+                kw.to_uppercase(),
+                self.peek()
+            ))
+        }
+    }
+
+    fn eat_sym(&mut self, sym: &str) -> bool {
+        let hit = matches!(self.peek(), Some(Token::Sym(s)) if *s == sym);
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn sym(&mut self, sym: &str) -> Result<(), SyntaxError> {
+        if self.eat_sym(sym) {
+            Ok(())
+        } else {
+            Err(format!("expected '{sym}' at {:?}", self.peek()))
+        }
+    }
+
+    /// An identifier; a reserved keyword is only accepted in double quotes.
+    fn ident(&mut self) -> Result<String, SyntaxError> {
+        match self.next()? {
+            Token::Ident { name, quoted: true } => Ok(name),
+            Token::Ident {
+                name,
+                quoted: false,
+            } if RESERVED.contains(&name.as_str()) => Err(format!(
+                "no viable alternative at input '{name}' (reserved keyword)"
+            )),
+            Token::Ident { name, .. } => Ok(name),
+            other => Err(format!("expected an identifier, found {other:?}")),
+        }
+    }
+
+    fn table_ref(&mut self) -> Result<TableRef, SyntaxError> {
+        let first = self.ident()?;
+        if self.eat_sym(".") {
+            Ok(TableRef {
+                keyspace: Some(first),
+                table: self.ident()?,
+            })
+        } else {
+            Ok(TableRef {
+                keyspace: None,
+                table: first,
+            })
+        }
+    }
+
+    fn term(&mut self) -> Result<Term, SyntaxError> {
+        Ok(match self.next()? {
+            Token::Marker => {
+                self.markers += 1;
+                Term::Marker(self.markers - 1)
+            }
+            Token::Str(s) => Term::Str(s),
+            Token::Num(n) => Term::Num(n),
+            t if t.is_kw("null") => Term::Null,
+            t if t.is_kw("true") => Term::Bool(true),
+            t if t.is_kw("false") => Term::Bool(false),
+            other => return Err(format!("expected a value, found {other:?}")),
+        })
+    }
+
+    fn statement(&mut self) -> Result<Statement, SyntaxError> {
+        match self.next()? {
+            t if t.is_kw("select") => self.select(),
+            t if t.is_kw("update") => self.update(),
+            t if t.is_kw("insert") => self.insert(),
+            t if t.is_kw("delete") => self.delete(),
+            t if t.is_kw("create") => self.create(),
+            t if t.is_kw("use") => Ok(Statement::Use(self.ident()?)),
+            other => Err(format!("unsupported statement starting with {other:?}")),
+        }
+    }
+
+    fn select(&mut self) -> Result<Statement, SyntaxError> {
+        let mut selectors = Vec::new();
+        if !self.eat_sym("*") {
+            loop {
+                let is_fn = |p: &Self, f: &str| {
+                    p.peek().is_some_and(|t| t.is_kw(f))
+                        && matches!(p.tokens.get(p.pos + 1), Some(Token::Sym("(")))
+                };
+                if is_fn(self, "ttl") || is_fn(self, "writetime") {
+                    let ttl = self.next()?.is_kw("ttl");
+                    self.sym("(")?;
+                    let col = self.ident()?;
+                    self.sym(")")?;
+                    selectors.push(if ttl {
+                        Selector::Ttl(col)
+                    } else {
+                        Selector::WriteTime(col)
+                    });
+                } else {
+                    selectors.push(Selector::Column(self.ident()?));
+                }
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        self.kw("from")?;
+        let table = self.table_ref()?;
+        let relations = if self.eat_kw("where") {
+            self.relations()?
+        } else {
+            Vec::new()
+        };
+        Ok(Statement::Select {
+            selectors,
+            table,
+            relations,
+        })
+    }
+
+    fn relations(&mut self) -> Result<Vec<(String, Term)>, SyntaxError> {
+        let mut out = Vec::new();
+        loop {
+            let col = self.ident()?;
+            self.sym("=")?;
+            out.push((col, self.term()?));
+            if !self.eat_kw("and") {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn using(&mut self) -> Result<Using, SyntaxError> {
+        let mut using = Using::default();
+        if !self.eat_kw("using") {
+            return Ok(using);
+        }
+        loop {
+            if self.eat_kw("ttl") {
+                using.ttl = Some(self.term()?);
+            } else if self.eat_kw("timestamp") {
+                using.timestamp = Some(self.term()?);
+            } else {
+                return Err(format!("expected TTL or TIMESTAMP at {:?}", self.peek()));
+            }
+            if !self.eat_kw("and") {
+                return Ok(using);
+            }
+        }
+    }
+
+    fn conditions(&mut self) -> Result<Conditions, SyntaxError> {
+        if !self.eat_kw("if") {
+            return Ok(Conditions::None);
+        }
+        if self.eat_kw("exists") {
+            return Ok(Conditions::Exists);
+        }
+        if self.eat_kw("not") {
+            self.kw("exists")?;
+            return Ok(Conditions::NotExists);
+        }
+        let mut out = Vec::new();
+        loop {
+            let col = self.ident()?;
+            if self.eat_kw("in") {
+                self.sym("(")?;
+                let mut terms = vec![self.term()?];
+                while self.eat_sym(",") {
+                    terms.push(self.term()?);
+                }
+                self.sym(")")?;
+                out.push(Condition::In(col, terms));
+            } else {
+                let op = match self.next()? {
+                    Token::Sym("=") => Op::Eq,
+                    Token::Sym("!=") => Op::Neq,
+                    Token::Sym("<") => Op::Lt,
+                    Token::Sym("<=") => Op::Lte,
+                    Token::Sym(">") => Op::Gt,
+                    Token::Sym(">=") => Op::Gte,
+                    other => return Err(format!("expected an operator, found {other:?}")),
+                };
+                out.push(Condition::Compare(col, op, self.term()?));
+            }
+            if !self.eat_kw("and") {
+                return Ok(Conditions::Columns(out));
+            }
+        }
+    }
+
+    fn update(&mut self) -> Result<Statement, SyntaxError> {
+        let table = self.table_ref()?;
+        let using = self.using()?;
+        self.kw("set")?;
+        let mut assignments = Vec::new();
+        loop {
+            let col = self.ident()?;
+            self.sym("=")?;
+            assignments.push((col, self.term()?));
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        self.kw("where")?;
+        let relations = self.relations()?;
+        let conditions = self.conditions()?;
+        Ok(Statement::Update {
+            table,
+            using,
+            assignments,
+            relations,
+            conditions,
+        })
+    }
+
+    fn insert(&mut self) -> Result<Statement, SyntaxError> {
+        self.kw("into")?;
+        let table = self.table_ref()?;
+        self.sym("(")?;
+        let mut columns = vec![self.ident()?];
+        while self.eat_sym(",") {
+            columns.push(self.ident()?);
+        }
+        self.sym(")")?;
+        self.kw("values")?;
+        self.sym("(")?;
+        let mut terms = vec![self.term()?];
+        while self.eat_sym(",") {
+            terms.push(self.term()?);
+        }
+        self.sym(")")?;
+        if columns.len() != terms.len() {
+            return Err("unmatched column names/values".into());
+        }
+        let conditions = match self.conditions()? {
+            c @ (Conditions::None | Conditions::NotExists) => c,
+            _ => return Err("INSERT only takes IF NOT EXISTS".into()),
+        };
+        let using = self.using()?;
+        Ok(Statement::Insert {
+            table,
+            assignments: columns.into_iter().zip(terms).collect(),
+            using,
+            conditions,
+        })
+    }
+
+    fn delete(&mut self) -> Result<Statement, SyntaxError> {
+        let mut columns = Vec::new();
+        if !self.peek().is_some_and(|t| t.is_kw("from")) {
+            loop {
+                columns.push(self.ident()?);
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+        }
+        self.kw("from")?;
+        let table = self.table_ref()?;
+        let using = self.using()?;
+        if using.ttl.is_some() {
+            return Err("DELETE does not take a TTL".into());
+        }
+        self.kw("where")?;
+        let relations = self.relations()?;
+        let conditions = self.conditions()?;
+        Ok(Statement::Delete {
+            columns,
+            table,
+            using,
+            relations,
+            conditions,
+        })
+    }
+
+    fn create(&mut self) -> Result<Statement, SyntaxError> {
+        let is_keyspace = self.eat_kw("keyspace");
+        if !is_keyspace {
+            self.kw("table")?;
+        }
+        let if_not_exists = if self.eat_kw("if") {
+            self.kw("not")?;
+            self.kw("exists")?;
+            true
+        } else {
+            false
+        };
+        if is_keyspace {
+            let name = self.ident()?;
+            self.kw("with")?;
+            self.kw("replication")?;
+            self.sym("=")?;
+            let replication = self.map_literal()?;
+            if self.eat_kw("and") {
+                self.kw("durable_writes")?;
+                self.sym("=")?;
+                self.term()?;
+            }
+            return Ok(Statement::CreateKeyspace {
+                name,
+                if_not_exists,
+                replication,
+            });
+        }
+        let table = self.table_ref()?;
+        self.sym("(")?;
+        let mut columns = Vec::new();
+        let mut partition_key = None;
+        loop {
+            if self.eat_kw("primary") {
+                self.kw("key")?;
+                self.sym("(")?;
+                partition_key = Some(self.ident()?);
+                if !self.eat_sym(")") {
+                    return Err("only single-column primary keys are supported".into());
+                }
+            } else {
+                let name = self.ident()?;
+                columns.push((name.clone(), self.cql_type()?));
+                if self.eat_kw("primary") {
+                    self.kw("key")?;
+                    partition_key = Some(name);
+                }
+            }
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        self.sym(")")?;
+        let mut default_ttl = 0;
+        if self.eat_kw("with") {
+            loop {
+                let option = self.ident()?;
+                self.sym("=")?;
+                match (option.as_str(), self.term()?) {
+                    ("default_time_to_live", Term::Num(n)) => {
+                        default_ttl = n.parse().map_err(|_| "bad default_time_to_live")?;
+                    }
+                    (other, _) => return Err(format!("unsupported table option {other}")),
+                }
+                if !self.eat_kw("and") {
+                    break;
+                }
+            }
+        }
+        let partition_key = partition_key.ok_or("no PRIMARY KEY")?;
+        Ok(Statement::CreateTable {
+            table,
+            if_not_exists,
+            columns,
+            partition_key,
+            default_ttl,
+        })
+    }
+
+    fn cql_type(&mut self) -> Result<CqlType, SyntaxError> {
+        let name = match self.next()? {
+            Token::Ident { name, .. } => name,
+            other => return Err(format!("expected a type, found {other:?}")),
+        };
+        let mut params = Vec::new();
+        if self.eat_sym("<") {
+            loop {
+                params.push(self.cql_type()?);
+                if !self.eat_sym(",") {
+                    break;
+                }
+            }
+            self.sym(">")?;
+        }
+        CqlType::from_name(&name, params)
+    }
+
+    fn map_literal(&mut self) -> Result<Vec<(String, String)>, SyntaxError> {
+        self.sym("{")?;
+        let mut out = Vec::new();
+        loop {
+            let key = match self.next()? {
+                Token::Str(s) => s,
+                other => return Err(format!("expected a string key, found {other:?}")),
+            };
+            self.sym(":")?;
+            let value = match self.next()? {
+                Token::Str(s) | Token::Num(s) => s,
+                other => return Err(format!("expected a value, found {other:?}")),
+            };
+            out.push((key, value));
+            if !self.eat_sym(",") {
+                break;
+            }
+        }
+        self.sym("}")?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_keywords_need_quotes() {
+        assert!(parse("CREATE TABLE ks.t (k text PRIMARY KEY, token bigint)").is_err());
+        assert!(parse("CREATE TABLE ks.t (k text PRIMARY KEY, \"token\" bigint)").is_ok());
+        assert!(parse("SELECT order FROM ks.t").is_err());
+        assert!(parse("SELECT key, ttl(v), writetime(v) FROM ks.t WHERE key = ?").is_ok());
+    }
+
+    #[test]
+    fn markers_are_numbered_in_order() {
+        let s =
+            parse("UPDATE ks.t USING TTL ? SET a = ?, b = 'x' WHERE k = ? IF a = null AND b < ?")
+                .unwrap();
+        let Statement::Update {
+            using,
+            conditions: Conditions::Columns(c),
+            ..
+        } = s
+        else {
+            panic!()
+        };
+        assert_eq!(using.ttl, Some(Term::Marker(0)));
+        assert_eq!(
+            c[1],
+            Condition::Compare("b".into(), Op::Lt, Term::Marker(3))
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! The scylla backend as the suite sees it: over the CQL test server, or a real cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cql_lease::memory::{CallCounts, Fault, Op, Times};
+use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
+use cql_lease::{CountingStore, LeaseStore};
+use scylla::client::session_builder::SessionBuilder;
+
+use crate::backend::Backend;
+use crate::cql_server::{CqlTestServer, Flavor, ServerOptions};
+
+/// Options every wire test uses: one replica, and a client-side timeout so a lost answer
+/// surfaces quickly.
+pub fn test_options(keyspace: &str, table: &str) -> ScyllaOptions {
+    ScyllaOptions {
+        keyspace: keyspace.into(),
+        table: table.into(),
+        replication: Replication::Simple(1),
+        request_timeout: Some(Duration::from_secs(2)),
+        ..ScyllaOptions::default()
+    }
+}
+
+/// The scylla backend over the CQL test server, in strict mode.
+#[derive(Debug)]
+pub struct WireBackend {
+    /// The server.
+    pub server: CqlTestServer,
+    store: Arc<ScyllaLeaseStore>,
+    flavor: Flavor,
+}
+
+impl WireBackend {
+    /// Starts a server, connects, creates the schema, prepares the statements.
+    pub async fn start(flavor: Flavor) -> WireBackend {
+        let server = CqlTestServer::start(ServerOptions {
+            flavor,
+            strict_for: Some(("coordination".into(), "leases".into())),
+        })
+        .await;
+        let session = Arc::new(server.session().await);
+        let options = test_options("coordination", "leases");
+        options.create_schema(&session).await.expect("schema");
+        let store = Arc::new(
+            ScyllaLeaseStore::new(session, options)
+                .await
+                .expect("prepare"),
+        );
+        WireBackend {
+            server,
+            store,
+            flavor,
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for WireBackend {
+    fn name(&self) -> String {
+        format!(
+            "scylla backend over the CQL test server ({:?})",
+            self.flavor
+        )
+    }
+    fn store(&self) -> Arc<dyn LeaseStore> {
+        self.store.clone()
+    }
+    async fn advance_store_clock(&self, by: Duration) {
+        self.server.clock().advance(by);
+    }
+    fn inject(&self, op: Option<Op>, fault: Fault, times: Times) {
+        self.server.inject(op, fault.into(), times);
+    }
+    fn clear_faults(&self) {
+        self.server.clear_faults();
+    }
+    fn calls(&self) -> CallCounts {
+        self.server.calls()
+    }
+    fn first_claim_costs_extra_round(&self) -> bool {
+        true
+    }
+    fn simulated_time(&self) -> bool {
+        false
+    }
+    fn after_scenario(&self) {
+        let refused = self.server.refused();
+        assert!(
+            refused.is_empty(),
+            "the backend sent statements the server does not know: {refused:?}"
+        );
+    }
+}
+
+/// The scylla backend on the cluster named by `SCYLLA_URI` (`host:port`), in a fresh table.
+#[derive(Debug)]
+pub struct RealCluster {
+    store: Arc<CountingStore<ScyllaLeaseStore>>,
+}
+
+impl RealCluster {
+    /// Connects when `SCYLLA_URI` is set; `None` (and a message saying the suite is skipped)
+    /// otherwise.
+    pub async fn from_env() -> Option<RealCluster> {
+        let Ok(uri) = std::env::var("SCYLLA_URI") else {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            // Straight to stderr, past the test harness's capture, so CI logs show it.
+            SAID.call_once(|| {
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SCYLLA_URI is not set: the conformance suite against a real cluster is skipped"
+                );
+            });
+            return None;
+        };
+        let session = SessionBuilder::new()
+            .known_node(&uri)
+            .build()
+            .await
+            .expect("connect to SCYLLA_URI");
+        let session = Arc::new(session);
+        let table = format!("leases_{}", uuid::Uuid::new_v4().simple());
+        let options = test_options("cql_lease_tests", &table);
+        options.create_schema(&session).await.expect("schema");
+        let store = ScyllaLeaseStore::new(session, options)
+            .await
+            .expect("prepare");
+        Some(RealCluster {
+            store: Arc::new(CountingStore::new(Arc::new(store))),
+        })
+    }
+}
+
+#[async_trait]
+impl Backend for RealCluster {
+    fn name(&self) -> String {
+        "scylla backend on SCYLLA_URI".into()
+    }
+    fn store(&self) -> Arc<dyn LeaseStore> {
+        self.store.clone()
+    }
+    async fn advance_store_clock(&self, by: Duration) {
+        tokio::time::sleep(by).await;
+    }
+    fn supports_faults(&self) -> bool {
+        false
+    }
+    fn inject(&self, _: Option<Op>, _: Fault, _: Times) {}
+    fn clear_faults(&self) {}
+    fn calls(&self) -> CallCounts {
+        // Store calls, not LWTs: the extra round of a brand-new name is inside one call.
+        self.store.calls()
+    }
+    fn simulated_time(&self) -> bool {
+        false
+    }
+}
