@@ -228,6 +228,45 @@ impl Engine {
             ],
             vec![],
         );
+        // Read by a driver that fetches schema metadata; empty, as on a node whose keyspaces
+        // hold no user-defined types, views or described tables.
+        let list = || CqlType::List(Box::new(CqlType::Text));
+        for (name, columns) in [
+            (
+                "tables",
+                vec![("keyspace_name", text()), ("table_name", text())],
+            ),
+            (
+                "views",
+                vec![
+                    ("keyspace_name", text()),
+                    ("view_name", text()),
+                    ("base_table_name", text()),
+                ],
+            ),
+            (
+                "types",
+                vec![
+                    ("keyspace_name", text()),
+                    ("type_name", text()),
+                    ("field_names", list()),
+                    ("field_types", list()),
+                ],
+            ),
+            (
+                "columns",
+                vec![
+                    ("keyspace_name", text()),
+                    ("table_name", text()),
+                    ("column_name", text()),
+                    ("kind", text()),
+                    ("position", CqlType::Int),
+                    ("type", text()),
+                ],
+            ),
+        ] {
+            engine.system_table("system_schema", name, "keyspace_name", columns, vec![]);
+        }
         for ks in ["system", "system_schema"] {
             engine.add_keyspace(
                 ks,

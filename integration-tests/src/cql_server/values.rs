@@ -24,6 +24,8 @@ pub enum CqlType {
     Timestamp,
     /// `set<T>`
     Set(Box<CqlType>),
+    /// `list<T>`
+    List(Box<CqlType>),
     /// `map<K, V>`
     Map(Box<CqlType>, Box<CqlType>),
 }
@@ -42,6 +44,7 @@ impl CqlType {
             ("inet", 0) => CqlType::Inet,
             ("timestamp", 0) => CqlType::Timestamp,
             ("set", 1) => CqlType::Set(Box::new(params.next().ok_or("set<T>")?)),
+            ("list", 1) => CqlType::List(Box::new(params.next().ok_or("list<T>")?)),
             ("map", 2) => {
                 let k = params.next().ok_or("map<K, V>")?;
                 let v = params.next().ok_or("map<K, V>")?;
@@ -64,11 +67,12 @@ impl CqlType {
             CqlType::Inet => 0x0010,
             CqlType::Timestamp => 0x000B,
             CqlType::Set(_) => 0x0022,
+            CqlType::List(_) => 0x0020,
             CqlType::Map(..) => 0x0021,
         };
         out.extend_from_slice(&id.to_be_bytes());
         match self {
-            CqlType::Set(t) => t.write_option(out),
+            CqlType::Set(t) | CqlType::List(t) => t.write_option(out),
             CqlType::Map(k, v) => {
                 k.write_option(out);
                 v.write_option(out);
@@ -132,7 +136,7 @@ impl Value {
                 )),
                 n => return Err(format!("inet of {n} bytes")),
             },
-            CqlType::Set(_) | CqlType::Map(..) => {
+            CqlType::Set(_) | CqlType::List(_) | CqlType::Map(..) => {
                 return Err("collections cannot be bound in this server".into());
             }
         })
