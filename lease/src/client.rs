@@ -194,7 +194,7 @@ impl LeaseClient {
 
     /// Delays drawn uniformly between half and all of `retry_interval`, for polling and
     /// retries: jitter keeps contenders from moving in lockstep.
-    pub(crate) fn poll_delays(&self) -> impl Iterator<Item = Duration> + use<> {
+    pub fn poll_delays(&self) -> impl Iterator<Item = Duration> + use<> {
         backon::ConstantBuilder::default()
             .with_delay(self.config.retry_interval / 2)
             .with_jitter()

@@ -142,6 +142,20 @@ pub(crate) fn check_len(
     Ok(())
 }
 
+/// Checks a lease name: non-empty, at most [`MAX_NAME_LEN`] bytes, no control characters.
+pub fn check_name(name: &str) -> Result<(), InvalidArgument> {
+    check_text("lease name", name, MAX_NAME_LEN)
+}
+
+/// Checks an owner (candidate) id and an optional value.
+pub fn check_owner_and_value(owner: &str, value: Option<&str>) -> Result<(), InvalidArgument> {
+    check_text("owner", owner, MAX_OWNER_LEN)?;
+    if let Some(value) = value {
+        check_len("value", value, MAX_VALUE_LEN)?;
+    }
+    Ok(())
+}
+
 /// Checks a lease name, an owner id and an optional value.
 pub(crate) fn check_claim(
     name: &str,

@@ -69,8 +69,10 @@ impl StoreError {
 pub enum LossReason {
     /// A renewal found the lease held by someone else, or gone.
     NotHolder,
-    /// Renewals kept failing until the local deadline passed.
+    /// No renewal completed before the local deadline (slow store, paused process).
     Expired,
+    /// Renewals failed with store errors until the local deadline passed.
+    Unreachable,
     /// The holder released it.
     Released,
 }
@@ -80,6 +82,7 @@ impl std::fmt::Display for LossReason {
         match self {
             LossReason::NotHolder => f.write_str("held by another acquisition, or gone"),
             LossReason::Expired => f.write_str("expired before a renewal succeeded"),
+            LossReason::Unreachable => f.write_str("store unreachable until the deadline"),
             LossReason::Released => f.write_str("released"),
         }
     }

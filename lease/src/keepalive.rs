@@ -88,8 +88,9 @@ impl std::fmt::Debug for LeaseGuard {
 }
 
 impl LeaseGuard {
-    pub(crate) fn start(lease: Lease) -> Self {
-        let (held, _) = watch::channel(lease.is_valid());
+    pub(crate) fn start(lease: Lease, held: Option<watch::Sender<bool>>) -> Self {
+        let held = held.unwrap_or_else(|| watch::channel(false).0);
+        held.send_replace(lease.is_valid());
         let (deadline, _) = watch::channel(lease.must_stop_by());
         let signals = Arc::new(Signals {
             held,
@@ -185,6 +186,17 @@ impl LeaseGuard {
         answer.await.unwrap_or_else(|_| Err(gone()))
     }
 
+    /// Stops renewing without releasing, as a crashed process would: the holder must stop
+    /// (the token is cancelled) and the lease stays in the store until its TTL runs out. For
+    /// crash tests, and for processes that must not touch the store on their way out.
+    pub fn abandon(mut self) {
+        if let Some(task) = self.task.take() {
+            self.stop_task.cancel();
+            task.abort();
+            self.signals.lose(&self.name, LossReason::Released);
+        }
+    }
+
     /// Stops the keep-alive (the cancellation token fires first) and releases the lease.
     pub async fn release(mut self) -> Result<(), LeaseError> {
         let Some(task) = self.task.take() else {
@@ -231,6 +243,7 @@ async fn run(
     let config = *lease.client().config();
     let mut delays = lease.client().poll_delays();
     let mut next_renewal = lease.must_stop_by() - config.ttl + config.renew_interval;
+    let mut failing = false;
     loop {
         let deadline = lease.must_stop_by();
         let mut reply = None;
@@ -244,7 +257,7 @@ async fn run(
             _ = tokio::time::sleep_until(next_renewal.min(deadline)) => {}
         }
         if Instant::now() >= deadline {
-            return expire(lease, &signals);
+            return expire(lease, &signals, failing);
         }
         let outcome = match reply {
             Some((value, tx)) => {
@@ -261,8 +274,9 @@ async fn run(
             None => tokio::time::timeout_at(deadline, lease.renew()).await,
         };
         match outcome {
-            Err(_deadline_passed) => return expire(lease, &signals),
+            Err(_deadline_passed) => return expire(lease, &signals, failing),
             Ok(Ok(())) => {
+                failing = false;
                 signals.renewals.fetch_add(1, Ordering::Relaxed);
                 signals.deadline.send_replace(lease.must_stop_by());
                 next_renewal = Instant::now() + config.renew_interval;
@@ -273,6 +287,7 @@ async fn run(
                 return None;
             }
             Ok(Err(error)) => {
+                failing = true;
                 let delay = delays.next().unwrap_or(config.retry_interval);
                 warn!(lease = lease.name(), %error, ?delay, "renewal failed; retrying");
                 next_renewal = Instant::now() + delay;
@@ -283,8 +298,9 @@ async fn run(
 
 /// The deadline passed without a successful renewal: stop acting, then try to free the lease
 /// early in case a late renewal did apply.
-fn expire(lease: Lease, signals: &Signals) -> Option<Lease> {
-    signals.lose(lease.name(), LossReason::Expired);
+fn expire(lease: Lease, signals: &Signals, failing: bool) -> Option<Lease> {
+    let reason = if failing { LossReason::Unreachable } else { LossReason::Expired };
+    signals.lose(lease.name(), reason);
     lease
         .client()
         .spawn_cleanup(lease.name(), lease.holder_id());

@@ -179,7 +179,14 @@ impl Lease {
 
     /// Starts renewing in the background every `renew_interval`. See [`LeaseGuard`].
     pub fn keep_alive(self) -> LeaseGuard {
-        LeaseGuard::start(self)
+        LeaseGuard::start(self, None)
+    }
+
+    /// Like [`Lease::keep_alive`], reporting on a `held` channel the caller owns (one that
+    /// outlives this lease, say). It is set `true` now and `false` when the holder must stop,
+    /// before the guard's cancellation token fires.
+    pub fn keep_alive_with(self, held: tokio::sync::watch::Sender<bool>) -> LeaseGuard {
+        LeaseGuard::start(self, Some(held))
     }
 
     fn lost(&self) -> LeaseError {

@@ -46,7 +46,10 @@ pub mod scylla;
 mod store;
 
 pub use client::{LeaseClient, TryAcquire};
-pub use config::{LeaseConfig, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN};
+pub use config::{
+    LeaseConfig, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN, check_name,
+    check_owner_and_value,
+};
 pub use counting::{CallCounts, CountingStore};
 pub use error::{InvalidArgument, LeaseError, LossReason, StoreError};
 pub use fencing::FencingToken;

@@ -5,6 +5,7 @@
 //! backend factory; later primitives add their scenarios here the same way.
 
 pub mod contention;
+pub mod election;
 pub mod lease_basic;
 pub mod lease_faults;
 
@@ -49,7 +50,7 @@ pub fn client_with(backend: &dyn Backend, config: LeaseConfig) -> LeaseClient {
     }
 }
 
-/// Stamps out the lease scenarios as tests. `$make` builds a backend (an expression that may
+/// Stamps out the lease and election scenarios as tests. `$make` builds a backend (an expression that may
 /// `.await`), `$attr` is the test attribute to use.
 ///
 /// ```text
@@ -76,6 +77,14 @@ macro_rules! lease_suite {
             lease_faults::unresolvable_acquire_leaves_no_lease_behind,
             lease_faults::lost_answers_on_renew_and_release_are_resolved,
             contention::exclusive_under_contention,
+            election::crash_failover_is_bounded,
+            election::resign_failover_is_one_poll,
+            election::observers_see_every_change_in_order,
+            election::failing_leader_self_demotes_before_expiry,
+            election::proclaim_keeps_the_term,
+            election::bad_input_is_rejected,
+            election::shutdown_is_clean,
+            election::terms_never_overlap_under_chaos,
         );
     };
     (@tests #[$attr:meta], $make:expr, $($module:ident :: $case:ident),+ $(,)?) => {

@@ -1,0 +1,133 @@
+//! The handle of one candidate's campaign: a stream of events plus controls.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::actor::Command;
+use crate::error::ElectionError;
+use crate::event::ElectionEvent;
+
+/// One candidate's campaign, run by a spawned actor. A [`Stream`] of [`ElectionEvent`]s:
+/// `Elected`, `Deposed` (always after the `Elected` of the same term), `LeaderChanged`.
+///
+/// While elected, [`Campaign::leading`] is `true` and [`Campaign::cancellation_token`] gives
+/// the term's token; both flip before the lease can expire for anyone else. Dropping the
+/// campaign resigns (best effort, in the background); [`Campaign::resign`] waits for it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use cql_election::{Election, ElectionConfig, ElectionEvent};
+/// use cql_lease::MemoryStore;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let election = Election::new(Arc::new(MemoryStore::new()), "scheduler", ElectionConfig::default())?;
+/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:7000".into()))?;
+/// let Some(ElectionEvent::Elected { term, stop, .. }) = campaign.next().await else { unreachable!() };
+/// assert!(campaign.is_leader() && !stop.is_cancelled());
+/// campaign.proclaim(Some("10.0.0.1:7001".into())).await?;
+/// assert_eq!(election.leader().await?.map(|l| l.term), Some(term));
+/// campaign.resign().await?;
+/// assert!(stop.is_cancelled());
+/// assert!(matches!(campaign.next().await, Some(ElectionEvent::Deposed { .. })));
+/// assert!(campaign.next().await.is_none()); // the campaign is over
+/// # Ok::<(), cql_election::ElectionError>(())
+/// # }).unwrap();
+/// ```
+pub struct Campaign {
+    events: mpsc::UnboundedReceiver<ElectionEvent>,
+    commands: mpsc::Sender<Command>,
+    leading: watch::Receiver<bool>,
+    term_token: watch::Receiver<Option<CancellationToken>>,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Campaign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Campaign").field("leading", &self.is_leader()).finish_non_exhaustive()
+    }
+}
+
+impl Campaign {
+    pub(crate) fn new(
+        events: mpsc::UnboundedReceiver<ElectionEvent>,
+        commands: mpsc::Sender<Command>,
+        leading: watch::Receiver<bool>,
+        term_token: watch::Receiver<Option<CancellationToken>>,
+        shutdown: CancellationToken,
+        task: JoinHandle<()>,
+    ) -> Self {
+        Campaign { events, commands, leading, term_token, shutdown, task: Some(task) }
+    }
+
+    /// `true` while this candidate leads.
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
+    /// Whether this candidate leads now.
+    pub fn is_leader(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// The current term's cancellation token, while leading.
+    pub fn cancellation_token(&self) -> Option<CancellationToken> {
+        self.term_token.borrow().clone()
+    }
+
+    /// Gives up: releases the lease at once if leading (so another candidate can take over
+    /// within one poll interval), ends the campaign, and waits for its actor to finish. The
+    /// stream then yields the final `Deposed { reason: Resigned }` (if leading) and ends.
+    pub async fn resign(&mut self) -> Result<(), ElectionError> {
+        let (reply, answer) = oneshot::channel();
+        let result = match self.commands.send(Command::Resign(reply)).await {
+            Ok(()) => answer.await.unwrap_or(Err(ElectionError::CampaignEnded)),
+            Err(_) => Err(ElectionError::CampaignEnded),
+        };
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        result
+    }
+
+    /// Replaces the leader's value (e.g. its address) without a new election: one LWT.
+    /// `NotLeader` when following; the value is then used if this candidate wins later.
+    pub async fn proclaim(&self, value: Option<String>) -> Result<(), ElectionError> {
+        if let Some(v) = &value {
+            cql_lease::check_owner_and_value("-", Some(v))?;
+        }
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(Command::Proclaim(value, reply)).await.map_err(|_| ElectionError::CampaignEnded)?;
+        answer.await.unwrap_or(Err(ElectionError::CampaignEnded))
+    }
+
+    /// Stops at once without releasing anything, as a crash would: the term's token is
+    /// cancelled and the lease stays until its TTL. For tests and failure drills.
+    pub async fn abort(&mut self) {
+        let _ = self.commands.send(Command::Abort).await;
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Stream for Campaign {
+    type Item = ElectionEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ElectionEvent>> {
+        self.events.poll_recv(cx)
+    }
+}
+
+impl Drop for Campaign {
+    fn drop(&mut self) {
+        // The actor releases the lease (if held) and exits on its own.
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,107 @@
+//! Leader election on [`cql_lease`] leases, for services that need exactly one active
+//! instance.
+//!
+//! [`Election::campaign`] starts an actor that tries to take the election's lease every
+//! retry interval, keeps it alive while leading, and reports [`ElectionEvent`]s on a stream.
+//! The term of a leader is its lease's fencing token: strictly increasing, so it fences
+//! writes from a deposed leader. [`Election::observe`] and [`Election::leader`] watch without
+//! campaigning.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use futures::StreamExt;
+//! use cql_election::{Election, ElectionConfig, ElectionEvent};
+//! use cql_lease::MemoryStore;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+//! let config = ElectionConfig { lease_ttl: Duration::from_secs(10), renew_interval: Duration::from_secs(3), ..ElectionConfig::default() };
+//! let election = Election::new(Arc::new(MemoryStore::new()), "billing-scheduler", config)?;
+//! let mut a = election.campaign("node-a", None)?;
+//! let mut b = election.campaign("node-b", None)?;
+//! let Some(ElectionEvent::Elected { term, .. }) = a.next().await else { unreachable!() };
+//! let Some(ElectionEvent::LeaderChanged { leader: Some(leader) }) = b.next().await else { unreachable!() };
+//! assert_eq!((leader.candidate.as_str(), leader.term), ("node-a", term));
+//!
+//! a.resign().await?; // node-b takes over within one retry interval
+//! let Some(ElectionEvent::Elected { term: next, .. }) = b.next().await else { unreachable!() };
+//! assert!(next > term);
+//! # Ok::<(), cql_election::ElectionError>(())
+//! # }).unwrap();
+//! ```
+
+mod actor;
+mod campaign;
+mod config;
+mod error;
+mod event;
+mod observe;
+
+use std::sync::Arc;
+
+use cql_lease::{LeaseClient, LeaseStore};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use campaign::Campaign;
+pub use config::ElectionConfig;
+pub use error::ElectionError;
+pub use event::{DeposeReason, ElectionEvent, Leader};
+pub use observe::Observer;
+
+/// One named election on a lease store. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Election {
+    client: LeaseClient,
+    name: Arc<str>,
+}
+
+impl Election {
+    /// An election named `name` on `store`; validates the name and the timing.
+    pub fn new(store: Arc<dyn LeaseStore>, name: impl Into<String>, config: ElectionConfig) -> Result<Self, ElectionError> {
+        let name = name.into();
+        cql_lease::check_name(&name)?;
+        config.validate()?;
+        let client = LeaseClient::new(store, config.lease_config())?;
+        Ok(Election { client, name: name.into() })
+    }
+
+    /// The election's name (its lease name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Starts campaigning as `candidate` with `value` (e.g. its address). Errors on a bad
+    /// candidate id or value, before anything is sent.
+    pub fn campaign(&self, candidate: &str, value: Option<String>) -> Result<Campaign, ElectionError> {
+        cql_lease::check_owner_and_value(candidate, value.as_deref())?;
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (commands_tx, commands) = mpsc::channel(8);
+        let (leading_tx, leading) = watch::channel(false);
+        let (term_tx, term_token) = watch::channel(None);
+        let shutdown = CancellationToken::new();
+        let actor = actor::Actor {
+            client: self.client.clone(),
+            name: self.name.to_string(),
+            candidate: candidate.to_owned(),
+            value,
+            events: events_tx,
+            commands,
+            leading: leading_tx,
+            term_token: term_tx,
+            shutdown: shutdown.clone(),
+        };
+        let task = tokio::spawn(actor.run());
+        Ok(Campaign::new(events, commands_tx, leading, term_token, shutdown, task))
+    }
+
+    /// Watches leader changes without campaigning.
+    pub fn observe(&self) -> Observer {
+        Observer::start(self.client.clone(), self.name.to_string())
+    }
+
+    /// The current leader: one SERIAL read.
+    pub async fn leader(&self) -> Result<Option<Leader>, ElectionError> {
+        Ok(self.client.holder(&self.name).await?.map(Leader::from))
+    }
+}
