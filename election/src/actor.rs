@@ -56,13 +56,21 @@ impl Actor {
         let mut delays = self.client.poll_delays();
         let mut last_seen: Option<Leader> = None;
         loop {
-            match self.client.try_acquire(&self.name, &self.candidate, self.value.as_deref()).await {
-                Ok(TryAcquire::Acquired(lease)) => return Next::Lead(lease.keep_alive_with(self.leading.clone())),
+            match self
+                .client
+                .try_acquire(&self.name, &self.candidate, self.value.as_deref())
+                .await
+            {
+                Ok(TryAcquire::Acquired(lease)) => {
+                    return Next::Lead(lease.keep_alive_with(self.leading.clone()));
+                }
                 Ok(TryAcquire::Held(holder)) => {
                     let leader = Leader::from(holder);
                     if last_seen.as_ref() != Some(&leader) {
                         last_seen = Some(leader.clone());
-                        self.emit(ElectionEvent::LeaderChanged { leader: Some(leader) });
+                        self.emit(ElectionEvent::LeaderChanged {
+                            leader: Some(leader),
+                        });
                     }
                 }
                 Err(error) => warn!(election = %self.name, %error, "campaign attempt failed"),

@@ -1,6 +1,7 @@
 //! The handle of one candidate's campaign: a stream of events plus controls.
 
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use futures::Stream;
@@ -41,16 +42,33 @@ use crate::event::ElectionEvent;
 /// ```
 pub struct Campaign {
     events: mpsc::UnboundedReceiver<ElectionEvent>,
+    handle: CampaignHandle,
+    shutdown: CancellationToken,
+}
+
+/// Controls of a [`Campaign`], cheap to clone: move the campaign's event stream to one task
+/// and keep handles elsewhere. The campaign lives as long as its [`Campaign`] (the stream).
+#[derive(Clone)]
+pub struct CampaignHandle {
     commands: mpsc::Sender<Command>,
     leading: watch::Receiver<bool>,
     term_token: watch::Receiver<Option<CancellationToken>>,
-    shutdown: CancellationToken,
-    task: Option<JoinHandle<()>>,
+    task: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl std::fmt::Debug for Campaign {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Campaign").field("leading", &self.is_leader()).finish_non_exhaustive()
+        f.debug_struct("Campaign")
+            .field("leading", &self.is_leader())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for CampaignHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CampaignHandle")
+            .field("leading", &self.is_leader())
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,10 +81,58 @@ impl Campaign {
         shutdown: CancellationToken,
         task: JoinHandle<()>,
     ) -> Self {
-        Campaign { events, commands, leading, term_token, shutdown, task: Some(task) }
+        let handle = CampaignHandle {
+            commands,
+            leading,
+            term_token,
+            task: Arc::new(Mutex::new(Some(task))),
+        };
+        Campaign {
+            events,
+            handle,
+            shutdown,
+        }
     }
 
-    /// `true` while this candidate leads.
+    /// A cloneable handle to control this campaign.
+    pub fn handle(&self) -> CampaignHandle {
+        self.handle.clone()
+    }
+
+    /// See [`CampaignHandle::leading`].
+    pub fn leading(&self) -> watch::Receiver<bool> {
+        self.handle.leading()
+    }
+
+    /// See [`CampaignHandle::is_leader`].
+    pub fn is_leader(&self) -> bool {
+        self.handle.is_leader()
+    }
+
+    /// See [`CampaignHandle::cancellation_token`].
+    pub fn cancellation_token(&self) -> Option<CancellationToken> {
+        self.handle.cancellation_token()
+    }
+
+    /// See [`CampaignHandle::resign`].
+    pub async fn resign(&self) -> Result<(), ElectionError> {
+        self.handle.resign().await
+    }
+
+    /// See [`CampaignHandle::proclaim`].
+    pub async fn proclaim(&self, value: Option<String>) -> Result<(), ElectionError> {
+        self.handle.proclaim(value).await
+    }
+
+    /// See [`CampaignHandle::abort`].
+    pub async fn abort(&self) {
+        self.handle.abort().await
+    }
+}
+
+impl CampaignHandle {
+    /// `true` while this candidate leads; turns `false` before the lease can expire for
+    /// others (and before the term's token is cancelled).
     pub fn leading(&self) -> watch::Receiver<bool> {
         self.leading.clone()
     }
@@ -84,15 +150,13 @@ impl Campaign {
     /// Gives up: releases the lease at once if leading (so another candidate can take over
     /// within one poll interval), ends the campaign, and waits for its actor to finish. The
     /// stream then yields the final `Deposed { reason: Resigned }` (if leading) and ends.
-    pub async fn resign(&mut self) -> Result<(), ElectionError> {
+    pub async fn resign(&self) -> Result<(), ElectionError> {
         let (reply, answer) = oneshot::channel();
         let result = match self.commands.send(Command::Resign(reply)).await {
             Ok(()) => answer.await.unwrap_or(Err(ElectionError::CampaignEnded)),
             Err(_) => Err(ElectionError::CampaignEnded),
         };
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+        self.join().await;
         result
     }
 
@@ -103,15 +167,23 @@ impl Campaign {
             cql_lease::check_owner_and_value("-", Some(v))?;
         }
         let (reply, answer) = oneshot::channel();
-        self.commands.send(Command::Proclaim(value, reply)).await.map_err(|_| ElectionError::CampaignEnded)?;
+        self.commands
+            .send(Command::Proclaim(value, reply))
+            .await
+            .map_err(|_| ElectionError::CampaignEnded)?;
         answer.await.unwrap_or(Err(ElectionError::CampaignEnded))
     }
 
     /// Stops at once without releasing anything, as a crash would: the term's token is
     /// cancelled and the lease stays until its TTL. For tests and failure drills.
-    pub async fn abort(&mut self) {
+    pub async fn abort(&self) {
         let _ = self.commands.send(Command::Abort).await;
-        if let Some(task) = self.task.take() {
+        self.join().await;
+    }
+
+    async fn join(&self) {
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task {
             let _ = task.await;
         }
     }

@@ -17,7 +17,11 @@ pub struct Leader {
 
 impl From<StoredLease> for Leader {
     fn from(l: StoredLease) -> Self {
-        Leader { candidate: l.owner, value: l.value, term: l.token }
+        Leader {
+            candidate: l.owner,
+            value: l.value,
+            term: l.token,
+        }
     }
 }
 

@@ -43,13 +43,35 @@ use cql_lease::{LeaseClient, LeaseStore};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use campaign::Campaign;
+pub use campaign::{Campaign, CampaignHandle};
 pub use config::ElectionConfig;
 pub use error::ElectionError;
 pub use event::{DeposeReason, ElectionEvent, Leader};
 pub use observe::Observer;
 
 /// One named election on a lease store. Cheap to clone.
+///
+/// ```
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use cql_election::{Election, ElectionConfig, ElectionEvent};
+/// use cql_lease::MemoryStore;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+/// let election = Election::new(Arc::new(MemoryStore::new()), "reports", ElectionConfig::default())?;
+/// let mut watcher = election.observe();
+/// assert_eq!(watcher.next().await, Some(None)); // nobody leads yet
+///
+/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:80".into()))?;
+/// let Some(ElectionEvent::Elected { term, .. }) = campaign.next().await else { unreachable!() };
+/// let leader = election.leader().await?.expect("node-a leads");
+/// assert_eq!((leader.candidate.as_str(), leader.term), ("node-a", term));
+/// let seen = watcher.next().await.flatten().expect("the observer sees it");
+/// assert_eq!(seen.term, term);
+/// campaign.resign().await?;
+/// # Ok::<(), cql_election::ElectionError>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone, Debug)]
 pub struct Election {
     client: LeaseClient,
@@ -58,12 +80,19 @@ pub struct Election {
 
 impl Election {
     /// An election named `name` on `store`; validates the name and the timing.
-    pub fn new(store: Arc<dyn LeaseStore>, name: impl Into<String>, config: ElectionConfig) -> Result<Self, ElectionError> {
+    pub fn new(
+        store: Arc<dyn LeaseStore>,
+        name: impl Into<String>,
+        config: ElectionConfig,
+    ) -> Result<Self, ElectionError> {
         let name = name.into();
         cql_lease::check_name(&name)?;
         config.validate()?;
         let client = LeaseClient::new(store, config.lease_config())?;
-        Ok(Election { client, name: name.into() })
+        Ok(Election {
+            client,
+            name: name.into(),
+        })
     }
 
     /// The election's name (its lease name).
@@ -73,7 +102,11 @@ impl Election {
 
     /// Starts campaigning as `candidate` with `value` (e.g. its address). Errors on a bad
     /// candidate id or value, before anything is sent.
-    pub fn campaign(&self, candidate: &str, value: Option<String>) -> Result<Campaign, ElectionError> {
+    pub fn campaign(
+        &self,
+        candidate: &str,
+        value: Option<String>,
+    ) -> Result<Campaign, ElectionError> {
         cql_lease::check_owner_and_value(candidate, value.as_deref())?;
         let (events_tx, events) = mpsc::unbounded_channel();
         let (commands_tx, commands) = mpsc::channel(8);
@@ -92,7 +125,14 @@ impl Election {
             shutdown: shutdown.clone(),
         };
         let task = tokio::spawn(actor.run());
-        Ok(Campaign::new(events, commands_tx, leading, term_token, shutdown, task))
+        Ok(Campaign::new(
+            events,
+            commands_tx,
+            leading,
+            term_token,
+            shutdown,
+            task,
+        ))
     }
 
     /// Watches leader changes without campaigning.

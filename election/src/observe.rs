@@ -60,7 +60,10 @@ impl Observer {
                 }
             }
         });
-        Observer { changes, _stop: stop.drop_guard() }
+        Observer {
+            changes,
+            _stop: stop.drop_guard(),
+        }
     }
 }
 

@@ -18,12 +18,7 @@ pub enum Target {
 impl Target {
     /// Reads `--scylla HOST:PORT` from the arguments; embedded otherwise.
     pub fn from_args() -> Result<Target, String> {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        match args.as_slice() {
-            [] => Ok(Target::Embedded),
-            [flag, addr] if flag == "--scylla" => Ok(Target::Scylla(addr.clone())),
-            other => Err(format!("usage: [--scylla HOST:PORT]; got {other:?}")),
-        }
+        Ok(Args::parse(&["scylla"])?.target())
     }
 
     /// Opens the store: an empty embedded one, or the keyspace `cql_lease_demo` on a cluster
@@ -42,5 +37,48 @@ impl Target {
                 Ok(Arc::new(ScyllaLeaseStore::new(session, options).await?))
             }
         }
+    }
+}
+
+/// `--name value` arguments.
+#[derive(Debug, Default)]
+pub struct Args(std::collections::HashMap<String, String>);
+
+impl Args {
+    /// Parses the process arguments, accepting only the `allowed` names.
+    pub fn parse(allowed: &[&str]) -> Result<Args, String> {
+        let mut out = std::collections::HashMap::new();
+        let mut args = std::env::args().skip(1);
+        while let Some(flag) = args.next() {
+            let name = flag.strip_prefix("--").filter(|n| allowed.contains(n));
+            let (Some(name), Some(value)) = (name, args.next()) else {
+                let usage: Vec<String> = allowed.iter().map(|a| format!("[--{a} VALUE]")).collect();
+                return Err(format!("usage: {}; got {flag:?}", usage.join(" ")));
+            };
+            out.insert(name.to_owned(), value);
+        }
+        Ok(Args(out))
+    }
+
+    /// A value, if given.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    /// A number of seconds, if given.
+    pub fn seconds(&self, name: &str) -> Result<Option<std::time::Duration>, String> {
+        self.get(name)
+            .map(|v| {
+                v.parse::<f64>()
+                    .map(std::time::Duration::from_secs_f64)
+                    .map_err(|e| format!("--{name}: {e}"))
+            })
+            .transpose()
+    }
+
+    /// The backend named by `--scylla`, embedded otherwise.
+    pub fn target(&self) -> Target {
+        self.get("scylla")
+            .map_or(Target::Embedded, |a| Target::Scylla(a.to_owned()))
     }
 }

@@ -299,7 +299,11 @@ async fn run(
 /// The deadline passed without a successful renewal: stop acting, then try to free the lease
 /// early in case a late renewal did apply.
 fn expire(lease: Lease, signals: &Signals, failing: bool) -> Option<Lease> {
-    let reason = if failing { LossReason::Unreachable } else { LossReason::Expired };
+    let reason = if failing {
+        LossReason::Unreachable
+    } else {
+        LossReason::Expired
+    };
     signals.lose(lease.name(), reason);
     lease
         .client()

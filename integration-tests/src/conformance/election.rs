@@ -3,7 +3,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cql_election::{Campaign, DeposeReason, Election, ElectionConfig, ElectionError, ElectionEvent};
+use cql_election::{
+    Campaign, DeposeReason, Election, ElectionConfig, ElectionError, ElectionEvent,
+};
 use cql_lease::FencingToken;
 use cql_lease::memory::{Fault, Op, Times};
 use futures::StreamExt;
@@ -30,11 +32,17 @@ fn election(b: &dyn Backend, name: &str) -> Election {
 
 /// Slack for real-time runs: scheduling and one local round trip.
 fn slack(b: &dyn Backend) -> Duration {
-    if b.simulated_time() { Duration::ZERO } else { Duration::from_millis(150) }
+    if b.simulated_time() {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(150)
+    }
 }
 
 /// Waits for the next `Elected` of a campaign, skipping `LeaderChanged`.
-pub async fn next_elected(c: &mut Campaign) -> (FencingToken, Instant, tokio_util::sync::CancellationToken) {
+pub async fn next_elected(
+    c: &mut Campaign,
+) -> (FencingToken, Instant, tokio_util::sync::CancellationToken) {
     loop {
         match c.next().await {
             Some(ElectionEvent::Elected { term, stop, .. }) => return (term, Instant::now(), stop),
@@ -46,7 +54,11 @@ pub async fn next_elected(c: &mut Campaign) -> (FencingToken, Instant, tokio_uti
 
 /// The first of several campaigns to be elected: its index, term and arrival time.
 async fn first_elected(campaigns: &mut [Campaign]) -> (usize, FencingToken, Instant) {
-    let mut streams: Vec<_> = campaigns.iter_mut().enumerate().map(|(i, c)| Box::pin(async move { (i, next_elected(c).await) })).collect();
+    let mut streams: Vec<_> = campaigns
+        .iter_mut()
+        .enumerate()
+        .map(|(i, c)| Box::pin(async move { (i, next_elected(c).await) }))
+        .collect();
     let ((i, (term, at, _)), _, _) = futures::future::select_all(streams.drain(..)).await;
     (i, term, at)
 }
@@ -56,7 +68,10 @@ pub async fn crash_failover_is_bounded(b: &dyn Backend) {
     let e = election(b, "crash");
     let mut leader = e.campaign("a", None).expect("campaign");
     let (term, _, stop) = next_elected(&mut leader).await;
-    let mut others = vec![e.campaign("b", None).expect("b"), e.campaign("c", None).expect("c")];
+    let mut others = vec![
+        e.campaign("b", None).expect("b"),
+        e.campaign("c", None).expect("c"),
+    ];
     b.sleep(election_config().renew_interval * 2).await;
     let crashed_at = Instant::now();
     leader.abort().await;
@@ -64,7 +79,11 @@ pub async fn crash_failover_is_bounded(b: &dyn Backend) {
     let (_, next, at) = first_elected(&mut others).await;
     assert!(next > term);
     let bound = election_config().takeover_bound() + election_config().retry_interval + slack(b);
-    assert!(at - crashed_at <= bound, "failover took {:?} > {bound:?}", at - crashed_at);
+    assert!(
+        at - crashed_at <= bound,
+        "failover took {:?} > {bound:?}",
+        at - crashed_at
+    );
 }
 
 /// A resigned leader is replaced within one poll interval plus one LWT.
@@ -72,40 +91,67 @@ pub async fn resign_failover_is_one_poll(b: &dyn Backend) {
     let e = election(b, "resign");
     let mut leader = e.campaign("a", None).expect("campaign");
     let (term, _, stop) = next_elected(&mut leader).await;
-    let mut others = vec![e.campaign("b", None).expect("b"), e.campaign("c", None).expect("c")];
+    let mut others = vec![
+        e.campaign("b", None).expect("b"),
+        e.campaign("c", None).expect("c"),
+    ];
     b.sleep(election_config().retry_interval * 3).await;
     leader.resign().await.expect("resign");
     let resigned_at = Instant::now();
     assert!(stop.is_cancelled());
-    assert!(matches!(leader.next().await, Some(ElectionEvent::Deposed { reason: DeposeReason::Resigned, term: t }) if t == term));
-    assert!(leader.next().await.is_none(), "the campaign ends after resigning");
+    assert!(
+        matches!(leader.next().await, Some(ElectionEvent::Deposed { reason: DeposeReason::Resigned, term: t }) if t == term)
+    );
+    assert!(
+        leader.next().await.is_none(),
+        "the campaign ends after resigning"
+    );
     let (_, next, at) = first_elected(&mut others).await;
     assert!(next > term);
     let bound = election_config().retry_interval + slack(b);
-    assert!(at - resigned_at <= bound, "took {:?} > {bound:?}", at - resigned_at);
+    assert!(
+        at - resigned_at <= bound,
+        "took {:?} > {bound:?}",
+        at - resigned_at
+    );
 }
 
 /// Observers see each leader once, in term order.
 pub async fn observers_see_every_change_in_order(b: &dyn Backend) {
     let e = election(b, "observed");
     let mut observer = e.observe();
-    assert_eq!(observer.next().await, Some(None), "first the current state: no leader");
+    assert_eq!(
+        observer.next().await,
+        Some(None),
+        "first the current state: no leader"
+    );
     let mut terms = Vec::new();
     for candidate in ["a", "b", "c", "d"] {
-        let mut c = e.campaign(candidate, Some(format!("{candidate}:80"))).expect("campaign");
+        let mut c = e
+            .campaign(candidate, Some(format!("{candidate}:80")))
+            .expect("campaign");
         terms.push(next_elected(&mut c).await.0);
         b.sleep(election_config().retry_interval * 3).await;
         c.resign().await.expect("resign");
         b.sleep(election_config().retry_interval * 3).await;
     }
     let mut seen = Vec::new();
-    while let Ok(Some(change)) = tokio::time::timeout(election_config().retry_interval * 2, observer.next()).await {
+    while let Ok(Some(change)) =
+        tokio::time::timeout(election_config().retry_interval * 2, observer.next()).await
+    {
         seen.push(change);
     }
     let seen_terms: Vec<_> = seen.iter().flatten().map(|l| l.term).collect();
     assert_eq!(seen_terms, terms, "every leader once, in order: {seen:?}");
-    assert!(seen.windows(2).all(|w| w[0] != w[1]), "no duplicates: {seen:?}");
-    let values: Vec<_> = seen.iter().flatten().map(|l| l.value.clone().unwrap_or_default()).collect();
+    assert!(
+        seen.windows(2).all(|w| w[0] != w[1]),
+        "no duplicates: {seen:?}"
+    );
+    let values: Vec<_> = seen
+        .iter()
+        .flatten()
+        .map(|l| l.value.clone().unwrap_or_default())
+        .collect();
     assert_eq!(values, ["a:80", "b:80", "c:80", "d:80"]);
 }
 
@@ -123,7 +169,10 @@ pub async fn failing_leader_self_demotes_before_expiry(b: &dyn Backend) {
     let leading = leader.leading();
     stop.cancelled().await;
     let stopped_at = Instant::now();
-    assert!(!*leading.borrow(), "the leading watch flips before the token");
+    assert!(
+        !*leading.borrow(),
+        "the leading watch flips before the token"
+    );
     match leader.next().await {
         Some(ElectionEvent::Deposed { term: t, reason }) => {
             assert_eq!(t, term);
@@ -148,20 +197,41 @@ pub async fn proclaim_keeps_the_term(b: &dyn Backend) {
     let now = e.leader().await.expect("leader").expect("some");
     assert_eq!((now.term, now.value.as_deref()), (term, Some("new")));
     b.sleep(election_config().retry_interval).await;
-    assert!(matches!(follower.proclaim(Some("x".into())).await, Err(ElectionError::NotLeader)));
+    assert!(matches!(
+        follower.proclaim(Some("x".into())).await,
+        Err(ElectionError::NotLeader)
+    ));
     leader.resign().await.expect("resign");
 }
 
 /// Bad names, candidates and timing are typed errors, and nothing reaches the store.
 pub async fn bad_input_is_rejected(b: &dyn Backend) {
     let before = b.calls();
-    assert!(matches!(Election::new(b.store(), "", election_config()), Err(ElectionError::InvalidArgument(_))));
-    let bad = ElectionConfig { renew_interval: Duration::from_secs(30), ..election_config() };
-    assert!(matches!(Election::new(b.store(), "x", bad), Err(ElectionError::InvalidArgument(_))));
+    assert!(matches!(
+        Election::new(b.store(), "", election_config()),
+        Err(ElectionError::InvalidArgument(_))
+    ));
+    let bad = ElectionConfig {
+        renew_interval: Duration::from_secs(30),
+        ..election_config()
+    };
+    assert!(matches!(
+        Election::new(b.store(), "x", bad),
+        Err(ElectionError::InvalidArgument(_))
+    ));
     let e = election(b, "bad");
-    assert!(matches!(e.campaign("", None), Err(ElectionError::InvalidArgument(_))));
-    assert!(matches!(e.campaign("a\tb", None), Err(ElectionError::InvalidArgument(_))));
-    assert!(matches!(e.campaign("a", Some("v".repeat(cql_lease::MAX_VALUE_LEN + 1))), Err(ElectionError::InvalidArgument(_))));
+    assert!(matches!(
+        e.campaign("", None),
+        Err(ElectionError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        e.campaign("a\tb", None),
+        Err(ElectionError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        e.campaign("a", Some("v".repeat(cql_lease::MAX_VALUE_LEN + 1))),
+        Err(ElectionError::InvalidArgument(_))
+    ));
     assert_eq!(b.calls(), before);
 }
 
@@ -171,14 +241,24 @@ pub async fn shutdown_is_clean(b: &dyn Backend) {
     let mut a = e.campaign("a", None).expect("campaign");
     next_elected(&mut a).await;
     a.resign().await.expect("resign");
-    assert_eq!(e.leader().await.expect("leader"), None, "no lease left after resign");
-    assert!(matches!(a.proclaim(None).await, Err(ElectionError::CampaignEnded)), "the actor is gone");
+    assert_eq!(
+        e.leader().await.expect("leader"),
+        None,
+        "no lease left after resign"
+    );
+    assert!(
+        matches!(a.proclaim(None).await, Err(ElectionError::CampaignEnded)),
+        "the actor is gone"
+    );
     let mut d = e.campaign("d", None).expect("campaign");
     next_elected(&mut d).await;
     drop(d);
     let deadline = Instant::now() + Duration::from_secs(2);
     while e.leader().await.expect("leader").is_some() {
-        assert!(Instant::now() < deadline, "dropping the campaign did not release");
+        assert!(
+            Instant::now() < deadline,
+            "dropping the campaign did not release"
+        );
         b.sleep(Duration::from_millis(20)).await;
     }
 }
@@ -197,7 +277,8 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
     let target = if b.simulated_time() { 100 } else { 8 };
     let e = election(b, "chaos");
     let history: Arc<Mutex<Vec<Tenure>>> = Arc::default();
-    let (leader_tx, mut leader_rx) = tokio::sync::watch::channel::<Option<(usize, FencingToken)>>(None);
+    let (leader_tx, mut leader_rx) =
+        tokio::sync::watch::channel::<Option<(usize, FencingToken)>>(None);
     let mut actions = Vec::new();
     let mut tasks = Vec::new();
     for slot in 0..5 {
@@ -253,10 +334,15 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
     };
     let mut last_term = None;
     while history.lock().expect("history").len() < target {
-        let _ = leader_rx.wait_for(|l| l.is_some_and(|(_, t)| Some(t) != last_term)).await;
-        let Some((slot, term)) = *leader_rx.borrow() else { continue };
+        let _ = leader_rx
+            .wait_for(|l| l.is_some_and(|(_, t)| Some(t) != last_term))
+            .await;
+        let Some((slot, term)) = *leader_rx.borrow() else {
+            continue;
+        };
         last_term = Some(term);
-        b.sleep(election_config().renew_interval * roll(4) as u32).await;
+        b.sleep(election_config().renew_interval * roll(4) as u32)
+            .await;
         match roll(5) {
             0 | 1 => {
                 let _ = actions[slot].send(Chaos::Crash);
@@ -266,7 +352,8 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
             }
             _ if b.supports_faults() => {
                 b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
-                b.sleep(election_config().lease_ttl + election_config().retry_interval).await;
+                b.sleep(election_config().lease_ttl + election_config().retry_interval)
+                    .await;
                 b.clear_faults();
                 let _ = actions[slot].send(Chaos::Outage);
             }

@@ -7,7 +7,9 @@
 //!
 //! What it reproduces (each has a test in `tests/cql_server_facts.rs`):
 //! - the connect handshake (OPTIONS, STARTUP, REGISTER) and the driver's `system.local` /
-//!   `system.peers` / `system_schema.keyspaces` reads, with one node;
+//!   `system.peers` / `system_schema.keyspaces` reads, with one node (plus empty
+//!   `system_schema.tables` / `views` / `types` / `columns`, for a driver that fetches schema
+//!   metadata);
 //! - cells with write timestamps and TTLs that expire in whole seconds of a controllable
 //!   clock; a row marker written by `INSERT` (with its TTL or the table default) and not by
 //!   `UPDATE`; `DELETE a, b` removing only those cells;
@@ -24,6 +26,9 @@
 //!   views, no authentication, no compression, protocol v4 only;
 //! - deleted cells leave no tombstones (all writes are ordered by one clock, so later writes
 //!   always win), and `TTL()` is computed from the server clock at read time;
+//! - `system_schema` describes no user tables, so a driver with schema metadata on routes
+//!   without token awareness; ScyllaDB-only tables (`scylla_tables`, `scylla_keyspaces`) are
+//!   missing, as on Cassandra;
 //! - in strict mode only the statements it was told about are accepted; the rest get an
 //!   `Invalid` error naming the statement.
 
@@ -138,9 +143,7 @@ const OPS: &[(&str, Op)] = &[
 impl CqlTestServer {
     /// Starts a server on a fresh loopback address, port 9042.
     pub async fn start(options: ServerOptions) -> CqlTestServer {
-        let address = SocketAddr::new(scylla_proxy::get_exclusive_local_address(), 9042);
         let clock = Arc::new(ServerClock::default());
-        let engine = engine::Engine::new(options.flavor, Arc::clone(&clock), address.ip());
         let (keyspace, table) = options
             .strict_for
             .clone()
@@ -164,19 +167,25 @@ impl CqlTestServer {
             ops.entry(*op).or_default().push(id.clone());
             op_of_id.insert(id, *op);
         }
-        let shared = Arc::new(Shared::new(engine, allowlist, op_of_id));
-        let base = base_rule(&shared);
-        let proxy = Proxy::new([Node::new_dry_mode(address, Some(vec![base]))])
-            .run()
-            .await
-            .expect("the CQL test server could not bind its address");
-        CqlTestServer {
-            address,
-            shared,
-            clock,
-            proxy: Mutex::new(proxy),
-            ops,
+        // Loopback addresses are handed out per process; another process (a second test
+        // binary, a benchmark) may hold one already, so move on to the next.
+        for _ in 0..256 {
+            let address = SocketAddr::new(scylla_proxy::get_exclusive_local_address(), 9042);
+            let engine = engine::Engine::new(options.flavor, Arc::clone(&clock), address.ip());
+            let shared = Arc::new(Shared::new(engine, allowlist.clone(), op_of_id.clone()));
+            let base = base_rule(&shared);
+            let node = Node::new_dry_mode(address, Some(vec![base]));
+            if let Ok(proxy) = Proxy::new([node]).run().await {
+                return CqlTestServer {
+                    address,
+                    shared,
+                    clock,
+                    proxy: Mutex::new(proxy),
+                    ops,
+                };
+            }
         }
+        panic!("the CQL test server found no free loopback address");
     }
 
     /// Where the server listens.

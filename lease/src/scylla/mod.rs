@@ -54,6 +54,7 @@ const MAX_CLAIM_ROUNDS: usize = 4;
 /// ```
 pub struct ScyllaLeaseStore {
     session: Arc<Session>,
+    proposal_clock: fn() -> i64,
     claim_above: Batch,
     claim_exact: Batch,
     renew: PreparedStatement,
@@ -106,6 +107,7 @@ impl ScyllaLeaseStore {
             batch
         };
         Ok(ScyllaLeaseStore {
+            proposal_clock: wall_micros,
             claim_above: claim_batch(prepare(cql::CLAIM_ABOVE, true).await?),
             claim_exact: claim_batch(prepare(cql::CLAIM_EXACT, true).await?),
             renew: prepare(cql::RENEW, true).await?,
@@ -113,6 +115,16 @@ impl ScyllaLeaseStore {
             read: prepare(cql::READ, false).await?,
             session,
         })
+    }
+}
+
+impl ScyllaLeaseStore {
+    /// Replaces the clock token proposals come from (microseconds since the epoch by
+    /// default). The order of tokens never depends on it, only the number of rounds does; tests
+    /// use a clock far behind to prove it.
+    pub fn with_proposal_clock(mut self, clock: fn() -> i64) -> Self {
+        self.proposal_clock = clock;
+        self
     }
 }
 
@@ -199,7 +211,7 @@ impl LeaseStore for ScyllaLeaseStore {
     #[instrument(level = "debug", skip(self, claim), fields(lease = claim.name, owner = claim.owner))]
     async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError> {
         let ttl = ttl_secs(claim.ttl);
-        let mut proposal = wall_micros();
+        let mut proposal = (self.proposal_clock)();
         // `None`: claim above `proposal`; `Some(x)`: claim only if the stored token is `x`.
         let mut exact: Option<Option<i64>> = None;
         for round in 0..MAX_CLAIM_ROUNDS {
@@ -245,7 +257,7 @@ impl LeaseStore for ScyllaLeaseStore {
             // Free, but the proposal was not above the stored token (or there is none yet).
             match row.bigint("fence") {
                 Some(stored) => {
-                    proposal = wall_micros().max(stored.saturating_add(1));
+                    proposal = (self.proposal_clock)().max(stored.saturating_add(1));
                     exact = None;
                 }
                 None => exact = Some(None),
