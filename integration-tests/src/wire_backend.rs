@@ -36,6 +36,14 @@ pub struct WireBackend {
 impl WireBackend {
     /// Starts a server, connects, creates the schema, prepares the statements.
     pub async fn start(flavor: Flavor) -> WireBackend {
+        Self::start_with(flavor, |store| store).await
+    }
+
+    /// Like [`WireBackend::start`], letting `adjust` configure the store.
+    pub async fn start_with(
+        flavor: Flavor,
+        adjust: impl FnOnce(ScyllaLeaseStore) -> ScyllaLeaseStore,
+    ) -> WireBackend {
         let server = CqlTestServer::start(ServerOptions {
             flavor,
             strict_for: Some(("coordination".into(), "leases".into())),
@@ -44,11 +52,11 @@ impl WireBackend {
         let session = Arc::new(server.session().await);
         let options = test_options("coordination", "leases");
         options.create_schema(&session).await.expect("schema");
-        let store = Arc::new(
+        let store = Arc::new(adjust(
             ScyllaLeaseStore::new(session, options)
                 .await
                 .expect("prepare"),
-        );
+        ));
         WireBackend {
             server,
             store,

@@ -166,39 +166,9 @@ async fn every_backend_statement_is_known_and_exercised() {
 /// clock: with a clock stuck far in the past, tokens still grow across release and expiry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_grow_even_when_the_proposer_clock_is_behind() {
-    use std::sync::Arc;
-
-    use cql_lease::scylla::ScyllaLeaseStore;
-    use integration_tests::cql_server::{CqlTestServer, ServerOptions};
-    use integration_tests::wire_backend::test_options;
-
-    let server = CqlTestServer::start(ServerOptions {
-        flavor: Flavor::Cassandra,
-        strict_for: Some(("coordination".into(), "leases".into())),
-    })
-    .await;
-    let session = Arc::new(server.session().await);
-    let options = test_options("coordination", "leases");
-    options.create_schema(&session).await.expect("schema");
-    let store = ScyllaLeaseStore::new(session, options)
-        .await
-        .expect("prepare")
-        .with_proposal_clock(|| 1);
-    let c = cql_lease::LeaseClient::new(Arc::new(store), test_config()).expect("client");
-    let mut last = None;
-    for round in 0..4 {
-        let lease = must_acquire(&c, "stuck-clock", &format!("o{round}")).await;
-        assert!(
-            last.is_none_or(|t| lease.token() > t),
-            "round {round}: {} after {last:?}",
-            lease.token()
-        );
-        last = Some(lease.token());
-        if round % 2 == 0 {
-            lease.release().await.expect("release");
-        } else {
-            server.clock().advance(test_config().takeover_bound());
-        }
-    }
-    assert!(server.refused().is_empty());
+    let b =
+        WireBackend::start_with(Flavor::Cassandra, |store| store.with_proposal_clock(|| 1)).await;
+    integration_tests::conformance::lease_basic::tokens_increase_across_release_and_expiry(&b)
+        .await;
+    b.after_scenario();
 }

@@ -244,15 +244,13 @@ impl LeaseStore for ScyllaLeaseStore {
                 });
             }
             if let Some(holder_id) = row.text("holder") {
-                return Ok(AcquireOutcome::Held(StoredLease {
+                return Ok(AcquireOutcome::Held(stored_lease(
                     holder_id,
-                    owner: row.text("owner").unwrap_or_default(),
-                    value: row.text("value"),
-                    token: FencingToken::new(row.bigint("fence").unwrap_or_default()),
-                    expires_within: Duration::from_secs(
-                        u64::try_from(row.int("lease_ttl").unwrap_or_default()).unwrap_or_default(),
-                    ),
-                }));
+                    row.text("owner"),
+                    row.text("value"),
+                    row.bigint("fence"),
+                    row.int("lease_ttl"),
+                )));
             }
             // Free, but the proposal was not above the stored token (or there is none yet).
             match row.bigint("fence") {
@@ -320,16 +318,27 @@ impl LeaseStore for ScyllaLeaseStore {
             .maybe_first_row()
             .map_err(|e| StoreError::Unavailable(format!("unreadable row: {e}")))?;
         Ok(row.and_then(|(holder, owner, value, fence, ttl)| {
-            Some(StoredLease {
-                holder_id: holder?,
-                owner: owner.unwrap_or_default(),
-                value,
-                token: FencingToken::new(fence.unwrap_or_default()),
-                expires_within: Duration::from_secs(
-                    u64::try_from(ttl.unwrap_or_default()).unwrap_or_default(),
-                ),
-            })
+            Some(stored_lease(holder?, owner, value, fence, ttl))
         }))
+    }
+}
+
+/// A held lease from its columns; `ttl_secs` is a TTL in seconds (written or remaining).
+fn stored_lease(
+    holder_id: String,
+    owner: Option<String>,
+    value: Option<String>,
+    fence: Option<i64>,
+    ttl_secs: Option<i32>,
+) -> StoredLease {
+    StoredLease {
+        holder_id,
+        owner: owner.unwrap_or_default(),
+        value,
+        token: FencingToken::new(fence.unwrap_or_default()),
+        expires_within: Duration::from_secs(
+            u64::try_from(ttl_secs.unwrap_or_default()).unwrap_or_default(),
+        ),
     }
 }
 
