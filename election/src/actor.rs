@@ -108,7 +108,7 @@ impl Actor {
             must_stop_by: guard.must_stop_by(),
             stop,
         });
-        let reason = loop {
+        let (reason, stopped_at) = loop {
             tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => {
@@ -116,7 +116,10 @@ impl Actor {
                     self.term_token.send_replace(None);
                     return false;
                 }
-                _ = guard.lost() => break guard.loss_reason().as_ref().map_or(DeposeReason::Expired, DeposeReason::from),
+                _ = guard.lost() => break (
+                    guard.loss_reason().as_ref().map_or(DeposeReason::Expired, DeposeReason::from),
+                    guard.lost_at().unwrap_or_else(tokio::time::Instant::now),
+                ),
                 command = self.commands.recv() => match command {
                     None => {
                         let _ = guard.release().await;
@@ -129,10 +132,11 @@ impl Actor {
                         return false;
                     }
                     Some(Command::Resign(reply)) => {
+                        let stopped_at = guard.stop_acting();
                         let released = guard.release().await.map_err(ElectionError::from);
                         self.term_token.send_replace(None);
                         info!(election = %self.name, candidate = %self.candidate, %term, "resigned");
-                        self.emit(ElectionEvent::Deposed { term, reason: DeposeReason::Resigned });
+                        self.emit(ElectionEvent::Deposed { term, reason: DeposeReason::Resigned, stopped_at });
                         let _ = reply.send(released);
                         return false;
                     }
@@ -148,7 +152,11 @@ impl Actor {
         };
         self.term_token.send_replace(None);
         info!(election = %self.name, candidate = %self.candidate, %term, ?reason, "deposed");
-        self.emit(ElectionEvent::Deposed { term, reason });
+        self.emit(ElectionEvent::Deposed {
+            term,
+            reason,
+            stopped_at,
+        });
         true
     }
 }

@@ -20,10 +20,12 @@ use cql_lease::{InvalidArgument, LeaseConfig};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ElectionConfig {
-    /// How long a leader may act after its last successful renewal was sent
-    /// (Kubernetes' lease duration).
+    /// The lease's TTL in the store (Kubernetes' lease duration): the longest followers wait
+    /// for a crashed leader, plus `max_clock_skew`. The leader itself stops acting
+    /// `1 s + max_clock_skew` sooner after its last successful renewal was sent.
     pub lease_ttl: Duration,
-    /// How often the leader renews (Kubernetes' renew period); shorter than `lease_ttl`.
+    /// How often the leader renews (Kubernetes' renew period); shorter than
+    /// `lease_ttl - 1 s - max_clock_skew`.
     pub renew_interval: Duration,
     /// How often followers try to take over and observers look (Kubernetes' retry period),
     /// jittered between half and all of it.
@@ -60,8 +62,8 @@ impl ElectionConfig {
         self.lease_config().validate()
     }
 
-    /// The longest a crashed leader can keep the others waiting: the stored TTL plus the
-    /// assumed skew.
+    /// The longest a crashed leader can keep the others waiting after its last renewal: the
+    /// stored TTL plus the assumed skew.
     pub fn takeover_bound(&self) -> Duration {
         self.lease_config().takeover_bound()
     }

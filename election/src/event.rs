@@ -70,6 +70,8 @@ pub enum ElectionEvent {
         term: FencingToken,
         /// Why.
         reason: DeposeReason,
+        /// When the leader was told to stop (just before its token was cancelled).
+        stopped_at: Instant,
     },
     /// Another candidate leads (seen while following).
     LeaderChanged {

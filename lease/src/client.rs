@@ -103,7 +103,8 @@ impl LeaseClient {
                 value,
                 ttl: self.config.store_ttl(),
             };
-            // Measured before sending: the store's expiry is at least this plus the TTL.
+            // Measured before sending: the store cannot expire the claim before this plus the
+            // validity.
             let sent_at = Instant::now();
             let outcome = match self.store.try_acquire(claim).await {
                 Ok(outcome) => outcome,
@@ -203,7 +204,7 @@ impl LeaseClient {
     }
 
     fn acquired(&self, claim: Claim<'_>, token: crate::FencingToken, sent_at: Instant) -> Lease {
-        let lease = Lease::new(self.clone(), claim, token, sent_at + self.config.ttl);
+        let lease = Lease::new(self.clone(), claim, token, sent_at + self.config.validity());
         info!(lease = claim.name, owner = claim.owner, %token, "lease acquired");
         lease
     }

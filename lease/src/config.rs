@@ -13,11 +13,15 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// Largest value, in bytes (it travels in every renewal, so keep it small).
 pub const MAX_VALUE_LEN: usize = 64 * 1024;
 
-/// Timing of a lease, in the spirit of Kubernetes' lease duration / renew period / retry period.
+/// Timing of a lease, in the spirit of Kubernetes' lease duration / renew deadline / retry
+/// period.
 ///
-/// `ttl` is the validity a holder may assume, counted on its own monotonic clock from the moment
-/// it *sent* the acquire or renew that succeeded. The store keeps the row longer than that (see
-/// [`LeaseConfig::store_ttl`]) so that the holder always stops first.
+/// `ttl` is the TTL written to the store (whole seconds, rounded up): the longest anyone waits
+/// for a crashed holder (plus `max_clock_skew`). The holder itself assumes less, counted on its
+/// own monotonic clock from the moment it *sent* the acquire or renew that succeeded:
+/// [`LeaseConfig::validity`] is `ttl - 1 s - max_clock_skew`, because Cassandra expires cells in
+/// whole seconds of a replica's wall clock (a cell written at 10.9 s with TTL 2 is gone at
+/// 12.0 s, 1.1 s later) and a replica's clock may run ahead.
 ///
 /// ```
 /// use std::time::Duration;
@@ -26,22 +30,24 @@ pub const MAX_VALUE_LEN: usize = 64 * 1024;
 /// let config = LeaseConfig {
 ///     ttl: Duration::from_secs(10),
 ///     renew_interval: Duration::from_secs(3),
+///     max_clock_skew: Duration::from_millis(500),
 ///     ..LeaseConfig::default()
 /// };
 /// config.validate().unwrap();
-/// assert_eq!(config.store_ttl(), Duration::from_secs(12));
+/// assert_eq!(config.store_ttl(), Duration::from_secs(10));
+/// assert_eq!(config.validity(), Duration::from_millis(8500));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseConfig {
-    /// How long a holder may act after a successful acquire or renew was sent.
+    /// The TTL written to the store (rounded up to whole seconds).
     pub ttl: Duration,
-    /// How often the keep-alive renews. Must be shorter than `ttl`.
+    /// How often the keep-alive renews. Must be shorter than [`LeaseConfig::validity`].
     pub renew_interval: Duration,
     /// Pause between attempts: `acquire` polling, and renewal retries after an error
     /// (jittered, and never past the holder's deadline).
     pub retry_interval: Duration,
     /// Largest wall-clock difference assumed between database nodes. Cells expire by the
-    /// replicas' wall clocks, so the row is kept this much longer than `ttl`.
+    /// replicas' wall clocks, so the holder stops this much earlier.
     pub max_clock_skew: Duration,
     /// How long to keep trying to learn the outcome of a write whose answer was lost.
     pub resolve_timeout: Duration,
@@ -60,26 +66,25 @@ impl Default for LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// Checks `1 s <= ttl`, the store TTL `<= 630720000 s`, `0 < renew_interval < ttl`,
+    /// Checks `1 s <= ttl <= 630720000 s`, `0 < renew_interval < validity`,
     /// `retry_interval > 0` and `resolve_timeout > 0`.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         let bad = |msg: String| Err(InvalidArgument::Timing(msg));
-        if self.ttl < Duration::from_secs(1) {
-            return bad(format!("ttl {:?} is shorter than 1 s", self.ttl));
-        }
-        if self.ttl > Duration::from_secs(MAX_TTL_SECS)
-            || self.store_ttl() > Duration::from_secs(MAX_TTL_SECS)
+        if self.ttl < Duration::from_secs(1) || self.store_ttl() > Duration::from_secs(MAX_TTL_SECS)
         {
             return bad(format!(
-                "ttl {:?} (stored as {:?}) exceeds the maximum of {MAX_TTL_SECS} s",
-                self.ttl,
-                self.store_ttl()
+                "ttl {:?} must be between 1 s and {MAX_TTL_SECS} s",
+                self.ttl
             ));
         }
-        if self.renew_interval.is_zero() || self.renew_interval >= self.ttl {
+        if self.renew_interval.is_zero() || self.renew_interval >= self.validity() {
             return bad(format!(
-                "renew_interval {:?} must be greater than zero and less than ttl {:?}",
-                self.renew_interval, self.ttl
+                "renew_interval {:?} must be greater than zero and less than the holder's validity \
+                 {:?} (ttl {:?} - 1 s - max_clock_skew {:?})",
+                self.renew_interval,
+                self.validity(),
+                self.ttl,
+                self.max_clock_skew
             ));
         }
         if self.retry_interval.is_zero() {
@@ -91,20 +96,24 @@ impl LeaseConfig {
         Ok(())
     }
 
-    /// The TTL written to the store: `ttl + max_clock_skew` rounded up to whole seconds, plus
-    /// one second because Cassandra counts expiry in whole seconds of the replica's clock (a
-    /// cell written at 10.9 s with TTL 2 expires at 12.0 s, 1.1 s later).
+    /// The TTL written to the store: `ttl` rounded up to whole seconds.
     pub fn store_ttl(&self) -> Duration {
-        let wanted = self.ttl.saturating_add(self.max_clock_skew);
-        let mut secs = wanted.as_secs();
-        if wanted.subsec_nanos() > 0 {
+        let mut secs = self.ttl.as_secs();
+        if self.ttl.subsec_nanos() > 0 {
             secs += 1;
         }
-        Duration::from_secs(secs.saturating_add(1))
+        Duration::from_secs(secs)
     }
 
-    /// An upper bound on how long after a holder's last successful write the store may still
-    /// show it as the holder: what a contender waits at most after a crash.
+    /// How long a holder may act after sending the acquire or renew that succeeded:
+    /// `ttl - 1 s - max_clock_skew` (zero if that is negative).
+    pub fn validity(&self) -> Duration {
+        self.ttl
+            .saturating_sub(Duration::from_secs(1) + self.max_clock_skew)
+    }
+
+    /// The longest the store may keep a crashed holder's lease after its last successful write:
+    /// what a contender waits at most.
     pub fn takeover_bound(&self) -> Duration {
         self.store_ttl() + self.max_clock_skew
     }
@@ -175,21 +184,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn store_ttl_pads_for_granularity_and_skew() {
+    fn the_holder_assumes_less_than_the_store_keeps() {
         let c = LeaseConfig {
-            ttl: Duration::from_millis(1500),
+            ttl: Duration::from_millis(2500),
             renew_interval: Duration::from_millis(500),
-            max_clock_skew: Duration::ZERO,
+            max_clock_skew: Duration::from_millis(250),
             ..LeaseConfig::default()
         };
         assert_eq!(c.store_ttl(), Duration::from_secs(3));
-        let c = LeaseConfig {
-            ttl: Duration::from_secs(2),
-            renew_interval: Duration::from_millis(500),
-            max_clock_skew: Duration::from_millis(500),
-            ..LeaseConfig::default()
-        };
-        assert_eq!(c.store_ttl(), Duration::from_secs(4));
+        assert_eq!(c.validity(), Duration::from_millis(1250));
+        assert_eq!(c.takeover_bound(), Duration::from_millis(3250));
     }
 
     #[test]
@@ -206,15 +210,16 @@ mod tests {
                 ..ok
             },
             LeaseConfig {
-                ttl: Duration::from_secs(MAX_TTL_SECS),
-                ..ok
-            },
-            LeaseConfig {
                 renew_interval: Duration::ZERO,
                 ..ok
             },
             LeaseConfig {
-                renew_interval: ok.ttl,
+                renew_interval: ok.validity(),
+                ..ok
+            },
+            LeaseConfig {
+                ttl: Duration::from_secs(1),
+                renew_interval: Duration::from_millis(1),
                 ..ok
             },
             LeaseConfig {
@@ -231,12 +236,14 @@ mod tests {
                 "{bad:?}"
             );
         }
-        let longest = LeaseConfig {
-            ttl: Duration::from_secs(MAX_TTL_SECS - 2),
-            max_clock_skew: Duration::ZERO,
-            ..ok
-        };
-        assert!(longest.validate().is_ok());
+        assert!(
+            LeaseConfig {
+                ttl: Duration::from_secs(MAX_TTL_SECS),
+                ..ok
+            }
+            .validate()
+            .is_ok()
+        );
     }
 
     #[test]

@@ -24,12 +24,18 @@ struct Signals {
     stop_acting: CancellationToken,
     renewals: AtomicU64,
     reason: Mutex<Option<LossReason>>,
+    lost_at: Mutex<Option<Instant>>,
 }
 
 impl Signals {
     /// Tells every observer to stop acting. Called at the local deadline at the latest, which
     /// is before the store can expire the lease for anyone else.
-    fn lose(&self, name: &str, reason: LossReason) {
+    fn lose(&self, name: &str, reason: LossReason) -> Instant {
+        // Recorded before anyone is told, so it never postdates what they do next.
+        let at = match self.lost_at.lock() {
+            Ok(mut slot) => *slot.get_or_insert_with(Instant::now),
+            Err(_) => Instant::now(),
+        };
         if let Ok(mut slot) = self.reason.lock() {
             slot.get_or_insert(reason.clone());
         }
@@ -37,15 +43,17 @@ impl Signals {
         self.held.send_replace(false);
         self.stop_acting.cancel();
         info!(lease = name, %reason, "holder must stop acting");
+        at
     }
 }
 
 /// A lease kept alive in the background.
 ///
 /// The keep-alive renews every `renew_interval`. If a renewal is rejected, or renewals keep
-/// failing until the local deadline, the guard's [`CancellationToken`] is cancelled and its
-/// `held` channel turns `false`, at the deadline at the latest, while the store still keeps
-/// the lease for at least another second (see [`crate::LeaseConfig::store_ttl`]).
+/// failing until the local deadline, the guard's `held` channel turns `false` and its
+/// [`CancellationToken`] is cancelled, at the deadline at the latest, while the store still
+/// keeps the lease for at least another second plus the clock skew (see
+/// [`crate::LeaseConfig::validity`]).
 ///
 /// Dropping the guard stops the keep-alive and releases the lease in a spawned task, best
 /// effort. Call [`LeaseGuard::release`] to wait for it.
@@ -98,6 +106,7 @@ impl LeaseGuard {
             stop_acting: CancellationToken::new(),
             renewals: AtomicU64::new(0),
             reason: Mutex::new(None),
+            lost_at: Mutex::new(None),
         });
         let stop_task = CancellationToken::new();
         let (commands, inbox) = mpsc::channel(4);
@@ -163,6 +172,17 @@ impl LeaseGuard {
         self.signals.reason.lock().ok().and_then(|r| r.clone())
     }
 
+    /// When the holder was told to stop (just before the token was cancelled), once it was.
+    pub fn lost_at(&self) -> Option<Instant> {
+        self.signals.lost_at.lock().ok().and_then(|at| *at)
+    }
+
+    /// Tells the holder to stop acting now (cancels the token) without releasing yet; the
+    /// keep-alive goes on until [`LeaseGuard::release`]. Returns when the holder was told.
+    pub fn stop_acting(&self) -> Instant {
+        self.signals.lose(&self.name, LossReason::Released)
+    }
+
     /// Waits until the holder must stop acting.
     pub async fn lost(&self) {
         self.signals.stop_acting.cancelled().await;
@@ -193,7 +213,7 @@ impl LeaseGuard {
         if let Some(task) = self.task.take() {
             self.stop_task.cancel();
             task.abort();
-            self.signals.lose(&self.name, LossReason::Released);
+            let _ = self.signals.lose(&self.name, LossReason::Released);
         }
     }
 
@@ -204,7 +224,7 @@ impl LeaseGuard {
         };
         self.stop_task.cancel();
         let lease = task.await.ok().flatten();
-        self.signals.lose(&self.name, LossReason::Released);
+        let _ = self.signals.lose(&self.name, LossReason::Released);
         match lease {
             Some(lease) => lease.release().await,
             None => Err(LeaseError::Lost {
@@ -221,7 +241,7 @@ impl Drop for LeaseGuard {
             return;
         };
         self.stop_task.cancel();
-        self.signals.lose(&self.name, LossReason::Released);
+        let _ = self.signals.lose(&self.name, LossReason::Released);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if let Ok(Some(lease)) = task.await {
@@ -242,7 +262,7 @@ async fn run(
 ) -> Option<Lease> {
     let config = *lease.client().config();
     let mut delays = lease.client().poll_delays();
-    let mut next_renewal = lease.must_stop_by() - config.ttl + config.renew_interval;
+    let mut next_renewal = lease.must_stop_by() - config.validity() + config.renew_interval;
     let mut failing = false;
     loop {
         let deadline = lease.must_stop_by();
@@ -283,7 +303,7 @@ async fn run(
                 delays = lease.client().poll_delays();
             }
             Ok(Err(LeaseError::Lost { reason, .. })) => {
-                signals.lose(lease.name(), reason);
+                let _ = signals.lose(lease.name(), reason);
                 return None;
             }
             Ok(Err(error)) => {

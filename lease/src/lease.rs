@@ -81,7 +81,7 @@ impl Lease {
         &self.client
     }
 
-    /// Extends the lease by the TTL if this acquisition still holds it: one LWT.
+    /// Rewrites the TTL if this acquisition still holds it: one LWT.
     ///
     /// On a lost answer, one linearizable read decides: another holder (or none) gives
     /// [`LeaseError::Lost`]; still ours gives the store error and leaves the deadline where
@@ -113,7 +113,7 @@ impl Lease {
         let sent_at = Instant::now();
         match self.client.store().renew(claim).await {
             Ok(CasOutcome::Applied) => {
-                self.must_stop_by = sent_at + config.ttl;
+                self.must_stop_by = sent_at + config.validity();
                 self.value = value;
                 tracing::debug!(lease = %self.name, "renewed");
                 Ok(())

@@ -101,9 +101,9 @@ async fn bench(
     window: Duration,
 ) -> Result<(), Box<dyn std::error::Error>> {
     println!(
-        "{label}: lease ttl {:?} (stored {:?}), renew {:?}, retry {:?} (jittered 50-100%), skew {:?}; {runs} runs",
+        "{label}: lease ttl {:?} (leader acts {:?} past each renewal), renew {:?}, retry {:?} (jittered 50-100%), skew {:?}; {runs} runs",
         config.lease_ttl,
-        config.lease_config().store_ttl(),
+        config.lease_config().validity(),
         config.renew_interval,
         config.retry_interval,
         config.max_clock_skew

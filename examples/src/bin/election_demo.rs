@@ -18,7 +18,9 @@ fn describe(event: &ElectionEvent) -> String {
         ElectionEvent::Elected { term, value, .. } => {
             format!("ELECTED   term {term} value {value:?}")
         }
-        ElectionEvent::Deposed { term, reason } => format!("DEPOSED   term {term} ({reason:?})"),
+        ElectionEvent::Deposed { term, reason, .. } => {
+            format!("DEPOSED   term {term} ({reason:?})")
+        }
         ElectionEvent::LeaderChanged { leader: Some(l) } => {
             format!(
                 "follows   {} (term {}, value {:?})",
@@ -45,9 +47,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let at = move || format!("{:>6.2}s", started.elapsed().as_secs_f64());
     println!(
-        "lease ttl {:?} (stored {:?}), renew every {:?}, poll every {:?}; a crashed leader is replaced within {:?}",
+        "lease ttl {:?} (a leader acts {:?} past each renewal), renew every {:?}, poll every {:?}; a crashed leader is replaced within {:?}",
         config.lease_ttl,
-        config.lease_config().store_ttl(),
+        config.lease_config().validity(),
         config.renew_interval,
         config.retry_interval,
         config.takeover_bound() + config.retry_interval,

@@ -100,7 +100,7 @@ pub async fn resign_failover_is_one_poll(b: &dyn Backend) {
     let resigned_at = Instant::now();
     assert!(stop.is_cancelled());
     assert!(
-        matches!(leader.next().await, Some(ElectionEvent::Deposed { reason: DeposeReason::Resigned, term: t }) if t == term)
+        matches!(leader.next().await, Some(ElectionEvent::Deposed { reason: DeposeReason::Resigned, term: t, stopped_at }) if t == term && stopped_at <= resigned_at)
     );
     assert!(
         leader.next().await.is_none(),
@@ -174,9 +174,17 @@ pub async fn failing_leader_self_demotes_before_expiry(b: &dyn Backend) {
         "the leading watch flips before the token"
     );
     match leader.next().await {
-        Some(ElectionEvent::Deposed { term: t, reason }) => {
+        Some(ElectionEvent::Deposed {
+            term: t,
+            reason,
+            stopped_at: at,
+        }) => {
             assert_eq!(t, term);
             assert_eq!(reason, DeposeReason::StoreUnreachable);
+            assert!(
+                at <= stopped_at,
+                "stopped_at is when the leader was told, before its token fired"
+            );
         }
         other => panic!("expected Deposed, got {other:?}"),
     }
@@ -286,38 +294,83 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
         actions.push(tx);
         let (e, history, leader_tx) = (e.clone(), Arc::clone(&history), leader_tx.clone());
         tasks.push(tokio::spawn(async move {
-            let ttl = election_config().lease_ttl;
+            let validity = election_config().lease_config().validity();
+            let record = |term: FencingToken, start: Instant, end: Instant| {
+                history.lock().expect("history").push(Tenure {
+                    holder: format!("c{slot}"),
+                    token: term,
+                    start,
+                    end,
+                });
+            };
             loop {
                 let mut campaign = e.campaign(&format!("c{slot}"), None).expect("campaign");
-                let mut elected: Option<FencingToken> = None;
+                // The term held now: (term, when its acquisition was sent, its stop token).
+                let mut current: Option<(
+                    FencingToken,
+                    Instant,
+                    tokio_util::sync::CancellationToken,
+                )> = None;
+                let mut last_term: Option<FencingToken> = None;
+                let mut handle = |event: ElectionEvent, current: &mut Option<_>| match event {
+                    ElectionEvent::Elected {
+                        term,
+                        must_stop_by,
+                        stop,
+                        ..
+                    } => {
+                        assert!(last_term.is_none_or(|t| term > t));
+                        last_term = Some(term);
+                        // The earliest the acquisition can have happened: when it was sent.
+                        *current = Some((term, must_stop_by - validity, stop));
+                        leader_tx.send_replace(Some((slot, term)));
+                    }
+                    ElectionEvent::Deposed {
+                        term, stopped_at, ..
+                    } => {
+                        let Some((t, start, stop)) = current.take() else {
+                            panic!("Deposed without its Elected")
+                        };
+                        assert_eq!(t, term, "Deposed for another term than the Elected");
+                        assert!(stop.is_cancelled());
+                        record(term, start, stopped_at);
+                    }
+                    ElectionEvent::LeaderChanged { .. } => {}
+                };
                 loop {
                     tokio::select! {
                         event = campaign.next() => match event {
-                            Some(ElectionEvent::Elected { term, must_stop_by, stop, .. }) => {
-                                assert!(elected.is_none_or(|t| term > t));
-                                elected = Some(term);
-                                // The earliest the acquisition can have happened: when it was sent.
-                                let start = must_stop_by - ttl;
-                                let history = Arc::clone(&history);
-                                let holder = format!("c{slot}");
-                                tokio::spawn(async move {
-                                    stop.cancelled().await;
-                                    let end = Instant::now();
-                                    history.lock().expect("history").push(Tenure { holder, token: term, start, end });
-                                });
-                                leader_tx.send_replace(Some((slot, term)));
-                            }
-                            Some(ElectionEvent::Deposed { term, .. }) => {
-                                assert_eq!(elected, Some(term), "Deposed without its Elected");
-                            }
-                            Some(ElectionEvent::LeaderChanged { .. }) => {}
+                            Some(event) => handle(event, &mut current),
                             None => return,
                         },
                         action = rx.recv() => match action {
-                            Some(Chaos::Crash) => { campaign.abort().await; break; }
-                            Some(Chaos::Resign) => { let _ = campaign.resign().await; break; }
+                            Some(Chaos::Crash) => {
+                                campaign.abort().await;
+                                let crashed_at = Instant::now();
+                                // Events the actor sent before the crash (a Deposed, say) come first.
+                                while let Some(event) = campaign.next().await {
+                                    handle(event, &mut current);
+                                }
+                                // A crashed process stops acting at the crash.
+                                if let Some((term, start, stop)) = current.take() {
+                                    assert!(stop.is_cancelled());
+                                    record(term, start, crashed_at);
+                                }
+                                break;
+                            }
+                            Some(Chaos::Resign) | None => {
+                                let done = action.is_none();
+                                let _ = campaign.resign().await;
+                                while let Some(event) = campaign.next().await {
+                                    handle(event, &mut current);
+                                }
+                                assert!(current.is_none(), "resigned without Deposed");
+                                if done {
+                                    return;
+                                }
+                                break;
+                            }
                             Some(Chaos::Outage) => {}
-                            None => { let _ = campaign.resign().await; return; }
                         },
                     }
                 }
