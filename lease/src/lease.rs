@@ -11,7 +11,8 @@ use crate::keepalive::LeaseGuard;
 use crate::store::{CasOutcome, Claim};
 
 /// A lease this process holds. It is valid until [`Lease::must_stop_by`], a local monotonic
-/// instant; renew it before then, or use [`Lease::keep_alive`].
+/// instant; renew it before then, or use [`Lease::keep_alive`]. Dropping a `Lease` does not
+/// release it (its TTL does, or [`Lease::release`]); the [`LeaseGuard`] releases on drop.
 #[derive(Debug)]
 pub struct Lease {
     client: LeaseClient,

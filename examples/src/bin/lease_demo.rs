@@ -49,9 +49,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let at = move || format!("{:>6.2}s", started.elapsed().as_secs_f64());
     let name = format!("demo-{}", std::process::id());
     println!(
-        "backend: {target:?}; lease {name:?}; ttl {:?}, stored ttl {:?}",
+        "backend: {target:?}; lease {name:?}; ttl {:?}; a holder acts for {:?} after each renewal",
         config.ttl,
-        config.store_ttl()
+        config.validity()
     );
 
     println!("\n== 1. five workers race for the lease");
