@@ -63,16 +63,32 @@ async fn first_elected(campaigns: &mut [Campaign]) -> (usize, FencingToken, Inst
     (i, term, at)
 }
 
-/// A crashed leader is replaced within the stored TTL plus one poll interval.
-pub async fn crash_failover_is_bounded(b: &dyn Backend) {
-    let e = election(b, "crash");
+/// A leader "a" elected on `name`, with followers "b" and "c" campaigning for `settle`.
+async fn leader_and_two_followers(
+    b: &dyn Backend,
+    name: &str,
+    settle: Duration,
+) -> (
+    Campaign,
+    FencingToken,
+    tokio_util::sync::CancellationToken,
+    Vec<Campaign>,
+) {
+    let e = election(b, name);
     let mut leader = e.campaign("a", None).expect("campaign");
     let (term, _, stop) = next_elected(&mut leader).await;
-    let mut others = vec![
+    let others = vec![
         e.campaign("b", None).expect("b"),
         e.campaign("c", None).expect("c"),
     ];
-    b.sleep(election_config().renew_interval * 2).await;
+    b.sleep(settle).await;
+    (leader, term, stop, others)
+}
+
+/// A crashed leader is replaced within the lease TTL plus skew plus one poll interval.
+pub async fn crash_failover_is_bounded(b: &dyn Backend) {
+    let (leader, term, stop, mut others) =
+        leader_and_two_followers(b, "crash", election_config().renew_interval * 2).await;
     let crashed_at = Instant::now();
     leader.abort().await;
     assert!(stop.is_cancelled());
@@ -88,14 +104,8 @@ pub async fn crash_failover_is_bounded(b: &dyn Backend) {
 
 /// A resigned leader is replaced within one poll interval plus one LWT.
 pub async fn resign_failover_is_one_poll(b: &dyn Backend) {
-    let e = election(b, "resign");
-    let mut leader = e.campaign("a", None).expect("campaign");
-    let (term, _, stop) = next_elected(&mut leader).await;
-    let mut others = vec![
-        e.campaign("b", None).expect("b"),
-        e.campaign("c", None).expect("c"),
-    ];
-    b.sleep(election_config().retry_interval * 3).await;
+    let (mut leader, term, stop, mut others) =
+        leader_and_two_followers(b, "resign", election_config().retry_interval * 3).await;
     leader.resign().await.expect("resign");
     let resigned_at = Instant::now();
     assert!(stop.is_cancelled());
