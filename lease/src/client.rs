@@ -85,6 +85,11 @@ impl LeaseClient {
     /// Costs one LWT when the answer arrives. If the answer is lost (write timeout, broken
     /// connection), a linearizable read tells whether this attempt's unique holder id is the
     /// one stored, so the caller always learns the truth.
+    ///
+    /// The returned lease's deadline counts from when this attempt was sent. An answer that
+    /// took longer than the validity still means the lease is held in the store, but it is
+    /// already past its deadline: check [`Lease::is_valid`] before acting (a keep-alive
+    /// reports such a lease as lost at once).
     #[instrument(skip(self, value), fields(store_calls))]
     pub async fn try_acquire(
         &self,

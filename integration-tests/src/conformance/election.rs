@@ -304,35 +304,38 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
         actions.push(tx);
         let (e, history, leader_tx) = (e.clone(), Arc::clone(&history), leader_tx.clone());
         tasks.push(tokio::spawn(async move {
-            let validity = election_config().lease_config().validity();
-            let record = |term: FencingToken, start: Instant, end: Instant| {
-                history.lock().expect("history").push(Tenure {
-                    holder: format!("c{slot}"),
-                    token: term,
-                    start,
-                    end,
-                });
+            // A term this leader never acted in (its stop token was cancelled before the
+            // Elected event was handled) leaves no tenure. The stop instant is recorded just
+            // before the token is cancelled, so a leader that saw the token uncancelled acted
+            // at least until it started.
+            let record = |term: FencingToken, since: Option<Instant>, end: Instant| {
+                if let Some(start) = since {
+                    history.lock().expect("history").push(Tenure {
+                        holder: format!("c{slot}"),
+                        token: term,
+                        start,
+                        end: end.max(start),
+                    });
+                }
             };
             loop {
                 let mut campaign = e.campaign(&format!("c{slot}"), None).expect("campaign");
-                // The term held now: (term, when its acquisition was sent, its stop token).
+                // The term held now: (term, when this leader started acting, its stop token).
                 let mut current: Option<(
                     FencingToken,
-                    Instant,
+                    Option<Instant>,
                     tokio_util::sync::CancellationToken,
                 )> = None;
                 let mut last_term: Option<FencingToken> = None;
                 let mut handle = |event: ElectionEvent, current: &mut Option<_>| match event {
-                    ElectionEvent::Elected {
-                        term,
-                        must_stop_by,
-                        stop,
-                        ..
-                    } => {
+                    ElectionEvent::Elected { term, stop, .. } => {
                         assert!(last_term.is_none_or(|t| term > t));
                         last_term = Some(term);
-                        // The earliest the acquisition can have happened: when it was sent.
-                        *current = Some((term, must_stop_by - validity, stop));
+                        // A leader acts once it has handled Elected and only while `stop` is
+                        // not cancelled. (The claim's send time is earlier than its effect:
+                        // a claim queued while the previous leader resigned is legitimate.)
+                        let since = (!stop.is_cancelled()).then(Instant::now);
+                        *current = Some((term, since, stop));
                         leader_tx.send_replace(Some((slot, term)));
                     }
                     ElectionEvent::Deposed {
