@@ -6,6 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cql_lease::LeaseStore;
 use cql_lease::memory::{CallCounts, Fault, MemoryStore, Op, Times};
+use cql_workqueue::QueueStore;
+use cql_workqueue::memory::{MemoryQueueStore, QueueOp};
 
 /// A backend the suite can drive: its store, its clock, its faults and its call counts.
 #[async_trait]
@@ -41,12 +43,21 @@ pub trait Backend: Send + Sync {
     }
     /// Whether time is simulated (paused): heavy scenarios run at full size only then.
     fn simulated_time(&self) -> bool;
+    /// The work-queue store (a fresh namespace per backend instance); `None` where the
+    /// backend cannot serve the work queue yet (the CQL test server has no clustering
+    /// columns so far).
+    fn queue_store(&self) -> Option<Arc<dyn QueueStore>> {
+        None
+    }
+    /// Adds a fault for work-queue calls of `op` (all when `None`).
+    fn inject_queue(&self, _op: Option<QueueOp>, _fault: Fault, _times: Times) {}
 }
 
 /// The embedded backend. Run its tests with `#[tokio::test(start_paused = true)]`.
 #[derive(Debug, Default, Clone)]
 pub struct MemoryBackend {
     store: Arc<MemoryStore>,
+    queue: Arc<MemoryQueueStore>,
 }
 
 impl MemoryBackend {
@@ -72,11 +83,18 @@ impl Backend for MemoryBackend {
     }
     fn clear_faults(&self) {
         self.store.clear_faults();
+        self.queue.clear_faults();
     }
     fn calls(&self) -> CallCounts {
         self.store.calls()
     }
     fn simulated_time(&self) -> bool {
         true
+    }
+    fn queue_store(&self) -> Option<Arc<dyn QueueStore>> {
+        Some(self.queue.clone())
+    }
+    fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
+        self.queue.inject(op, fault, times);
     }
 }

@@ -5,3 +5,4 @@
 use integration_tests::backend::MemoryBackend;
 
 integration_tests::lease_suite!(#[tokio::test(start_paused = true)], MemoryBackend::new());
+integration_tests::queue_suite!(#[tokio::test(start_paused = true)], MemoryBackend::new());

@@ -120,11 +120,8 @@ impl LeaseConfig {
 }
 
 /// Rejects empty, oversized or control-character strings.
-pub(crate) fn check_text(
-    field: &'static str,
-    text: &str,
-    max: usize,
-) -> Result<(), InvalidArgument> {
+/// Checks a user-supplied string: not empty, at most `max` bytes, no control characters.
+pub fn check_text(field: &'static str, text: &str, max: usize) -> Result<(), InvalidArgument> {
     if text.is_empty() {
         return Err(InvalidArgument::Empty { field });
     }
@@ -136,11 +133,8 @@ pub(crate) fn check_text(
 }
 
 /// Rejects oversized strings (values may be empty and may hold any text).
-pub(crate) fn check_len(
-    field: &'static str,
-    text: &str,
-    max: usize,
-) -> Result<(), InvalidArgument> {
+/// Checks that `text` is at most `max` bytes long.
+pub fn check_len(field: &'static str, text: &str, max: usize) -> Result<(), InvalidArgument> {
     if text.len() > max {
         return Err(InvalidArgument::TooLong {
             field,

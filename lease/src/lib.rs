@@ -47,8 +47,8 @@ mod store;
 
 pub use client::{LeaseClient, TryAcquire};
 pub use config::{
-    LeaseConfig, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN, check_name,
-    check_owner_and_value,
+    LeaseConfig, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN, check_len, check_name,
+    check_owner_and_value, check_text,
 };
 pub use counting::{CallCounts, CountingStore};
 pub use error::{InvalidArgument, LeaseError, LossReason, StoreError};

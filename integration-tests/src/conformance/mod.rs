@@ -8,6 +8,7 @@ pub mod contention;
 pub mod election;
 pub mod lease_basic;
 pub mod lease_faults;
+pub mod queue;
 
 use std::time::Duration;
 
@@ -96,5 +97,24 @@ macro_rules! lease_suite {
                 $crate::backend::Backend::after_scenario(&backend);
             }
         )+
+    };
+}
+
+/// Stamps out the work-queue scenarios, like [`lease_suite!`](crate::lease_suite), for
+/// backends that have a work-queue store (the memory backend so far: the CQL test server
+/// does not serve clustering columns yet).
+#[macro_export]
+macro_rules! queue_suite {
+    (#[$attr:meta], $make:expr) => {
+        $crate::lease_suite!(@tests #[$attr], $make,
+            queue::items_are_claimed_oldest_first,
+            queue::crashed_worker_item_is_reclaimed_with_greater_token,
+            queue::lapsed_claim_stops_worker_and_cannot_complete,
+            queue::failures_retry_with_backoff_then_discard,
+            queue::lost_answers_are_resolved,
+            queue::store_refuses_claims_it_must,
+            queue::bad_queue_input_is_rejected,
+            queue::claims_are_exclusive_under_contention,
+        );
     };
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use crate::error::StoreError;
+
 /// A store operation, for counting calls and aiming faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -43,33 +45,45 @@ pub enum Times {
 }
 
 #[derive(Debug)]
-struct Rule {
-    op: Option<Op>,
+struct Rule<O> {
+    op: Option<O>,
     fault: Fault,
     times: Times,
 }
 
-/// The active fault rules; the first rule matching a call fires.
-#[derive(Debug, Default)]
-pub(crate) struct Faults {
-    rules: Mutex<Vec<Rule>>,
+/// Fault rules aimed at the operations `O` of an embedded store: every latency rule that
+/// fires adds up, then the first failure rule that fires wins. Other crates' embedded stores
+/// (the work queue's) use it with their own operation type.
+#[derive(Debug)]
+pub struct FaultRules<O> {
+    rules: Mutex<Vec<Rule<O>>>,
 }
 
-impl Faults {
-    pub(crate) fn add(&self, op: Option<Op>, fault: Fault, times: Times) {
+impl<O> Default for FaultRules<O> {
+    fn default() -> Self {
+        FaultRules {
+            rules: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl<O: Copy + PartialEq + std::fmt::Debug> FaultRules<O> {
+    /// Adds a rule for `op` (every operation when `None`).
+    pub fn add(&self, op: Option<O>, fault: Fault, times: Times) {
         if let Ok(mut rules) = self.rules.lock() {
             rules.push(Rule { op, fault, times });
         }
     }
 
-    pub(crate) fn clear(&self) {
+    /// Removes every rule.
+    pub fn clear(&self) {
         if let Ok(mut rules) = self.rules.lock() {
             rules.clear();
         }
     }
 
     /// The faults that fire for one call of `op`: latency first, then at most one failure.
-    pub(crate) fn draw(&self, op: Op) -> (Duration, Option<Fault>) {
+    pub fn draw(&self, op: O) -> (Duration, Option<Fault>) {
         let Ok(mut rules) = self.rules.lock() else {
             return (Duration::ZERO, None);
         };
@@ -101,5 +115,31 @@ impl Faults {
         }
         rules.retain(|r| !matches!(r.times, Times::Next(0)));
         (latency, failure)
+    }
+
+    /// Runs one call of `op` with its faults: sleeps the latency (tokio time), then runs
+    /// `apply` (or not) and reports the failure the way a real store would.
+    pub async fn around<T>(
+        &self,
+        op: O,
+        apply: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let (latency, failure) = self.draw(op);
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        match failure {
+            None | Some(Fault::Latency(_)) => apply(),
+            Some(Fault::Unavailable) => Err(StoreError::Unavailable(format!("injected on {op:?}"))),
+            Some(Fault::TimeoutWithoutApply) => Err(StoreError::Unknown(format!(
+                "injected timeout, not applied, on {op:?}"
+            ))),
+            Some(Fault::TimeoutAfterApply) => {
+                apply()?;
+                Err(StoreError::Unknown(format!(
+                    "injected timeout, applied, on {op:?}"
+                )))
+            }
+        }
     }
 }

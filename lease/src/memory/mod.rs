@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::{debug, instrument};
 
 pub use crate::counting::CallCounts;
-pub use faults::{Fault, Op, Times};
+pub use faults::{Fault, FaultRules, Op, Times};
 
 use crate::error::StoreError;
 use crate::fencing::FencingToken;
@@ -63,7 +63,7 @@ impl Row {
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     rows: Mutex<HashMap<String, Row>>,
-    faults: faults::Faults,
+    faults: FaultRules<Op>,
     counts: [AtomicU64; 4],
 }
 
@@ -102,30 +102,15 @@ impl MemoryStore {
         apply: impl FnOnce(&mut HashMap<String, Row>, Instant) -> T,
     ) -> Result<T, StoreError> {
         self.counts[op as usize].fetch_add(1, Ordering::Relaxed);
-        let (latency, failure) = self.faults.draw(op);
-        if !latency.is_zero() {
-            tokio::time::sleep(latency).await;
-        }
-        let run = |rows: &Mutex<HashMap<String, Row>>| {
-            let mut rows = rows
-                .lock()
-                .map_err(|_| StoreError::Unavailable("memory store lock poisoned".into()))?;
-            Ok::<T, StoreError>(apply(&mut rows, Instant::now()))
-        };
-        match failure {
-            None => run(&self.rows),
-            Some(Fault::Unavailable) => Err(StoreError::Unavailable(format!("injected on {op:?}"))),
-            Some(Fault::TimeoutWithoutApply) => Err(StoreError::Unknown(format!(
-                "injected timeout, not applied, on {op:?}"
-            ))),
-            Some(Fault::TimeoutAfterApply) => {
-                run(&self.rows)?;
-                Err(StoreError::Unknown(format!(
-                    "injected timeout, applied, on {op:?}"
-                )))
-            }
-            Some(Fault::Latency(_)) => run(&self.rows),
-        }
+        self.faults
+            .around(op, || {
+                let mut rows = self
+                    .rows
+                    .lock()
+                    .map_err(|_| StoreError::Unavailable("memory store lock poisoned".into()))?;
+                Ok(apply(&mut rows, Instant::now()))
+            })
+            .await
     }
 }
 

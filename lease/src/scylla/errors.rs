@@ -7,7 +7,7 @@ use crate::error::StoreError;
 /// Classifies a driver error. For a write, anything that may have reached a coordinator is
 /// [`StoreError::Unknown`]: a CAS can time out after its proposal was accepted, and even an
 /// `Unavailable` can come from the commit phase of a round that will later be completed.
-pub(crate) fn classify(error: ExecutionError, is_write: bool) -> StoreError {
+pub fn classify(error: ExecutionError, is_write: bool) -> StoreError {
     let text = error.to_string();
     match &error {
         ExecutionError::LastAttemptError(RequestAttemptError::DbError(db, _)) => match db {

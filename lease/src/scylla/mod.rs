@@ -8,27 +8,24 @@
 pub mod cql;
 mod errors;
 mod schema;
+mod statement;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use scylla::client::session::Session;
-use scylla::policies::retry::FallthroughRetryPolicy;
-use scylla::response::query_result::QueryResult;
-use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
-use scylla::statement::{Consistency, SerialConsistency};
-use scylla::value::{CqlValue, Row};
 use tracing::{debug, instrument};
 
+pub use errors::classify;
 pub use schema::{Replication, SchemaError, ScyllaOptions};
+pub use statement::{Kind, LwtRow, lwt_batch, prepare};
 
 use crate::error::StoreError;
 use crate::fencing::FencingToken;
 use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
-use errors::classify;
 
 /// Rounds of a claim while the lease is seen free but the proposed token was not above the
 /// stored one (a brand-new name, or a proposer whose clock is behind the last token).
@@ -73,46 +70,18 @@ impl ScyllaLeaseStore {
     /// [`ScyllaOptions::create_schema`]).
     pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
         options.validate()?;
-        let prepare = |template: &'static str, is_write: bool| {
-            let session = Arc::clone(&session);
-            let options = options.clone();
-            async move {
-                let mut statement = session
-                    .prepare(options.render(template))
-                    .await
-                    .map_err(|e| StoreError::Rejected(format!("preparing {template}: {e}")))?;
-                if is_write {
-                    statement.set_consistency(options.consistency);
-                    statement.set_serial_consistency(Some(options.serial_consistency));
-                    statement.set_is_idempotent(false);
-                    statement.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
-                } else {
-                    statement.set_consistency(serial_read_level(options.serial_consistency));
-                    statement.set_is_idempotent(true);
-                }
-                statement.set_request_timeout(options.request_timeout);
-                Ok::<_, StoreError>(statement)
-            }
-        };
-        let set_fence = prepare(cql::SET_FENCE, true).await?;
-        let claim_batch = |claim: PreparedStatement| {
-            let mut batch = Batch::new(BatchType::Logged);
-            batch.append_statement(claim);
-            batch.append_statement(set_fence.clone());
-            batch.set_consistency(options.consistency);
-            batch.set_serial_consistency(Some(options.serial_consistency));
-            batch.set_is_idempotent(false);
-            batch.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
-            batch.set_request_timeout(options.request_timeout);
-            batch
-        };
+        let prepare =
+            |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
+        let set_fence = prepare(cql::SET_FENCE, Kind::Lwt).await?;
+        let claim_batch =
+            |claim: PreparedStatement| lwt_batch(&options, [claim, set_fence.clone()]);
         Ok(ScyllaLeaseStore {
             proposal_clock: wall_micros,
-            claim_above: claim_batch(prepare(cql::CLAIM_ABOVE, true).await?),
-            claim_exact: claim_batch(prepare(cql::CLAIM_EXACT, true).await?),
-            renew: prepare(cql::RENEW, true).await?,
-            release: prepare(cql::RELEASE, true).await?,
-            read: prepare(cql::READ, false).await?,
+            claim_above: claim_batch(prepare(cql::CLAIM_ABOVE, Kind::Lwt).await?),
+            claim_exact: claim_batch(prepare(cql::CLAIM_EXACT, Kind::Lwt).await?),
+            renew: prepare(cql::RENEW, Kind::Lwt).await?,
+            release: prepare(cql::RELEASE, Kind::Lwt).await?,
+            read: prepare(cql::READ, Kind::SerialRead).await?,
             session,
         })
     }
@@ -128,13 +97,6 @@ impl ScyllaLeaseStore {
     }
 }
 
-fn serial_read_level(serial: SerialConsistency) -> Consistency {
-    match serial {
-        SerialConsistency::Serial => Consistency::Serial,
-        SerialConsistency::LocalSerial => Consistency::LocalSerial,
-    }
-}
-
 fn ttl_secs(ttl: Duration) -> i32 {
     i32::try_from(ttl.as_secs()).unwrap_or(i32::MAX)
 }
@@ -146,64 +108,6 @@ fn wall_micros() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
         .unwrap_or(1)
-}
-
-/// The first row of an LWT result: `[applied]` plus whatever columns the server returned
-/// (Cassandra: the conditioned columns when not applied; Scylla: the old row, always).
-struct LwtRow {
-    applied: bool,
-    columns: HashMap<String, CqlValue>,
-}
-
-impl LwtRow {
-    fn parse(result: QueryResult) -> Result<Self, StoreError> {
-        let rows = result
-            .into_rows_result()
-            .map_err(|e| StoreError::Unknown(format!("LWT answered without rows: {e}")))?;
-        let names: Vec<String> = rows
-            .column_specs()
-            .iter()
-            .map(|c| c.name().to_owned())
-            .collect();
-        let row: Row = rows
-            .first_row()
-            .map_err(|e| StoreError::Unknown(format!("unreadable LWT row: {e}")))?;
-        let mut columns: HashMap<String, CqlValue> = names
-            .into_iter()
-            .zip(row.columns)
-            .filter_map(|(name, value)| value.map(|v| (name, v)))
-            .collect();
-        let applied = match columns.remove("[applied]") {
-            Some(CqlValue::Boolean(applied)) => applied,
-            other => {
-                return Err(StoreError::Unknown(format!(
-                    "no [applied] column: {other:?}"
-                )));
-            }
-        };
-        Ok(LwtRow { applied, columns })
-    }
-
-    fn text(&self, name: &str) -> Option<String> {
-        match self.columns.get(name) {
-            Some(CqlValue::Text(s) | CqlValue::Ascii(s)) => Some(s.clone()),
-            _ => None,
-        }
-    }
-
-    fn bigint(&self, name: &str) -> Option<i64> {
-        match self.columns.get(name) {
-            Some(CqlValue::BigInt(v)) => Some(*v),
-            _ => None,
-        }
-    }
-
-    fn int(&self, name: &str) -> Option<i32> {
-        match self.columns.get(name) {
-            Some(CqlValue::Int(v)) => Some(*v),
-            _ => None,
-        }
-    }
 }
 
 #[async_trait]

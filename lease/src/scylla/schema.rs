@@ -100,14 +100,24 @@ impl ScyllaOptions {
         cql::render(template, &self.keyspace, &self.table)
     }
 
-    /// Creates the keyspace (with `replication`) and the table if they are missing.
+    /// Creates the keyspace (with `replication`) and the lease table if they are missing.
     pub async fn create_schema(&self, session: &Session) -> Result<(), SchemaError> {
+        self.create_schema_with(session, cql::CREATE_TABLE).await
+    }
+
+    /// Creates the keyspace and the table of `create_table` (a template with `{keyspace}`
+    /// and `{table}`, as other crates' stores have their own tables) if they are missing.
+    pub async fn create_schema_with(
+        &self,
+        session: &Session,
+        create_table: &str,
+    ) -> Result<(), SchemaError> {
         self.validate()?;
         let replication = self.replication.to_cql()?;
         let keyspace = self
             .render(cql::CREATE_KEYSPACE)
             .replace(cql::REPLICATION, &replication);
-        for statement in [keyspace, self.render(cql::CREATE_TABLE)] {
+        for statement in [keyspace, self.render(create_table)] {
             info!(%statement, "creating schema");
             session
                 .query_unpaged(statement, ())

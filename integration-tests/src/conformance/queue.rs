@@ -1,0 +1,431 @@
+//! Work-queue scenarios: order, claims as leases, retries, lost answers, crashes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cql_lease::memory::{Fault, Times};
+use cql_lease::{CasOutcome, FencingToken, InvalidArgument};
+use cql_workqueue::memory::QueueOp;
+use cql_workqueue::{
+    ClaimOutcome, ItemClaim, JobState, MAX_PAYLOAD_LEN, QueueConfig, QueueError, WorkQueue,
+};
+use rand::Rng;
+use tokio::time::Instant;
+
+use super::test_config;
+use crate::backend::Backend;
+use crate::history::{Tenure, check_exclusive};
+
+/// Settings for the suite: the lease timing of [`test_config`], fast retries.
+pub fn queue_config() -> QueueConfig {
+    QueueConfig {
+        shards: 4,
+        claim: test_config(),
+        max_attempts: 3,
+        retry_backoff: Duration::from_millis(500),
+        max_retry_backoff: Duration::from_secs(2),
+        scan_limit: 8,
+    }
+}
+
+/// The backend's work-queue store; the suite runs only on backends that have one.
+pub fn queue_store(b: &dyn Backend) -> Arc<dyn cql_workqueue::QueueStore> {
+    match b.queue_store() {
+        Some(store) => store,
+        None => panic!(
+            "{}: no work-queue store; do not run the queue suite here",
+            b.name()
+        ),
+    }
+}
+
+/// A queue on the backend's store.
+pub fn queue(b: &dyn Backend, name: &str) -> WorkQueue {
+    WorkQueue::new(queue_store(b), name, queue_config()).expect("queue")
+}
+
+/// Items come out oldest first across shards, each claim is attempt 1, completing deletes.
+pub async fn items_are_claimed_oldest_first(b: &dyn Backend) {
+    let q = queue(b, "fifo");
+    let mut ids = Vec::new();
+    for n in 0..12 {
+        ids.push(q.enqueue(&format!("item {n}")).await.expect("enqueue"));
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let job = q.claim("w").await.expect("claim").expect("an item");
+        assert_eq!(job.id(), id);
+        assert_eq!(job.payload(), format!("item {n}"));
+        assert_eq!(job.attempt(), 1);
+        assert!(job.is_held() && !job.cancellation_token().is_cancelled());
+        job.complete().await.expect("complete");
+    }
+    assert!(q.claim("w").await.expect("claim").is_none());
+    assert!(q.items().await.expect("items").is_empty());
+}
+
+/// A claimed item is nobody else's until its claim lapses; a crashed worker's item is then
+/// claimed again with a greater token, and the crashed claim can no longer finish it.
+pub async fn crashed_worker_item_is_reclaimed_with_greater_token(b: &dyn Backend) {
+    let q = queue(b, "crash");
+    q.enqueue("only").await.expect("enqueue");
+    let first = q.claim("a").await.expect("claim").expect("item");
+    assert!(
+        q.claim("b").await.expect("claim").is_none(),
+        "claimed twice"
+    );
+    let token = first.token();
+    let crashed_at = first.abandon();
+    // Nobody gets it while the store keeps the crashed claim.
+    b.sleep(test_config().validity()).await;
+    assert!(q.claim("b").await.expect("claim").is_none());
+    b.advance_store_clock(test_config().takeover_bound()).await;
+    let second = q.claim("b").await.expect("claim").expect("reclaimed");
+    assert!(Instant::now() > crashed_at);
+    assert_eq!(second.attempt(), 2);
+    assert!(second.token() > token);
+    assert_eq!(second.payload(), "only");
+    second.complete().await.expect("complete");
+    assert!(q.items().await.expect("items").is_empty());
+}
+
+/// A claim that lapses while its worker is cut off: the worker is told to stop before anyone
+/// else can claim the item, and its late `complete` is refused.
+pub async fn lapsed_claim_stops_worker_and_cannot_complete(b: &dyn Backend) {
+    if !super::faults_or_skip(b, "lapsed_claim_stops_worker_and_cannot_complete") {
+        return;
+    }
+    let q = queue(b, "lapse");
+    q.enqueue("work").await.expect("enqueue");
+    let job = q.claim("a").await.expect("claim").expect("item");
+    b.inject_queue(Some(QueueOp::Heartbeat), Fault::Unavailable, Times::Always);
+    let stop = job.cancellation_token();
+    tokio::time::timeout(test_config().ttl * 2, stop.cancelled())
+        .await
+        .expect("the worker was never told to stop");
+    let stopped_at = job.lost_at().expect("lost_at");
+    b.clear_faults();
+    b.advance_store_clock(test_config().takeover_bound()).await;
+    let next = loop {
+        if let Some(next) = q.claim("b").await.expect("claim") {
+            break next;
+        }
+        b.sleep(test_config().retry_interval).await;
+    };
+    assert!(Instant::now() >= stopped_at);
+    assert!(matches!(
+        job.complete().await,
+        Err(QueueError::ClaimLost { .. })
+    ));
+    assert_eq!(
+        q.items().await.expect("items").len(),
+        1,
+        "late complete deleted it"
+    );
+    next.complete().await.expect("complete");
+}
+
+/// `fail` retries after the back-off and discards after `max_attempts`; discarded items are
+/// kept with their error and never claimed again.
+pub async fn failures_retry_with_backoff_then_discard(b: &dyn Backend) {
+    let q = queue(b, "retry");
+    q.enqueue("flaky").await.expect("enqueue");
+    let config = queue_config();
+    for attempt in 1..=config.max_attempts {
+        let job = loop {
+            if let Some(job) = q.claim("w").await.expect("claim") {
+                break job;
+            }
+            b.sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(job.attempt(), attempt);
+        if attempt > 1 {
+            assert_eq!(
+                job.last_error(),
+                Some(format!("boom {}", attempt - 1).as_str())
+            );
+        }
+        let failed_at = Instant::now();
+        let state = job.fail(&format!("boom {attempt}")).await.expect("fail");
+        if attempt < config.max_attempts {
+            assert_eq!(state, JobState::Retryable);
+            assert!(
+                q.claim("w").await.expect("claim").is_none(),
+                "retried before back-off"
+            );
+            b.sleep(config.backoff(attempt).saturating_sub(failed_at.elapsed()) / 2)
+                .await;
+            assert!(
+                q.claim("w").await.expect("claim").is_none(),
+                "retried before back-off"
+            );
+        } else {
+            assert_eq!(state, JobState::Discarded);
+        }
+    }
+    b.sleep(config.max_retry_backoff).await;
+    assert!(q.claim("w").await.expect("claim").is_none());
+    let items = q.items().await.expect("items");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].state, JobState::Discarded);
+    assert_eq!(items[0].last_error.as_deref(), Some("boom 3"));
+}
+
+/// Lost answers to claim, complete and enqueue are settled by reading back.
+pub async fn lost_answers_are_resolved(b: &dyn Backend) {
+    if !super::faults_or_skip(b, "lost_answers_are_resolved") {
+        return;
+    }
+    let q = queue(b, "lost");
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    q.enqueue("one")
+        .await
+        .expect("enqueue settles an applied insert");
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::TimeoutWithoutApply,
+        Times::Next(1),
+    );
+    q.enqueue("two")
+        .await
+        .expect("enqueue settles an unapplied insert");
+    assert_eq!(q.items().await.expect("items").len(), 2);
+
+    b.inject_queue(
+        Some(QueueOp::Claim),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let one = q
+        .claim("w")
+        .await
+        .expect("claim")
+        .expect("applied claim is known");
+    assert_eq!((one.payload(), one.attempt()), ("one", 1));
+    b.inject_queue(
+        Some(QueueOp::Claim),
+        Fault::TimeoutWithoutApply,
+        Times::Next(1),
+    );
+    // The unapplied claim on "two" is known as such; nothing else is claimable.
+    assert!(q.claim("w").await.expect("claim").is_none());
+    let two = q
+        .claim("w")
+        .await
+        .expect("claim")
+        .expect("two is still free");
+    assert_eq!((two.payload(), two.attempt()), ("two", 1));
+
+    b.inject_queue(
+        Some(QueueOp::Complete),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    one.complete().await.expect("applied complete is known");
+    b.inject_queue(
+        Some(QueueOp::Complete),
+        Fault::TimeoutWithoutApply,
+        Times::Next(1),
+    );
+    two.complete()
+        .await
+        .expect("unapplied complete is sent again");
+    assert!(q.items().await.expect("items").is_empty());
+}
+
+/// The store's claim condition on its own: a live claim, a stale attempt number or a missing
+/// item each refuse a claim (the client filters these out before asking, the store decides).
+pub async fn store_refuses_claims_it_must(b: &dyn Backend) {
+    let store = queue_store(b);
+    let q = WorkQueue::new(Arc::clone(&store), "conditions", queue_config()).expect("queue");
+    q.enqueue("x").await.expect("enqueue");
+    let key = q.items().await.expect("items")[0].key.clone();
+    let ttl = test_config().store_ttl();
+    let claim = |claim_id: &'static str, seen_attempt: i32| ItemClaim {
+        key: &key,
+        claim_id,
+        seen_attempt,
+        ttl,
+    };
+    assert_eq!(
+        store.claim(claim("a", 0)).await.expect("claim"),
+        ClaimOutcome::Claimed
+    );
+    // Held: refused even with the right attempt number.
+    assert_eq!(
+        store.claim(claim("b", 1)).await.expect("claim"),
+        ClaimOutcome::Lost
+    );
+    // Stale number: refused once the claim is gone too.
+    b.advance_store_clock(test_config().takeover_bound()).await;
+    assert_eq!(
+        store.claim(claim("c", 0)).await.expect("claim"),
+        ClaimOutcome::Lost
+    );
+    assert_eq!(
+        store.claim(claim("d", 1)).await.expect("claim"),
+        ClaimOutcome::Claimed
+    );
+    assert_eq!(
+        store.complete(&key, "a").await.expect("complete"),
+        CasOutcome::NotApplied
+    );
+    assert_eq!(
+        store.complete(&key, "d").await.expect("complete"),
+        CasOutcome::Applied
+    );
+    // Gone: a claim does not bring it back.
+    assert_eq!(
+        store.claim(claim("e", 2)).await.expect("claim"),
+        ClaimOutcome::Lost
+    );
+    assert!(store.read(&key).await.expect("read").is_none());
+}
+
+/// Bad input and settings are typed errors and write nothing.
+pub async fn bad_queue_input_is_rejected(b: &dyn Backend) {
+    let store = queue_store(b);
+    let bad_config = QueueConfig {
+        shards: 0,
+        ..queue_config()
+    };
+    assert!(matches!(
+        WorkQueue::new(Arc::clone(&store), "q", bad_config),
+        Err(QueueError::InvalidArgument(_))
+    ));
+    assert!(WorkQueue::new(Arc::clone(&store), "", queue_config()).is_err());
+    let q = WorkQueue::new(store, "bad", queue_config()).expect("queue");
+    assert!(matches!(
+        q.enqueue("").await,
+        Err(QueueError::InvalidArgument(InvalidArgument::Empty { .. }))
+    ));
+    let huge = "x".repeat(MAX_PAYLOAD_LEN + 1);
+    assert!(matches!(
+        q.enqueue(&huge).await,
+        Err(QueueError::InvalidArgument(InvalidArgument::TooLong { .. }))
+    ));
+    assert!(matches!(
+        q.claim("").await,
+        Err(QueueError::InvalidArgument(_))
+    ));
+    assert!(q.worker("bad\nid").is_err());
+    assert!(q.items().await.expect("items").is_empty());
+}
+
+/// Many workers, random crashes and failures: no item is ever worked on by two workers at
+/// once, tokens grow per item, and every item ends completed or discarded.
+pub async fn claims_are_exclusive_under_contention(b: &dyn Backend) {
+    let q = queue(b, "contended");
+    let items = if b.simulated_time() { 60 } else { 12 };
+    for n in 0..items {
+        q.enqueue(&format!("job {n}")).await.expect("enqueue");
+    }
+    if b.supports_faults() {
+        // Some claims lapse mid-work: their workers must stop before anyone else claims.
+        let stall = Fault::Latency(test_config().ttl);
+        b.inject_queue(Some(QueueOp::Heartbeat), stall, Times::Random(0.2));
+        b.inject_queue(
+            Some(QueueOp::Claim),
+            Fault::TimeoutAfterApply,
+            Times::Random(0.05),
+        );
+    }
+    let history: Arc<Mutex<HashMap<String, Vec<Tenure>>>> = Arc::default();
+    let finished = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let (q, history, finished) = (q.clone(), Arc::clone(&history), Arc::clone(&finished));
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Ok(Some(job)) = q.claim(&format!("w{w}")).await else {
+                    // Done when every item left is discarded (a crashed last attempt is
+                    // discarded inside `claim`).
+                    let left = q.items().await.unwrap_or_default();
+                    if left.iter().all(|i| i.state == JobState::Discarded) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let start = Instant::now();
+                let (work, roll) = {
+                    let mut rng = rand::rng();
+                    (
+                        Duration::from_millis(rng.random_range(0..3000)),
+                        rng.random_range(0..10),
+                    )
+                };
+                let stop = job.cancellation_token();
+                tokio::select! {
+                    _ = tokio::time::sleep(work) => {}
+                    _ = stop.cancelled() => {}
+                }
+                let id = job.id().to_string();
+                let token = job.token();
+                let end = match roll {
+                    0 => job.abandon(),
+                    1 => {
+                        let at = Instant::now();
+                        if let Ok(JobState::Discarded) = job.fail("unlucky").await {
+                            finished.fetch_add(1, Ordering::SeqCst);
+                        }
+                        at
+                    }
+                    _ => {
+                        let at = Instant::now();
+                        if job.complete().await.is_ok() {
+                            finished.fetch_add(1, Ordering::SeqCst);
+                        }
+                        at
+                    }
+                };
+                record(&history, id, format!("w{w}"), token, start, end);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("worker");
+    }
+    b.clear_faults();
+    let history = history.lock().expect("history").clone();
+    for (id, tenures) in &history {
+        if let Err(violation) = check_exclusive(tenures) {
+            panic!("{}: item {id}: {violation}", b.name());
+        }
+    }
+    let left = q.items().await.expect("items");
+    assert!(
+        left.iter().all(|i| i.state == JobState::Discarded),
+        "{left:?}"
+    );
+    // Every item was completed or discarded at least once (delivery is at least once).
+    assert!(finished.load(Ordering::SeqCst) + left.len() >= items);
+    assert!(
+        history.len() >= items,
+        "only {} items were ever worked on",
+        history.len()
+    );
+}
+
+fn record(
+    history: &Mutex<HashMap<String, Vec<Tenure>>>,
+    id: String,
+    holder: String,
+    token: FencingToken,
+    start: Instant,
+    end: Instant,
+) {
+    if let Ok(mut history) = history.lock() {
+        history.entry(id).or_default().push(Tenure {
+            holder,
+            token,
+            start,
+            end,
+        });
+    }
+}

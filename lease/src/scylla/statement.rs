@@ -1,0 +1,148 @@
+//! Preparing statements and reading LWT answers: shared by every scylla-backed store of the
+//! workspace (leases here, the work queue in its own crate).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use scylla::client::session::Session;
+use scylla::policies::retry::FallthroughRetryPolicy;
+use scylla::response::query_result::QueryResult;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
+use scylla::value::{CqlValue, Row};
+
+use super::schema::ScyllaOptions;
+use crate::error::StoreError;
+
+/// What a prepared statement is, which decides its consistency and retry settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A conditional write: Paxos at the serial level, commit at the consistency level,
+    /// non-idempotent and never retried by the driver (a lost answer is resolved by a read).
+    Lwt,
+    /// A linearizable read at the serial level (SERIAL / LOCAL_SERIAL).
+    SerialRead,
+    /// A plain read at the consistency level: a hint, never the basis of a decision.
+    Read,
+}
+
+/// Prepares `template` (rendered with `options`) with the settings `kind` calls for.
+pub async fn prepare(
+    session: &Session,
+    options: &ScyllaOptions,
+    template: &str,
+    kind: Kind,
+) -> Result<PreparedStatement, StoreError> {
+    let mut statement = session
+        .prepare(options.render(template))
+        .await
+        .map_err(|e| StoreError::Rejected(format!("preparing {template}: {e}")))?;
+    match kind {
+        Kind::Lwt => {
+            statement.set_consistency(options.consistency);
+            statement.set_serial_consistency(Some(options.serial_consistency));
+            statement.set_is_idempotent(false);
+            statement.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+        }
+        Kind::SerialRead => {
+            statement.set_consistency(serial_read_level(options.serial_consistency));
+            statement.set_is_idempotent(true);
+        }
+        Kind::Read => {
+            statement.set_consistency(options.consistency);
+            statement.set_is_idempotent(true);
+        }
+    }
+    statement.set_request_timeout(options.request_timeout);
+    Ok(statement)
+}
+
+/// A logged batch of LWT statements (one partition; conditions on any of them), with the
+/// same settings as [`Kind::Lwt`].
+pub fn lwt_batch(
+    options: &ScyllaOptions,
+    statements: impl IntoIterator<Item = PreparedStatement>,
+) -> Batch {
+    let mut batch = Batch::new(BatchType::Logged);
+    for statement in statements {
+        batch.append_statement(statement);
+    }
+    batch.set_consistency(options.consistency);
+    batch.set_serial_consistency(Some(options.serial_consistency));
+    batch.set_is_idempotent(false);
+    batch.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+    batch.set_request_timeout(options.request_timeout);
+    batch
+}
+
+fn serial_read_level(serial: SerialConsistency) -> Consistency {
+    match serial {
+        SerialConsistency::Serial => Consistency::Serial,
+        SerialConsistency::LocalSerial => Consistency::LocalSerial,
+    }
+}
+
+/// The first row of an LWT result: `[applied]` plus whatever columns the server returned
+/// (Cassandra: the conditioned columns when not applied; Scylla: the old row, always).
+pub struct LwtRow {
+    /// Whether the condition held and the write applied.
+    pub applied: bool,
+    /// The other columns returned, by name; nulls left out.
+    pub columns: HashMap<String, CqlValue>,
+}
+
+impl LwtRow {
+    /// Reads the first row of an LWT answer.
+    pub fn parse(result: QueryResult) -> Result<Self, StoreError> {
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| StoreError::Unknown(format!("LWT answered without rows: {e}")))?;
+        let names: Vec<String> = rows
+            .column_specs()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect();
+        let row: Row = rows
+            .first_row()
+            .map_err(|e| StoreError::Unknown(format!("unreadable LWT row: {e}")))?;
+        let mut columns: HashMap<String, CqlValue> = names
+            .into_iter()
+            .zip(row.columns)
+            .filter_map(|(name, value)| value.map(|v| (name, v)))
+            .collect();
+        let applied = match columns.remove("[applied]") {
+            Some(CqlValue::Boolean(applied)) => applied,
+            other => {
+                return Err(StoreError::Unknown(format!(
+                    "no [applied] column: {other:?}"
+                )));
+            }
+        };
+        Ok(LwtRow { applied, columns })
+    }
+
+    /// A text column.
+    pub fn text(&self, name: &str) -> Option<String> {
+        match self.columns.get(name) {
+            Some(CqlValue::Text(s) | CqlValue::Ascii(s)) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
+    /// A bigint column.
+    pub fn bigint(&self, name: &str) -> Option<i64> {
+        match self.columns.get(name) {
+            Some(CqlValue::BigInt(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// An int column.
+    pub fn int(&self, name: &str) -> Option<i32> {
+        match self.columns.get(name) {
+            Some(CqlValue::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+}
