@@ -45,6 +45,7 @@ mod lease;
 pub mod memory;
 pub mod scylla;
 mod store;
+mod target;
 
 pub use client::{LeaseClient, TryAcquire};
 pub use config::{
