@@ -335,6 +335,31 @@ impl LeaseClient {
         }
     }
 
+    /// Who seems to hold `name`: one plain read at the regular consistency level (no Paxos
+    /// round). A hint for polling (it may lag a claim or release still being committed);
+    /// decide nothing on it, use [`LeaseClient::try_acquire`] or [`LeaseClient::holder`].
+    ///
+    /// # Errors
+    /// [`LeaseError::InvalidArgument`] for a bad name; [`LeaseError::Store`] when the read
+    /// failed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    #[instrument(skip(self))]
+    pub async fn peek(&self, name: &str) -> Result<Option<StoredLease>, LeaseError> {
+        check_text("lease name", name, MAX_NAME_LEN)?;
+        self.store
+            .peek(name)
+            .await
+            .map_err(|e| LeaseError::store(name, e))
+    }
+
+    /// Whether `holder_id` is an acquisition this client gave up on (see
+    /// [`LeaseClient::release_on_sight`]).
+    pub fn is_abandoned(&self, holder_id: &str) -> bool {
+        self.orphans.contains(holder_id)
+    }
+
     /// Who holds `name` now: one linearizable read.
     ///
     /// # Errors
