@@ -43,6 +43,7 @@ pub mod hold;
 mod keepalive;
 mod lease;
 pub mod memory;
+mod orphans;
 pub mod scylla;
 mod store;
 mod target;

@@ -162,3 +162,34 @@ pub async fn own_orphan_is_released_not_reported(b: &dyn Backend) {
     }
     c.resign().await.expect("resign");
 }
+
+/// While a leader is healthy, the election's Paxos load is its renewals alone: followers and
+/// observers poll with plain reads, whatever their number.
+pub async fn idle_election_costs_only_renewals(b: &dyn Backend) {
+    let config = election_config();
+    let e = Election::new(b.store(), "idle-cost", config).expect("election");
+    let mut leader = e.campaign("leader", None).expect("campaign");
+    next_elected(&mut leader).await;
+    let followers: Vec<_> = (0..4)
+        .map(|i| e.campaign(&format!("f{i}"), None).expect("campaign"))
+        .collect();
+    let observers: Vec<_> = (0..3).map(|_| e.observe()).collect();
+    b.sleep(config.retry_interval * 2).await;
+    let before = b.calls();
+    let periods = 5;
+    b.sleep(config.renew_interval * periods).await;
+    let calls = b.calls().since(before);
+    assert_eq!(
+        (calls.try_acquire, calls.read, calls.release),
+        (0, 0, 0),
+        "{}: idle followers and observers sent Paxos rounds: {calls:?}",
+        b.name()
+    );
+    assert!(
+        calls.renew.abs_diff(u64::from(periods)) <= 1,
+        "{}: {calls:?}",
+        b.name()
+    );
+    drop((followers, observers));
+    leader.resign().await.expect("resign");
+}

@@ -93,6 +93,7 @@ macro_rules! lease_suite {
             hardening::late_election_win_is_not_elected,
             hardening::never_sent_errors_are_not_read_back,
             hardening::own_orphan_is_released_not_reported,
+            hardening::idle_election_costs_only_renewals,
             cancel_safety::dropped_lease_futures_leave_no_lease,
             cancel_safety::dropped_campaign_leaves_no_lease,
         );
