@@ -83,7 +83,8 @@ pub async fn every_job_exit_cancels_its_token(b: &dyn Backend) {
     b.clear_faults();
 }
 
-/// `claim`, the `Worker` stream and `complete`, dropped at every cut-off point: no claim
+/// `claim`, the `Worker` stream, `complete`, `fail` and `enqueue`, dropped at every cut-off
+/// point: no claim
 /// remains and no attempt is spent (a claim never handed over is undone, not counted).
 pub async fn dropped_queue_futures_leave_no_claim(b: &dyn Backend) {
     if !faults_or_skip(b, "dropped_queue_futures_leave_no_claim") {
@@ -156,6 +157,46 @@ pub async fn dropped_queue_futures_leave_no_claim(b: &dyn Backend) {
                 b.name()
             );
         }
+
+        let q = queue(b, &format!("cut-fail-{n}"));
+        q.enqueue("work").await.expect("enqueue");
+        let job = q.claim("w").await.expect("claim").expect("item");
+        let token = job.cancellation_token();
+        b.inject_queue(
+            Some(QueueOp::Reschedule),
+            Fault::TimeoutWithoutApply,
+            Times::Next(1),
+        );
+        b.inject_queue(
+            Some(QueueOp::Read),
+            Fault::Latency(READ_BACK),
+            Times::Next(1),
+        );
+        let _ = tokio::time::timeout(cut, job.fail("boom")).await;
+        assert!(token.is_cancelled());
+        b.clear_faults();
+        b.sleep(READ_BACK + Duration::from_millis(300)).await;
+        let item = only_item(&q).await;
+        assert!(
+            item.claim.is_none(),
+            "{}: fail dropped after {cut:?} left {item:?}",
+            b.name()
+        );
+
+        let q = queue(b, &format!("cut-enqueue-{n}"));
+        b.inject_queue(
+            Some(QueueOp::Enqueue),
+            Fault::TimeoutAfterApply,
+            Times::Next(1),
+        );
+        let _ = tokio::time::timeout(cut, q.enqueue("work")).await;
+        b.clear_faults();
+        let items = q.items().await.expect("items");
+        assert!(
+            items.len() <= 1,
+            "{}: enqueue dropped after {cut:?} added {items:?}",
+            b.name()
+        );
     }
     assert!(dropped > 0, "some cut-off points fell inside the futures");
 }
