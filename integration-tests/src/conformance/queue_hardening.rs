@@ -84,8 +84,8 @@ pub async fn every_job_exit_cancels_its_token(b: &dyn Backend) {
 }
 
 /// `claim`, the `Worker` stream, `complete`, `fail` and `enqueue`, dropped at every cut-off
-/// point: no claim
-/// remains and no attempt is spent (a claim never handed over is undone, not counted).
+/// point: no claim remains, no attempt is spent (a claim never handed over is undone, not
+/// counted), and an item is enqueued at most once.
 pub async fn dropped_queue_futures_leave_no_claim(b: &dyn Backend) {
     if !faults_or_skip(b, "dropped_queue_futures_leave_no_claim") {
         return;
