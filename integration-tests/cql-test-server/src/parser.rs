@@ -555,6 +555,8 @@ impl Parser {
             self.sym(":")?;
             let value = match self.next()? {
                 Token::Str(s) | Token::Num(s) => s,
+                t if t.is_kw("true") => "true".into(),
+                t if t.is_kw("false") => "false".into(),
                 other => return Err(format!("expected a value, found {other:?}")),
             };
             out.push((key, value));

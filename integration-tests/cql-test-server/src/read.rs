@@ -396,10 +396,13 @@ fn before_end(ck: &Clustering, end: &SliceBound) -> bool {
 fn overlaps(a: &Slice, b: &Slice) -> bool {
     let starts_before_end = |s: &SliceBound, e: &SliceBound| match (s, e) {
         (SliceBound::Unbounded, _) | (_, SliceBound::Unbounded) => true,
+        (SliceBound::Inclusive(x), SliceBound::Inclusive(y)) => {
+            super::engine::compare_prefix(x, y).is_le()
+        }
         (
             SliceBound::Inclusive(x) | SliceBound::Exclusive(x),
             SliceBound::Inclusive(y) | SliceBound::Exclusive(y),
-        ) => super::engine::compare_prefix(x, y).is_le(),
+        ) => super::engine::compare_prefix(x, y).is_lt(),
     };
     starts_before_end(&a.start, &b.end) && starts_before_end(&b.start, &a.end)
 }
