@@ -1,0 +1,73 @@
+//! The work queue's statements on the strict CQL test server: each one is known and
+//! exercised by a plain workload, and a statement altered without teaching the server is
+//! refused, naming it.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
+
+use std::time::Duration;
+
+use cql_lease::memory::{Fault, Times};
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
+use cql_workqueue::memory::QueueOp;
+use cql_workqueue::scylla::cql;
+use integration_tests::backend::Backend;
+use integration_tests::conformance::queue::queue;
+use integration_tests::wire_backend::{WireBackend, register_queue};
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_queue_statement_is_known_and_exercised() {
+    let b = WireBackend::start(Flavor::Cassandra).await;
+    let q = queue(&b, "all");
+    q.enqueue("one").await.expect("enqueue");
+    q.enqueue("two").await.expect("enqueue");
+    // A lost claim answer is resolved by a SERIAL read.
+    b.inject_queue(
+        Some(QueueOp::Claim),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let job = q.claim("w").await.expect("claim").expect("item");
+    // Held past a renew interval: heartbeats.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    job.fail("boom").await.expect("fail");
+    let job = q.claim("w").await.expect("claim").expect("item");
+    job.complete().await.expect("complete");
+    q.items().await.expect("items");
+    b.after_scenario();
+    let executed = b.server.executed();
+    for template in cql::ALL {
+        let text = cql_lease::scylla::cql::render(template, "coordination", "work_items");
+        assert!(
+            executed.contains(&text),
+            "queue statement never executed: {template}\nexecuted: {executed:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_queue_statement_is_refused_by_name() {
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra)).await;
+    register_queue(&server, "coordination", "work_items");
+    let session = server.session().await;
+    let altered = cql_lease::scylla::cql::render(cql::SCAN, "coordination", "work_items")
+        .replace("id > ?", "id >= ?");
+    match session.prepare(altered.clone()).await {
+        Err(e) => assert!(e.to_string().contains(&altered), "{e}"),
+        Ok(_) => panic!("an altered statement must be refused"),
+    }
+    let refused = server.refused();
+    assert!(
+        !refused.is_empty() && refused.iter().all(|r| *r == altered),
+        "{refused:?}"
+    );
+    match session.query_unpaged(altered.clone(), ("p", "x", 1)).await {
+        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::Invalid,
+            m,
+        ))) => {
+            assert!(m.contains(&altered), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
