@@ -252,6 +252,16 @@ impl CqlTestServer {
         lock_or_default(&self.shared.refused)
     }
 
+    /// Texts of every accepted statement received so far (prepared or run, also when it then
+    /// failed), sorted, each once.
+    pub fn received(&self) -> Vec<String> {
+        self.shared
+            .received
+            .lock()
+            .map(|e| e.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Texts of every statement executed so far, sorted, each once.
     pub fn executed(&self) -> Vec<String> {
         self.shared

@@ -44,6 +44,9 @@ pub struct Shared {
     pub refused: Mutex<Vec<String>>,
     /// Texts of the statements executed so far.
     pub executed: Mutex<std::collections::BTreeSet<String>>,
+    /// Texts of the accepted statements received so far (prepared or run, even if they
+    /// then failed).
+    pub received: Mutex<std::collections::BTreeSet<String>>,
     /// Consistency levels of the requests executed so far.
     pub consistencies: Mutex<Vec<ConsistencyUse>>,
 }
@@ -59,6 +62,7 @@ impl Shared {
             calls: Mutex::default(),
             refused: Mutex::default(),
             executed: Mutex::default(),
+            received: Mutex::default(),
             consistencies: Mutex::default(),
         }
     }
@@ -104,6 +108,9 @@ impl Shared {
             return Err(DbErr::invalid(format!(
                 "the CQL test server does not know this statement (register it): {text}"
             )));
+        }
+        if let Ok(mut received) = self.received.lock() {
+            received.insert(text.to_owned());
         }
         parse(text).map_err(|e| DbErr::syntax(format!("line 1: {e} (in: {text})")))
     }

@@ -68,11 +68,11 @@ pub const RELEASE: &str =
 pub const READ: &str =
     "SELECT holder, owner, value, fence, TTL(holder) FROM {keyspace}.{table} WHERE name = ?";
 
-/// Reads how a keyspace distributes its tables; the table exists only on ScyllaDB, where a
-/// non-null `initial_tablets` means tablets (LWTs refused by ScyllaDB 6.0 to 2025.3).
-/// Binds: keyspace name.
+/// Reads how the keyspace distributes its tables; the table exists only on ScyllaDB, where a
+/// non-null `initial_tablets` means tablets (LWTs refused by ScyllaDB 6.0 to 2025.3). No bind
+/// markers, so it is sent without preparing (Cassandra refuses it as an unknown table).
 pub const SCYLLA_KEYSPACE: &str =
-    "SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = ?";
+    "SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = '{keyspace}'";
 
 /// Appended to [`CREATE_KEYSPACE`] on ScyllaDB, so that LWTs work on 6.0 to 2025.3 (tablets,
 /// the default there, refuse them). Cassandra rejects the option, so it is never sent there.

@@ -117,7 +117,7 @@ impl ScyllaOptions {
         let keyspace = self
             .render(cql::CREATE_KEYSPACE)
             .replace(cql::REPLICATION, &replication);
-        if super::tablets::is_scylla(session).await? {
+        if super::tablets::is_scylla(session, self).await? {
             let without_tablets = format!("{keyspace}{}", cql::WITHOUT_TABLETS);
             info!(statement = %without_tablets, "creating schema (ScyllaDB: tablets off for LWTs)");
             match session.query_unpaged(without_tablets, ()).await {

@@ -12,11 +12,15 @@ use super::cql;
 use super::errors::classify;
 use super::schema::{SchemaError, ScyllaOptions};
 
-/// What the server answers to [`cql::SCYLLA_KEYSPACE`] for `keyspace`: `None` on Cassandra
-/// (no such table), `Some(tablets)` on ScyllaDB.
-async fn keyspace_tablets(session: &Session, keyspace: &str) -> Result<Option<bool>, SchemaError> {
+/// What the server answers to [`cql::SCYLLA_KEYSPACE`] for the keyspace: `None` on
+/// Cassandra (no such table), `Some(tablets)` on ScyllaDB.
+async fn keyspace_tablets(
+    session: &Session,
+    options: &ScyllaOptions,
+) -> Result<Option<bool>, SchemaError> {
+    options.validate()?; // the keyspace name goes into the text: a checked identifier only
     match session
-        .query_unpaged(cql::SCYLLA_KEYSPACE, (keyspace,))
+        .query_unpaged(options.render(cql::SCYLLA_KEYSPACE), ())
         .await
     {
         Ok(result) => {
@@ -36,8 +40,11 @@ async fn keyspace_tablets(session: &Session, keyspace: &str) -> Result<Option<bo
 }
 
 /// Whether the cluster is ScyllaDB (it has `system_schema.scylla_keyspaces`).
-pub(super) async fn is_scylla(session: &Session) -> Result<bool, SchemaError> {
-    Ok(keyspace_tablets(session, "system").await?.is_some())
+pub(super) async fn is_scylla(
+    session: &Session,
+    options: &ScyllaOptions,
+) -> Result<bool, SchemaError> {
+    Ok(keyspace_tablets(session, options).await?.is_some())
 }
 
 /// Fails with [`SchemaError::LwtsRejectedByTablets`] when `options.keyspace` uses tablets
@@ -61,7 +68,7 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<(), ExecutionError>>,
 {
-    if keyspace_tablets(session, &options.keyspace).await? != Some(true) {
+    if keyspace_tablets(session, options).await? != Some(true) {
         debug!(keyspace = %options.keyspace, "keyspace without tablets: LWTs supported");
         return Ok(());
     }
