@@ -24,14 +24,19 @@
 //! The statements the server understands and every known difference from Cassandra are
 //! listed in this crate's README.
 
+mod apply;
 mod ast;
 mod clock;
+mod clustering;
+mod ddl;
 pub mod driver_log;
 mod engine;
 mod exec;
+mod frames;
 mod keys;
 mod lexer;
 mod lwt;
+mod paging;
 mod parser;
 mod query;
 mod read;
