@@ -71,3 +71,59 @@ async fn an_altered_queue_statement_is_refused_by_name() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Every LWT of a queue shard (enqueue, claim, complete) is a Paxos round of that one
+/// partition: the server counts them per partition, and with rounds long enough to overlap,
+/// each one after the first contends with the previous ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_is_one_partition_of_paxos_rounds() {
+    use std::sync::Arc;
+
+    use cql_workqueue::scylla::ScyllaQueueStore;
+    use cql_workqueue::{QueueConfig, WorkQueue};
+    use integration_tests::wire_backend::{register_lease, test_options};
+
+    let server = CqlTestServer::start(ServerOptions {
+        paxos_round: Duration::from_secs(3600),
+        ..ServerOptions::strict(Flavor::Cassandra)
+    })
+    .await;
+    register_lease(&server, "coordination", "leases");
+    register_queue(&server, "coordination", "work_items");
+    let session = Arc::new(server.session().await);
+    let options = test_options("coordination", "work_items");
+    ScyllaQueueStore::create_schema(&session, &options)
+        .await
+        .expect("table");
+    let store = ScyllaQueueStore::new(session, options)
+        .await
+        .expect("store");
+    let config = QueueConfig {
+        shards: 1,
+        ..integration_tests::conformance::queue::queue_config()
+    };
+    let q = WorkQueue::new(Arc::new(store), "hot", config).expect("queue");
+    for n in 0..3 {
+        q.enqueue(&format!("job {n}")).await.expect("enqueue");
+    }
+    for _ in 0..3 {
+        let job = q.claim("w").await.expect("claim").expect("item");
+        job.complete().await.expect("complete");
+    }
+    let paxos = server.paxos();
+    let shard = (
+        "coordination".to_owned(),
+        "work_items".to_owned(),
+        "hot/0".to_owned(),
+    );
+    assert_eq!(paxos.rounds.get(&shard), Some(&9), "{paxos:?}");
+    assert_eq!(paxos.contended.get(&shard), Some(&8), "{paxos:?}");
+    assert_eq!(
+        paxos.rounds.len(),
+        1,
+        "no other partition saw a round: {paxos:?}"
+    );
+    // The three completed items are row tombstones the next scan walks.
+    assert!(q.claim("w").await.expect("claim").is_none());
+    assert_eq!(server.tombstones().last(), Some(3));
+}
