@@ -132,15 +132,33 @@ impl LeaseClient {
             let target = Arc::new(LeaseTarget::new(Arc::clone(&self.store), claim));
             // Armed until the claim is handed over or known not to exist: a drop in between
             // gives it back.
-            let guard = Attempt {
+            let mut guard = Attempt {
                 guard: Some(AttemptGuard::new(target.clone(), timing)),
                 orphans: &self.orphans,
                 holder_id: &holder_id,
             };
+            // Sent from its own task (see `AttemptGuard::send`), so a drop of this future
+            // releases the claim only after the LWT has been answered.
+            let request = {
+                let store = Arc::clone(&self.store);
+                let (name, holder_id, owner) =
+                    (name.to_owned(), holder_id.clone(), owner.to_owned());
+                let (value, ttl) = (value.map(str::to_owned), claim.ttl);
+                async move {
+                    let claim = Claim {
+                        name: &name,
+                        holder_id: &holder_id,
+                        owner: &owner,
+                        value: value.as_deref(),
+                        ttl,
+                    };
+                    store.try_acquire(claim).await
+                }
+            };
             // Measured before sending: the store cannot expire the claim before this plus the
             // validity.
             let sent_at = Instant::now();
-            let outcome = match self.store.try_acquire(claim).await {
+            let outcome = match guard.send(request).await {
                 Ok(outcome) => outcome,
                 Err(error) if error.is_unknown() => {
                     match self.resolve_acquire(name, &holder_id, error).await? {

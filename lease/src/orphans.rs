@@ -48,6 +48,18 @@ pub(crate) struct Attempt<'a> {
 }
 
 impl Attempt<'_> {
+    /// See [`AttemptGuard::send`].
+    pub(crate) async fn send<T, F>(&mut self, request: F) -> Result<T, crate::StoreError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, crate::StoreError>> + Send + 'static,
+    {
+        match self.guard.as_mut() {
+            Some(guard) => guard.send(request).await,
+            None => request.await,
+        }
+    }
+
     pub(crate) fn disarm(mut self) {
         if let Some(guard) = self.guard.take() {
             guard.disarm();

@@ -275,7 +275,7 @@ impl WorkQueue {
         let timing = HoldTiming::from(&self.config.claim);
         // Armed until the claim is handed over or known not to exist: if this future is
         // dropped in between, the claim is undone (state and attempt number restored).
-        let guard = AttemptGuard::new(
+        let mut guard = AttemptGuard::new(
             Arc::new(ClaimTarget {
                 store: Arc::clone(&self.store),
                 key: item.key.clone(),
@@ -288,8 +288,24 @@ impl WorkQueue {
             }),
             timing,
         );
+        // Sent from its own task (see `AttemptGuard::send`): a drop of this future undoes the
+        // claim only after the LWT has been answered.
+        let request = {
+            let store = Arc::clone(&self.store);
+            let (key, claim_id) = (item.key.clone(), claim_id.clone());
+            let (seen_attempt, ttl) = (claim.seen_attempt, claim.ttl);
+            async move {
+                let claim = ItemClaim {
+                    key: &key,
+                    claim_id: &claim_id,
+                    seen_attempt,
+                    ttl,
+                };
+                store.claim(claim).await
+            }
+        };
         let sent_at = Instant::now();
-        let claimed = match self.store.claim(claim).await {
+        let claimed = match guard.send(request).await {
             Ok(ClaimOutcome::Claimed) => true,
             Ok(ClaimOutcome::Lost) => false,
             Err(error) if error.is_unknown() => {

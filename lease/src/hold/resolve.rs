@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -123,6 +124,9 @@ pub fn spawn_release(target: Arc<dyn Holdable>, timing: HoldTiming) {
 pub struct AttemptGuard {
     target: Option<Arc<dyn Holdable>>,
     timing: HoldTiming,
+    /// Set while a request sent through [`AttemptGuard::send`] is in flight; turns `true`
+    /// when it has been answered (or failed).
+    in_flight: Option<watch::Receiver<bool>>,
 }
 
 impl std::fmt::Debug for AttemptGuard {
@@ -139,6 +143,38 @@ impl AttemptGuard {
         AttemptGuard {
             target: Some(target),
             timing,
+            in_flight: None,
+        }
+    }
+
+    /// Sends the claiming request from a task of its own and waits for its answer.
+    ///
+    /// Dropping the caller's future does not stop a request already on the wire: the
+    /// coordinator may apply it later. A release sent at drop time could then land first,
+    /// find nothing, and leave the claim to its TTL. So the request runs in a spawned task,
+    /// and a guard dropped while it is in flight waits for its answer before releasing.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropped mid-flight, the request still completes and the guard (if
+    /// armed) releases the claim after it.
+    ///
+    /// # Errors
+    /// The request's own error; [`StoreError::Unknown`] if its task panicked.
+    pub async fn send<T, F>(&mut self, request: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, StoreError>> + Send + 'static,
+    {
+        let (answered, in_flight) = watch::channel(false);
+        self.in_flight = Some(in_flight);
+        let task = tokio::spawn(async move {
+            let result = request.await;
+            answered.send_replace(true);
+            result
+        });
+        match task.await {
+            Ok(result) => result,
+            Err(error) => Err(StoreError::Unknown(format!("request task failed: {error}"))),
         }
     }
 
@@ -150,9 +186,26 @@ impl AttemptGuard {
 
 impl Drop for AttemptGuard {
     fn drop(&mut self) {
-        if let Some(target) = self.target.take() {
-            debug!(claim = %target.describe(), "attempt dropped before hand-over; releasing");
-            spawn_release(target, self.timing);
+        let Some(target) = self.target.take() else {
+            return;
+        };
+        debug!(claim = %target.describe(), "attempt dropped before hand-over; releasing");
+        match self.in_flight.take() {
+            // Answered already, or never sent through `send`: release now.
+            None => spawn_release(target, self.timing),
+            Some(in_flight) if *in_flight.borrow() => spawn_release(target, self.timing),
+            Some(mut in_flight) => {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                let timing = self.timing;
+                runtime.spawn(async move {
+                    // Err: the request task ended without answering (panicked); release anyway.
+                    let _ = in_flight.wait_for(|answered| *answered).await;
+                    let result = release_target(target.as_ref(), &timing).await;
+                    debug!(claim = %target.describe(), ?result, "release after the dropped attempt was answered");
+                });
+            }
         }
     }
 }
