@@ -34,6 +34,7 @@
 //! # }).unwrap();
 //! ```
 
+pub mod cells;
 mod client;
 mod config;
 mod counting;
