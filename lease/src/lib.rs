@@ -40,6 +40,7 @@ mod config;
 mod counting;
 mod error;
 pub mod fencing;
+pub mod hold;
 mod keepalive;
 mod lease;
 pub mod memory;

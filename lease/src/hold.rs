@@ -1,0 +1,612 @@
+//! The one hold machine: what every time-limited claim on the store (a lease, an election
+//! term, a queue claim, a lock) does while it is held, the way etcd's `Session` serves both
+//! its mutex and its election.
+//!
+//! A [`Holdable`] is one claim, identified in the store by a unique id, that can be renewed,
+//! checked and released, each conditionally on that id (so every call may be sent again or
+//! settled by reading back). A [`Hold`] keeps it alive in the background and tells the holder
+//! when to stop: the `held` watch turns `false` and the cancellation token fires at the local
+//! deadline at the latest. [`until_resolved`] is the single "ask again / read back until
+//! `resolve_timeout`" loop that settles lost answers, and [`AttemptGuard`] makes a future that
+//! sent a claim cancel-safe: dropped before it could hand the claim over, it releases it.
+//!
+//! Rule kept here once for everyone: nothing reaches a caller past its deadline with a live
+//! token. A hold whose claim was answered after `sent_at + validity` starts lost.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use backon::BackoffBuilder;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::config::LeaseConfig;
+use crate::error::{LossReason, StoreError};
+use crate::store::CasOutcome;
+
+/// One claim on the store that a [`Hold`] keeps alive. Object safe.
+///
+/// Every method is conditional on the claim's unique id, so it can be sent again after a lost
+/// answer, and a read-back ([`Holdable::still_held`]) tells whether it applied.
+#[async_trait]
+pub trait Holdable: Send + Sync + 'static {
+    /// A short description for logs, e.g. `lease "scheduler"`.
+    fn describe(&self) -> String;
+
+    /// Extends the claim if it is still this one's. One conditional write.
+    async fn renew(&self) -> Result<CasOutcome, StoreError>;
+
+    /// Whether the store still holds this very claim (a linearizable read).
+    async fn still_held(&self) -> Result<bool, StoreError>;
+
+    /// Ends the claim if it is still this one's. One conditional write.
+    async fn release(&self) -> Result<CasOutcome, StoreError>;
+}
+
+/// The timing a [`Hold`] runs on, all measured on the local monotonic clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldTiming {
+    /// How long the holder may act after sending the write that succeeded.
+    pub validity: Duration,
+    /// How often to renew.
+    pub renew_interval: Duration,
+    /// Pause between retries (jittered between half and all of it).
+    pub retry_interval: Duration,
+    /// How long to keep settling a lost answer before reporting it unknown.
+    pub resolve_timeout: Duration,
+}
+
+impl From<&LeaseConfig> for HoldTiming {
+    fn from(config: &LeaseConfig) -> Self {
+        HoldTiming {
+            validity: config.validity(),
+            renew_interval: config.renew_interval,
+            retry_interval: config.retry_interval,
+            resolve_timeout: config.resolve_timeout,
+        }
+    }
+}
+
+impl From<LeaseConfig> for HoldTiming {
+    fn from(config: LeaseConfig) -> Self {
+        HoldTiming::from(&config)
+    }
+}
+
+impl HoldTiming {
+    /// Retry delays drawn uniformly between half and all of `retry_interval`: jitter keeps
+    /// contenders from moving in lockstep.
+    pub fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
+        jittered(self.retry_interval)
+    }
+}
+
+/// Delays drawn uniformly between half and all of `interval`.
+pub fn jittered(interval: Duration) -> impl Iterator<Item = Duration> + Send + use<> {
+    backon::ConstantBuilder::default()
+        .with_delay(interval / 2)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+/// Why a hold operation did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HoldError {
+    /// The claim is no longer held (taken over, expired, released).
+    #[error("no longer held: {0}")]
+    Lost(LossReason),
+    /// The store answered with a definite failure: nothing was applied.
+    #[error("store error: {0}")]
+    Store(StoreError),
+    /// The write may or may not have applied and reading back did not tell in time.
+    #[error("outcome unknown: {0}")]
+    OutcomeUnknown(StoreError),
+}
+
+/// Runs `step` until it decides, for at most `timing.resolve_timeout`.
+///
+/// `step` returns `Ok(Some(answer))` when it has the answer, `Ok(None)` when it must be asked
+/// again (a read-back found the claim unchanged), or an error. A [`StoreError::Rejected`]
+/// ends it at once; other errors are retried after a jittered delay. When time runs out,
+/// the last error is returned ([`StoreError::Unknown`] if any attempt may have applied).
+///
+/// # Cancel safety
+/// Cancel-safe if `step` is: each step is conditional on a unique id.
+///
+/// # Errors
+/// The rejection, or the last error when `resolve_timeout` passes undecided.
+pub async fn until_resolved<T, F, Fut>(
+    timing: &HoldTiming,
+    what: &str,
+    mut step: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, StoreError>>,
+{
+    let give_up_at = Instant::now() + timing.resolve_timeout;
+    let mut delays = timing.delays();
+    let mut unknown: Option<StoreError> = None;
+    loop {
+        let error = match step().await {
+            Ok(Some(answer)) => return Ok(answer),
+            Ok(None) => StoreError::Unknown(format!("{what}: outcome not settled yet")),
+            Err(error @ StoreError::Rejected(_)) => return Err(error),
+            Err(error) => error,
+        };
+        if error.is_unknown() {
+            unknown = Some(error.clone());
+        }
+        let wake = Instant::now() + delays.next().unwrap_or(timing.retry_interval);
+        if wake >= give_up_at {
+            warn!(what, %error, "giving up settling the outcome");
+            // Once any attempt may have applied, the outcome stays unknown.
+            return Err(match (unknown, error) {
+                (Some(unknown), StoreError::Unavailable(_)) => unknown,
+                (_, error) => error,
+            });
+        }
+        debug!(what, %error, "not settled; trying again");
+        tokio::time::sleep_until(wake).await;
+    }
+}
+
+/// Releases `target` conditionally, settling lost answers by asking again and reading back.
+///
+/// `Ok` when the claim is gone (released by this call or no longer this one's at read-back);
+/// [`HoldError::Lost`] when the store said it was not this one's.
+///
+/// # Cancel safety
+/// Cancel-safe: the release is conditional on the claim's id; a dropped call leaves at most
+/// the claim to its TTL.
+///
+/// # Errors
+/// [`HoldError::Lost`], [`HoldError::Store`] on a rejection or a definite failure, and
+/// [`HoldError::OutcomeUnknown`] when the outcome could not be settled in time.
+pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Result<(), HoldError> {
+    let what = target.describe();
+    let result = until_resolved(timing, &what, || async {
+        match target.release().await {
+            Ok(outcome) => Ok(Some(outcome)),
+            Err(error @ StoreError::Rejected(_)) => Err(error),
+            Err(error) => match target.still_held().await {
+                Ok(false) => Ok(Some(CasOutcome::Applied)),
+                Ok(true) => Err(error),
+                Err(_) => Err(error),
+            },
+        }
+    })
+    .await;
+    match result {
+        Ok(CasOutcome::Applied) => {
+            info!(claim = %what, "released");
+            Ok(())
+        }
+        Ok(CasOutcome::NotApplied) => Err(HoldError::Lost(LossReason::NotHolder)),
+        Err(error @ StoreError::Unknown(_)) => Err(HoldError::OutcomeUnknown(error)),
+        Err(error) => Err(HoldError::Store(error)),
+    }
+}
+
+/// Spawns [`release_target`] if a runtime is running (best effort; the TTL bounds it anyway).
+pub fn spawn_release(target: Arc<dyn Holdable>, timing: HoldTiming) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let result = release_target(target.as_ref(), &timing).await;
+        debug!(claim = %target.describe(), ?result, "background release");
+    });
+}
+
+/// Makes a future that sent a claim cancel-safe: if it is dropped while armed (the claim may
+/// have applied but was not handed to the caller), it spawns the conditional release of that
+/// claim. [`AttemptGuard::disarm`] once the claim is handed over or known not to exist.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use cql_lease::hold::{AttemptGuard, Holdable, HoldTiming};
+/// # fn demo(target: Arc<dyn Holdable>, timing: HoldTiming) {
+/// let guard = AttemptGuard::new(Arc::clone(&target), timing);
+/// // ... send the claim, settle its answer (each await a possible cancellation point) ...
+/// guard.disarm(); // handed over: no release on drop
+/// # }
+/// ```
+pub struct AttemptGuard {
+    target: Option<Arc<dyn Holdable>>,
+    timing: HoldTiming,
+}
+
+impl std::fmt::Debug for AttemptGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptGuard")
+            .field("armed", &self.target.is_some())
+            .finish()
+    }
+}
+
+impl AttemptGuard {
+    /// Armed for `target`.
+    pub fn new(target: Arc<dyn Holdable>, timing: HoldTiming) -> Self {
+        AttemptGuard {
+            target: Some(target),
+            timing,
+        }
+    }
+
+    /// No release on drop.
+    pub fn disarm(mut self) {
+        self.target = None;
+    }
+}
+
+impl Drop for AttemptGuard {
+    fn drop(&mut self) {
+        if let Some(target) = self.target.take() {
+            debug!(claim = %target.describe(), "attempt dropped before hand-over; releasing");
+            spawn_release(target, self.timing);
+        }
+    }
+}
+
+/// Shared between a [`Hold`] and its renew loop.
+struct Signals {
+    what: String,
+    held: watch::Sender<bool>,
+    deadline: watch::Sender<Instant>,
+    stop_acting: CancellationToken,
+    renewals: AtomicU64,
+    reason: Mutex<Option<LossReason>>,
+    lost_at: Mutex<Option<Instant>>,
+}
+
+impl Signals {
+    /// Tells every observer to stop acting; idempotent. Returns when they were first told.
+    fn lose(&self, reason: LossReason) -> Instant {
+        // Recorded before anyone is told, so it never postdates what they do next.
+        let at = match self.lost_at.lock() {
+            Ok(mut slot) => *slot.get_or_insert_with(Instant::now),
+            Err(_) => Instant::now(),
+        };
+        if let Ok(mut slot) = self.reason.lock() {
+            slot.get_or_insert(reason.clone());
+        }
+        // The watch first, so whoever wakes on the token already reads `false`.
+        self.held.send_replace(false);
+        if !self.stop_acting.is_cancelled() {
+            info!(claim = %self.what, %reason, "holder must stop acting");
+        }
+        self.stop_acting.cancel();
+        at
+    }
+
+    fn reason(&self) -> Option<LossReason> {
+        self.reason.lock().ok().and_then(|r| r.clone())
+    }
+}
+
+type RenewRequest = oneshot::Sender<Result<(), HoldError>>;
+
+/// A claim kept alive in the background: renewed every `renew_interval`, retried with
+/// jittered back-off on errors (never past the deadline), and given up at the local deadline
+/// at the latest. The `held` watch turns `false` and the token is cancelled, in that order,
+/// exactly once.
+///
+/// Dropping a `Hold` cancels the token and releases the claim in a spawned task;
+/// [`Hold::release`] waits for it; [`Hold::abandon`] leaves it to its TTL.
+pub struct Hold {
+    target: Arc<dyn Holdable>,
+    timing: HoldTiming,
+    signals: Arc<Signals>,
+    stop_task: CancellationToken,
+    requests: mpsc::Sender<RenewRequest>,
+    task: Option<JoinHandle<bool>>,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("claim", &self.signals.what)
+            .field("held", &self.is_held())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hold {
+    /// Starts keeping `target` alive. `sent_at` is when the write that won the claim was sent:
+    /// the deadline is `sent_at + timing.validity`. If that has already passed, the hold
+    /// starts lost (`held` false, token cancelled) and the claim is released in the
+    /// background. `held`, when given, is set `true` now (if valid) and `false` on loss.
+    pub fn start(
+        target: Arc<dyn Holdable>,
+        timing: HoldTiming,
+        sent_at: Instant,
+        held: Option<watch::Sender<bool>>,
+    ) -> Hold {
+        let deadline = sent_at + timing.validity;
+        let held = held.unwrap_or_else(|| watch::channel(false).0);
+        let signals = Arc::new(Signals {
+            what: target.describe(),
+            held,
+            deadline: watch::channel(deadline).0,
+            stop_acting: CancellationToken::new(),
+            renewals: AtomicU64::new(0),
+            reason: Mutex::new(None),
+            lost_at: Mutex::new(None),
+        });
+        let stop_task = CancellationToken::new();
+        let (requests, inbox) = mpsc::channel(4);
+        let mut hold = Hold {
+            target: Arc::clone(&target),
+            timing,
+            signals: Arc::clone(&signals),
+            stop_task: stop_task.clone(),
+            requests,
+            task: None,
+        };
+        if Instant::now() >= deadline {
+            warn!(claim = %signals.what, "answered after its deadline; giving it back");
+            signals.lose(LossReason::Expired);
+            spawn_release(target, timing);
+            return hold;
+        }
+        signals.held.send_replace(true);
+        hold.task = Some(tokio::spawn(run(target, timing, signals, stop_task, inbox)));
+        hold
+    }
+
+    /// `true` while held; turns `false` once, when the holder must stop.
+    pub fn held(&self) -> watch::Receiver<bool> {
+        self.signals.held.subscribe()
+    }
+
+    /// Whether the claim is still held.
+    pub fn is_held(&self) -> bool {
+        *self.signals.held.borrow()
+    }
+
+    /// Cancelled when the holder must stop acting (loss, local deadline, release or drop).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.signals.stop_acting.clone()
+    }
+
+    /// The current local deadline; moves forward with each successful renewal.
+    pub fn must_stop_by(&self) -> Instant {
+        *self.signals.deadline.borrow()
+    }
+
+    /// How many renewals have succeeded.
+    pub fn renewals(&self) -> u64 {
+        self.signals.renewals.load(Ordering::Relaxed)
+    }
+
+    /// Why the claim was lost, once it was.
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        self.signals.reason()
+    }
+
+    /// When the holder was told to stop (just before the token was cancelled), once it was.
+    pub fn lost_at(&self) -> Option<Instant> {
+        self.signals.lost_at.lock().ok().and_then(|at| *at)
+    }
+
+    /// The claim this hold keeps.
+    pub fn target(&self) -> &Arc<dyn Holdable> {
+        &self.target
+    }
+
+    /// The timing it runs on.
+    pub fn timing(&self) -> &HoldTiming {
+        &self.timing
+    }
+
+    /// Tells the holder to stop acting now (cancels the token) without releasing; renewals go
+    /// on until [`Hold::release`]. Returns when the holder was told.
+    pub fn stop_acting(&self) -> Instant {
+        self.signals.lose(LossReason::Released)
+    }
+
+    /// Marks the claim lost for `reason` (e.g. a finishing write found it taken over).
+    pub fn mark_lost(&self, reason: LossReason) -> Instant {
+        self.signals.lose(reason)
+    }
+
+    /// Waits until the holder must stop acting.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits on the token.
+    pub async fn lost(&self) {
+        self.signals.stop_acting.cancelled().await;
+    }
+
+    /// Renews now, in the renew loop (so renewals never overlap), e.g. after the target's
+    /// value changed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the renewal completes in the background task either way.
+    ///
+    /// # Errors
+    /// [`HoldError::Lost`] once the claim is lost; the store's error if this renewal failed
+    /// (the loop retries until the deadline).
+    pub async fn renew_now(&self) -> Result<(), HoldError> {
+        let gone = || HoldError::Lost(self.loss_reason().unwrap_or(LossReason::Released));
+        if self.task.is_none() {
+            return Err(gone());
+        }
+        let (reply, answer) = oneshot::channel();
+        if self.requests.send(reply).await.is_err() {
+            return Err(gone());
+        }
+        answer.await.unwrap_or_else(|_| Err(gone()))
+    }
+
+    /// Stops renewing, cancels the token, then releases the claim (conditionally, settling a
+    /// lost answer).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the token is cancelled before the first await, and if the future is
+    /// dropped the release goes on in a spawned task.
+    ///
+    /// # Errors
+    /// [`HoldError::Lost`] if the claim was already lost; the release's errors otherwise.
+    pub async fn release(mut self) -> Result<(), HoldError> {
+        let Some(task) = self.task.take() else {
+            return Err(HoldError::Lost(
+                self.loss_reason().unwrap_or(LossReason::Released),
+            ));
+        };
+        // Stop acting before the store can hand the claim to anyone else.
+        self.signals.lose(LossReason::Released);
+        self.stop_task.cancel();
+        // If this future is dropped from here on, the guard finishes the release.
+        let guard = AttemptGuard::new(Arc::clone(&self.target), self.timing);
+        let still_held = task.await.unwrap_or(false);
+        guard.disarm();
+        if !still_held {
+            return Err(HoldError::Lost(
+                self.loss_reason().unwrap_or(LossReason::Expired),
+            ));
+        }
+        let guard = AttemptGuard::new(Arc::clone(&self.target), self.timing);
+        let result = release_target(self.target.as_ref(), &self.timing).await;
+        guard.disarm();
+        result
+    }
+
+    /// Stops without touching the store, as a crash would: the token is cancelled and the
+    /// claim stays until its TTL. For crash tests and processes that must not touch the store.
+    pub fn abandon(mut self) -> Instant {
+        if let Some(task) = self.task.take() {
+            self.stop_task.cancel();
+            task.abort();
+        }
+        self.signals.lose(LossReason::Released)
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        self.signals.lose(LossReason::Released);
+        self.stop_task.cancel();
+        let (target, timing) = (Arc::clone(&self.target), self.timing);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if task.await.unwrap_or(false) {
+                    let result = release_target(target.as_ref(), &timing).await;
+                    debug!(claim = %target.describe(), ?result, "release on drop");
+                }
+            });
+        }
+    }
+}
+
+/// The renew loop. Returns whether the claim was still held when it was stopped.
+async fn run(
+    target: Arc<dyn Holdable>,
+    timing: HoldTiming,
+    signals: Arc<Signals>,
+    stop: CancellationToken,
+    mut inbox: mpsc::Receiver<RenewRequest>,
+) -> bool {
+    let mut next = *signals.deadline.borrow() - timing.validity + timing.renew_interval;
+    let mut delays = timing.delays();
+    let mut failing = false;
+    loop {
+        let deadline = *signals.deadline.borrow();
+        let mut reply = None;
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return true,
+            request = inbox.recv() => match request {
+                Some(tx) => reply = Some(tx),
+                None => return true,
+            },
+            _ = tokio::time::sleep_until(next.min(deadline)) => {}
+        }
+        let answer = |result: Result<(), HoldError>| {
+            if let Some(tx) = reply {
+                let _ = tx.send(result);
+            }
+        };
+        if Instant::now() >= deadline {
+            let reason = expire(&target, &timing, &signals, failing);
+            answer(Err(HoldError::Lost(reason)));
+            return false;
+        }
+        let sent_at = Instant::now();
+        let outcome = tokio::time::timeout_at(deadline, async {
+            match target.renew().await {
+                Ok(outcome) => Ok(outcome),
+                // A lost answer: one read-back tells whether it is still ours.
+                Err(error) if error.is_unknown() => match target.still_held().await {
+                    Ok(false) => Ok(CasOutcome::NotApplied),
+                    _ => Err(error),
+                },
+                Err(error) => Err(error),
+            }
+        })
+        .await;
+        match outcome {
+            Err(_deadline_passed) => {
+                let reason = expire(&target, &timing, &signals, failing);
+                answer(Err(HoldError::Lost(reason)));
+                return false;
+            }
+            Ok(Ok(CasOutcome::Applied)) => {
+                failing = false;
+                signals.renewals.fetch_add(1, Ordering::Relaxed);
+                signals.deadline.send_replace(sent_at + timing.validity);
+                next = Instant::now() + timing.renew_interval;
+                delays = timing.delays();
+                debug!(claim = %signals.what, "renewed");
+                answer(Ok(()));
+            }
+            Ok(Ok(CasOutcome::NotApplied)) => {
+                signals.lose(LossReason::NotHolder);
+                answer(Err(HoldError::Lost(LossReason::NotHolder)));
+                return false;
+            }
+            Ok(Err(error)) => {
+                failing = true;
+                let delay = delays.next().unwrap_or(timing.retry_interval);
+                warn!(claim = %signals.what, %error, ?delay, "renewal failed; retrying");
+                next = Instant::now() + delay;
+                answer(Err(match error {
+                    StoreError::Unknown(_) => HoldError::OutcomeUnknown(error),
+                    _ => HoldError::Store(error),
+                }));
+            }
+        }
+    }
+}
+
+/// The deadline passed without a successful renewal: stop acting, then free the claim early
+/// in case a late renewal did apply.
+fn expire(
+    target: &Arc<dyn Holdable>,
+    timing: &HoldTiming,
+    signals: &Signals,
+    failing: bool,
+) -> LossReason {
+    let reason = if failing {
+        LossReason::Unreachable
+    } else {
+        LossReason::Expired
+    };
+    signals.lose(reason.clone());
+    spawn_release(Arc::clone(target), *timing);
+    reason
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,209 @@
+//! The hold machine on a scripted claim, with paused time.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::*;
+
+/// A claim whose answers the test scripts.
+#[derive(Default)]
+struct Scripted {
+    held: AtomicBool,
+    renew_error: Mutex<Option<StoreError>>,
+    renews: AtomicU64,
+    releases: AtomicU64,
+}
+
+impl Scripted {
+    fn held() -> Arc<Self> {
+        let s = Scripted::default();
+        s.held.store(true, Ordering::SeqCst);
+        Arc::new(s)
+    }
+}
+
+#[async_trait]
+impl Holdable for Scripted {
+    fn describe(&self) -> String {
+        "scripted claim".into()
+    }
+    async fn renew(&self) -> Result<CasOutcome, StoreError> {
+        self.renews.fetch_add(1, Ordering::SeqCst);
+        if let Some(error) = self
+            .renew_error
+            .lock()
+            .map_err(|_| StoreError::Unavailable("poisoned".into()))?
+            .clone()
+        {
+            return Err(error);
+        }
+        Ok(if self.held.load(Ordering::SeqCst) {
+            CasOutcome::Applied
+        } else {
+            CasOutcome::NotApplied
+        })
+    }
+    async fn still_held(&self) -> Result<bool, StoreError> {
+        Ok(self.held.load(Ordering::SeqCst))
+    }
+    async fn release(&self) -> Result<CasOutcome, StoreError> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
+        Ok(if self.held.swap(false, Ordering::SeqCst) {
+            CasOutcome::Applied
+        } else {
+            CasOutcome::NotApplied
+        })
+    }
+}
+
+fn timing() -> HoldTiming {
+    HoldTiming {
+        validity: Duration::from_secs(8),
+        renew_interval: Duration::from_secs(3),
+        retry_interval: Duration::from_secs(1),
+        resolve_timeout: Duration::from_secs(5),
+    }
+}
+
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_after_the_deadline_starts_lost_and_is_given_back() {
+    let claim = Scripted::held();
+    let sent_at = Instant::now();
+    tokio::time::advance(timing().validity).await;
+    let hold = Hold::start(claim.clone(), timing(), sent_at, None);
+    assert!(!hold.is_held());
+    assert!(hold.cancellation_token().is_cancelled());
+    assert_eq!(hold.loss_reason(), Some(LossReason::Expired));
+    settle().await;
+    assert_eq!(claim.releases.load(Ordering::SeqCst), 1);
+    assert!(!claim.held.load(Ordering::SeqCst));
+    assert_eq!(
+        hold.release().await,
+        Err(HoldError::Lost(LossReason::Expired))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn renews_until_released_and_stops_acting_first() {
+    let claim = Scripted::held();
+    let hold = Hold::start(claim.clone(), timing(), Instant::now(), None);
+    let token = hold.cancellation_token();
+    let mut held = hold.held();
+    assert!(*held.borrow_and_update());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(hold.renewals() >= 9, "{}", hold.renewals());
+    assert!(hold.must_stop_by() > Instant::now());
+    assert!(!token.is_cancelled());
+    hold.release().await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(token.is_cancelled() && !*held.borrow());
+    assert!(!claim.held.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_renewals_lose_it_at_the_deadline_not_later() {
+    let claim = Scripted::held();
+    let start = Instant::now();
+    let hold = Hold::start(claim.clone(), timing(), start, None);
+    *claim.renew_error.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(StoreError::Unavailable("down".into()));
+    hold.lost().await;
+    let lost_at = hold.lost_at().unwrap_or_else(Instant::now);
+    assert!(
+        lost_at <= start + timing().validity,
+        "{:?}",
+        lost_at - start
+    );
+    assert_eq!(hold.loss_reason(), Some(LossReason::Unreachable));
+    assert!(
+        claim.renews.load(Ordering::SeqCst) >= 3,
+        "retried with back-off"
+    );
+    settle().await;
+    assert_eq!(
+        claim.releases.load(Ordering::SeqCst),
+        1,
+        "given back at once"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_renewal_is_a_loss() {
+    let claim = Scripted::held();
+    let hold = Hold::start(claim.clone(), timing(), Instant::now(), None);
+    claim.held.store(false, Ordering::SeqCst);
+    hold.lost().await;
+    assert_eq!(hold.loss_reason(), Some(LossReason::NotHolder));
+    assert!(!hold.is_held());
+    assert_eq!(
+        hold.renew_now().await,
+        Err(HoldError::Lost(LossReason::NotHolder))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_cancels_and_releases_abandoning_does_not_release() {
+    let claim = Scripted::held();
+    let hold = Hold::start(claim.clone(), timing(), Instant::now(), None);
+    let token = hold.cancellation_token();
+    drop(hold);
+    assert!(token.is_cancelled());
+    settle().await;
+    assert!(!claim.held.load(Ordering::SeqCst));
+
+    let claim = Scripted::held();
+    let hold = Hold::start(claim.clone(), timing(), Instant::now(), None);
+    let token = hold.cancellation_token();
+    hold.abandon();
+    assert!(token.is_cancelled());
+    settle().await;
+    assert!(claim.held.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_armed_attempt_guard_releases_on_drop() {
+    let claim = Scripted::held();
+    drop(AttemptGuard::new(claim.clone(), timing()));
+    settle().await;
+    assert!(!claim.held.load(Ordering::SeqCst));
+
+    let claim = Scripted::held();
+    AttemptGuard::new(claim.clone(), timing()).disarm();
+    settle().await;
+    assert!(claim.held.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn until_resolved_gives_up_unknown_after_resolve_timeout() {
+    let start = Instant::now();
+    let calls = AtomicU64::new(0);
+    let result: Result<(), StoreError> = until_resolved(&timing(), "test", || {
+        calls.fetch_add(1, Ordering::SeqCst);
+        async {
+            if calls.load(Ordering::SeqCst) == 1 {
+                Err(StoreError::Unknown("lost".into()))
+            } else {
+                Err(StoreError::Unavailable("down".into()))
+            }
+        }
+    })
+    .await;
+    assert!(matches!(result, Err(StoreError::Unknown(_))), "{result:?}");
+    assert!(start.elapsed() <= timing().resolve_timeout);
+    assert!(calls.load(Ordering::SeqCst) >= 5);
+
+    let rejected: Result<(), StoreError> = until_resolved(&timing(), "test", || async {
+        Err(StoreError::Rejected("syntax".into()))
+    })
+    .await;
+    assert!(matches!(rejected, Err(StoreError::Rejected(_))));
+}
