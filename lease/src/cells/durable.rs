@@ -80,8 +80,10 @@ impl Durable {
         timestamp: i64,
         give_up_at: Instant,
     ) -> Result<(), StoreError> {
-        self.retry(give_up_at, "delete", at, || self.store.delete(at, timestamp))
-            .await
+        self.retry(give_up_at, "delete", at, || {
+            self.store.delete(at, timestamp)
+        })
+        .await
     }
 
     /// Reads a row (see [`CellStore::read_row`]), retrying failures until `give_up_at`.
@@ -142,7 +144,14 @@ impl Durable {
             match call().await {
                 Ok(answer) => {
                     if attempt > 0 {
-                        debug!(lock = at.lock, row = at.row, cell = at.cell, what, attempt, "succeeded after retries");
+                        debug!(
+                            lock = at.lock,
+                            row = at.row,
+                            cell = at.cell,
+                            what,
+                            attempt,
+                            "succeeded after retries"
+                        );
                     }
                     return Ok(answer);
                 }

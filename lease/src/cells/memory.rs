@@ -143,7 +143,12 @@ impl MemoryCellStore {
         }
     }
 
-    async fn mutate(&self, op: CellOp, at: CellRef<'_>, version: Version) -> Result<(), StoreError> {
+    async fn mutate(
+        &self,
+        op: CellOp,
+        at: CellRef<'_>,
+        version: Version,
+    ) -> Result<(), StoreError> {
         self.inner.calls[op as usize].fetch_add(1, Ordering::Relaxed);
         let (late, _) = self.inner.late.draw(op);
         if !late.is_zero() {
@@ -151,10 +156,16 @@ impl MemoryCellStore {
             let (lock, row, cell) = (at.lock.to_owned(), at.row.to_owned(), at.cell.to_owned());
             tokio::spawn(async move {
                 tokio::time::sleep(late).await;
-                let at = CellRef { lock: &lock, row: &row, cell: &cell };
+                let at = CellRef {
+                    lock: &lock,
+                    row: &row,
+                    cell: &cell,
+                };
                 this.apply(at, version);
             });
-            return Err(StoreError::Unknown(format!("injected: answer lost, {op:?} lands later")));
+            return Err(StoreError::Unknown(format!(
+                "injected: answer lost, {op:?} lands later"
+            )));
         }
         self.inner
             .faults
@@ -278,11 +289,20 @@ mod tests {
     async fn ttl_expires_and_ranges_count_tombstones() {
         let store = MemoryCellStore::new();
         let cell = |c| CellRef { cell: c, ..AT };
-        store.write(cell("a"), 1, Some(Duration::from_secs(1)), 1).await.unwrap();
+        store
+            .write(cell("a"), 1, Some(Duration::from_secs(1)), 1)
+            .await
+            .unwrap();
         store.write(cell("b"), 2, None, 1).await.unwrap();
         tokio::time::sleep(Duration::from_secs(2)).await;
         let cells = store.read_row("l", "r", "", 10).await.unwrap();
-        assert_eq!(cells, vec![Cell { name: "b".into(), value: 2 }]);
+        assert_eq!(
+            cells,
+            vec![Cell {
+                name: "b".into(),
+                value: 2
+            }]
+        );
         assert_eq!(store.tombstones_walked(), 1);
         store.read_row("l", "r", "b", 10).await.unwrap();
         assert_eq!(store.tombstones_walked(), 1);

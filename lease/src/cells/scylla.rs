@@ -48,8 +48,7 @@ use crate::scylla::{Replication, ScyllaOptions, classify};
 /// The `CREATE TABLE` of the cell store (a template with `{keyspace}` and `{table}`).
 pub const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (lock text, row text, cell text, value bigint, PRIMARY KEY ((lock, row), cell)) WITH gc_grace_seconds = 3600";
 /// Writes one cell with a TTL (0 means none) and a client timestamp.
-pub const WRITE: &str =
-    "INSERT INTO {keyspace}.{table} (lock, row, cell, value) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?";
+pub const WRITE: &str = "INSERT INTO {keyspace}.{table} (lock, row, cell, value) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?";
 /// Deletes one cell with a client timestamp.
 pub const DELETE: &str =
     "DELETE FROM {keyspace}.{table} USING TIMESTAMP ? WHERE lock = ? AND row = ? AND cell = ?";
