@@ -8,6 +8,8 @@ pub mod contention;
 pub mod election;
 pub mod lease_basic;
 pub mod lease_faults;
+pub mod lock;
+pub mod lock_scenarios;
 pub mod queue;
 
 use std::time::Duration;

@@ -15,6 +15,7 @@
 //! it succeeds (idempotent), and cleaned up by a later-timestamped delete otherwise.
 
 pub mod durable;
+pub mod faulty;
 pub mod memory;
 pub mod scylla;
 
