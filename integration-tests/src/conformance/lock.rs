@@ -119,7 +119,18 @@ pub fn contender_with(
     index: usize,
     options: LockOptions,
 ) -> Contender {
-    try_contender(b, algo, index, options).unwrap_or_else(|e| panic!("{}: {e}", b.name()))
+    try_contender(b, algo, index, options, None).unwrap_or_else(|e| panic!("{}: {e}", b.name()))
+}
+
+/// A contender whose arrival clock (fair lock only) is off by `skew - 50 ms`.
+pub fn skewed_contender(
+    b: &dyn LockBackend,
+    algo: Algo,
+    index: usize,
+    skew: Duration,
+) -> Contender {
+    try_contender(b, algo, index, lock_options(), Some(skew))
+        .unwrap_or_else(|e| panic!("{}: {e}", b.name()))
 }
 
 /// Builds a contender; errors are the constructors' validation.
@@ -128,6 +139,7 @@ pub fn try_contender(
     algo: Algo,
     index: usize,
     options: LockOptions,
+    skew: Option<Duration>,
 ) -> Result<Contender, LockError> {
     let view = FaultyCellStore::new(b.cells());
     let store: Arc<dyn CellStore> = Arc::new(view.clone());
@@ -139,7 +151,17 @@ pub fn try_contender(
     let mut shadow = None;
     let lock: Arc<dyn Lock> = match algo {
         Algo::Bakery => Arc::new(BakeryLock::with_contenders(store, options, contenders)?),
-        Algo::Fair => Arc::new(FairLock::with_contenders(store, options, contenders)?),
+        Algo::Fair => {
+            let lock = FairLock::with_contenders(store, options, contenders)?;
+            Arc::new(match skew {
+                // This process's clock is `skew` ahead (or behind): its arrivals sort
+                // accordingly, as they would across machines.
+                Some(skew) => lock.with_arrival_clock(Arc::new(move || {
+                    cql_lease::cells::ClientClock::next() + skew.as_micros() as i64 - 50_000
+                })),
+                None => lock,
+            })
+        }
         Algo::Shadow => {
             let lock = ShadowLock::new(store, options)?.with_owner_backoff(SHADOW_BACKOFF);
             shadow = Some(lock.clone());
@@ -194,14 +216,14 @@ pub async fn bad_input_is_rejected(b: &dyn LockBackend, algo: Algo) {
     let mut bad = lock_options();
     bad.timing.renew_interval = bad.timing.validity();
     assert!(matches!(
-        try_contender(b, algo, 1, bad).err(),
+        try_contender(b, algo, 1, bad, None).err(),
         Some(LockError::InvalidArgument(InvalidArgument::Timing(_)) | LockError::Lease(_))
     ));
     bad = lock_options();
     bad.poll_interval = Duration::ZERO;
     if algo != Algo::Lease {
         assert!(
-            try_contender(b, algo, 1, bad).is_err(),
+            try_contender(b, algo, 1, bad, None).is_err(),
             "{algo:?}: zero poll accepted"
         );
     }

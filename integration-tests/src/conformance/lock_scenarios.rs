@@ -10,7 +10,9 @@ use cql_lease::memory::{Fault, Op, Times};
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::lock::{Algo, LockBackend, SHADOW_BACKOFF, contender, lock_name, lock_options};
+use super::lock::{
+    Algo, LockBackend, SHADOW_BACKOFF, contender, lock_name, lock_options, skewed_contender,
+};
 use crate::history::{Tenure, check_disjoint};
 
 const LONG: Duration = Duration::from_secs(600);
@@ -58,7 +60,10 @@ pub async fn exclusive_under_contention(b: &dyn LockBackend, algo: Algo) {
     let history = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..contenders {
-        let c = contender(b, algo, i);
+        // Arrival clocks disagree by up to 100 ms (fair lock), so the queue order is not
+        // the real order and the main row must keep them apart.
+        let skew = Duration::from_millis(rand::rng().random_range(0..100));
+        let c = skewed_contender(b, algo, i, skew);
         c.view.inject(
             None,
             Fault::Latency(Duration::from_millis(3)),

@@ -49,7 +49,7 @@ use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::durable::Durable;
 use crate::cells::rows::{MAIN, QUEUE};
 use crate::cells::{CellStore, ClientClock};
-use crate::global_time::GlobalTime;
+use crate::global_time::{GlobalTime, LocalClock};
 
 /// Immediate main-row retries of `try_lock` before it reports the lock held.
 const TRY_ROUNDS: usize = 3;
@@ -61,6 +61,7 @@ pub struct FairLock {
     contenders: Contenders,
     options: LockOptions,
     global_time: Option<Arc<GlobalTime>>,
+    arrival_clock: Option<LocalClock>,
     /// The queue head last seen, per lock name: where queue reads start.
     heads: Arc<Mutex<HashMap<String, String>>>,
 }
@@ -103,6 +104,7 @@ impl FairLock {
             contenders,
             options,
             global_time: None,
+            arrival_clock: None,
             heads: Arc::default(),
         })
     }
@@ -114,7 +116,17 @@ impl FairLock {
         self
     }
 
+    /// Takes arrival times from `clock` (microseconds) instead of the process's
+    /// [`ClientClock`]: tests use it to model processes whose clocks disagree.
+    pub fn with_arrival_clock(mut self, clock: LocalClock) -> Self {
+        self.arrival_clock = Some(clock);
+        self
+    }
+
     async fn arrival_time(&self) -> Result<i64, LockError> {
+        if let Some(clock) = &self.arrival_clock {
+            return Ok(clock());
+        }
         match &self.global_time {
             None => Ok(ClientClock::next()),
             Some(time) => time.now().await.map_err(|source| LockError::Store {
