@@ -250,6 +250,20 @@ macro_rules! lock_suite {
             concurrent_attempts_happen_and_are_retried [Shadow],
             queue_reads_skip_the_dead_prefix [Fair],
         );
+        mod global_time {
+            #[allow(unused_imports)]
+            use super::*;
+            #[$attr]
+            async fn never_decreases() {
+                let backend = $make;
+                $crate::conformance::global_time::global_time_never_decreases(&backend).await;
+            }
+            #[$attr]
+            async fn freezes_behind_a_dead_fast_clock() {
+                let backend = $make;
+                $crate::conformance::global_time::global_time_freezes_behind_a_dead_fast_clock(&backend).await;
+            }
+        }
     };
     (@cases #[$attr:meta], $make:expr, $($case:ident [$($algo:ident),+]),+ $(,)?) => {
         $(

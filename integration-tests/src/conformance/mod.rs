@@ -6,6 +6,7 @@
 
 pub mod contention;
 pub mod election;
+pub mod global_time;
 pub mod lease_basic;
 pub mod lease_faults;
 pub mod lock;
