@@ -35,14 +35,16 @@ enum Next {
 
 impl Actor {
     pub async fn run(mut self) {
+        let mut after_term = false;
         loop {
-            let guard = match self.follow().await {
+            let guard = match self.follow(after_term).await {
                 Next::Lead(guard) => guard,
                 Next::Exit => return,
             };
             if !self.lead(guard).await {
                 return;
             }
+            after_term = true;
         }
     }
 
@@ -52,17 +54,37 @@ impl Actor {
     }
 
     /// Tries to take the lease every retry interval until it does, reporting other leaders.
-    async fn follow(&mut self) -> Next {
+    /// After a lost term it waits one (jittered) interval first, so a leader that just
+    /// failed does not grab the lease back ahead of the others.
+    async fn follow(&mut self, after_term: bool) -> Next {
         let mut delays = self.client.poll_delays();
         let mut last_seen: Option<Leader> = None;
+        let mut wait_first = after_term;
         loop {
+            if std::mem::take(&mut wait_first)
+                && let Some(next) = self.wait(&mut delays).await
+            {
+                return next;
+            }
             match self
                 .client
                 .try_acquire(&self.name, &self.candidate, self.value.as_deref())
                 .await
             {
                 Ok(TryAcquire::Acquired(lease)) => {
-                    return Next::Lead(lease.keep_alive_with(self.leading.clone()));
+                    let guard = lease.keep_alive_with(self.leading.clone());
+                    // Never hand out a term past its deadline: such a guard starts lost and
+                    // is given back in the background.
+                    if guard.is_held() {
+                        return Next::Lead(guard);
+                    }
+                    warn!(election = %self.name, "won a term after its deadline; not leading");
+                }
+                Ok(TryAcquire::Held(holder)) if holder.owner == self.candidate => {
+                    // A claim of this candidate that it does not lead with (an attempt whose
+                    // release failed twice): never report itself as another leader. It is
+                    // released on sight once known, or expires within its TTL.
+                    warn!(election = %self.name, "an orphaned claim of this candidate holds the lease");
                 }
                 Ok(TryAcquire::Held(holder)) => {
                     let leader = Leader::from(holder);
@@ -75,15 +97,28 @@ impl Actor {
                 }
                 Err(error) => warn!(election = %self.name, %error, "campaign attempt failed"),
             }
-            let delay = delays.next().unwrap_or(self.client.config().retry_interval);
+            if let Some(next) = self.wait(&mut delays).await {
+                return next;
+            }
+        }
+    }
+
+    /// Waits one poll delay while serving commands; `Some` when the campaign must end.
+    async fn wait(
+        &mut self,
+        delays: &mut impl Iterator<Item = std::time::Duration>,
+    ) -> Option<Next> {
+        let delay = delays.next().unwrap_or(self.client.config().retry_interval);
+        let wake = tokio::time::Instant::now() + delay;
+        loop {
             tokio::select! {
                 biased;
-                _ = self.shutdown.cancelled() => return Next::Exit,
+                _ = self.shutdown.cancelled() => return Some(Next::Exit),
                 command = self.commands.recv() => match command {
-                    None | Some(Command::Abort) => return Next::Exit,
+                    None | Some(Command::Abort) => return Some(Next::Exit),
                     Some(Command::Resign(reply)) => {
                         let _ = reply.send(Ok(()));
-                        return Next::Exit;
+                        return Some(Next::Exit);
                     }
                     Some(Command::Proclaim(value, reply)) => {
                         // Not leading: keep the value for when this candidate wins.
@@ -91,7 +126,7 @@ impl Actor {
                         let _ = reply.send(Err(ElectionError::NotLeader));
                     }
                 },
-                _ = tokio::time::sleep(delay) => {}
+                _ = tokio::time::sleep_until(wake) => return None,
             }
         }
     }
@@ -151,6 +186,10 @@ impl Actor {
             }
         };
         self.term_token.send_replace(None);
+        // If its background release fails, this term's claim must not later pass for
+        // another leader: the next poll that finds it releases it.
+        self.client.release_on_sight(guard.holder_id());
+        drop(guard);
         info!(election = %self.name, candidate = %self.candidate, %term, ?reason, "deposed");
         self.emit(ElectionEvent::Deposed {
             term,

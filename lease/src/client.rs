@@ -1,16 +1,18 @@
 //! The lease client: acquire, wait, inspect, with outcome resolution for lost answers.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backon::BackoffBuilder;
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
 use crate::config::{LeaseConfig, MAX_NAME_LEN, check_claim, check_text};
-use crate::error::{LeaseError, StoreError};
+use crate::error::{LeaseError, LossReason, StoreError};
+use crate::hold::{AttemptGuard, HoldTiming, jittered, until_resolved};
 use crate::lease::Lease;
 use crate::store::{AcquireOutcome, Claim, LeaseStore, StoredLease};
+use crate::target::LeaseTarget;
 
 /// How many fresh attempts `try_acquire` makes when an answer is lost and the read-back shows
 /// the lease free (the attempt did not apply, so trying again is safe).
@@ -53,6 +55,66 @@ pub enum TryAcquire {
 pub struct LeaseClient {
     store: Arc<dyn LeaseStore>,
     config: LeaseConfig,
+    orphans: Arc<Orphans>,
+}
+
+/// How many abandoned holder ids a client remembers (oldest forgotten first).
+const MAX_ORPHANS: usize = 64;
+
+/// Holder ids this process gave up on (a lost answer never settled, a failed background
+/// release, an expired term): if one is found holding a lease, it is released on sight
+/// rather than reported as somebody else.
+#[derive(Debug, Default)]
+struct Orphans(Mutex<VecDeque<String>>);
+
+impl Orphans {
+    fn insert(&self, holder_id: &str) {
+        if let Ok(mut ids) = self.0.lock()
+            && !ids.iter().any(|id| id == holder_id)
+        {
+            if ids.len() >= MAX_ORPHANS {
+                ids.pop_front();
+            }
+            ids.push_back(holder_id.to_owned());
+        }
+    }
+
+    fn contains(&self, holder_id: &str) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|ids| ids.iter().any(|id| id == holder_id))
+    }
+
+    fn remove(&self, holder_id: &str) {
+        if let Ok(mut ids) = self.0.lock() {
+            ids.retain(|id| id != holder_id);
+        }
+    }
+}
+
+/// An attempt in flight: if dropped armed (cancelled, or given up unsettled), its claim is
+/// released in the background and its holder id remembered as an orphan.
+struct Attempt<'a> {
+    guard: Option<AttemptGuard>,
+    orphans: &'a Orphans,
+    holder_id: &'a str,
+}
+
+impl Attempt<'_> {
+    fn disarm(mut self) {
+        if let Some(guard) = self.guard.take() {
+            guard.disarm();
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if let Some(guard) = self.guard.take() {
+            self.orphans.insert(self.holder_id);
+            drop(guard);
+        }
+    }
 }
 
 impl std::fmt::Debug for LeaseClient {
@@ -67,7 +129,11 @@ impl LeaseClient {
     /// Creates a client after validating `config`.
     pub fn new(store: Arc<dyn LeaseStore>, config: LeaseConfig) -> Result<Self, LeaseError> {
         config.validate()?;
-        Ok(LeaseClient { store, config })
+        Ok(LeaseClient {
+            store,
+            config,
+            orphans: Arc::default(),
+        })
     }
 
     /// The timing configuration.
@@ -83,13 +149,26 @@ impl LeaseClient {
     /// One attempt: acquire `name` for `owner` if it is free, else report who holds it.
     ///
     /// Costs one LWT when the answer arrives. If the answer is lost (write timeout, broken
-    /// connection), a linearizable read tells whether this attempt's unique holder id is the
-    /// one stored, so the caller always learns the truth.
+    /// connection after sending), linearizable reads tell whether this attempt's unique
+    /// holder id is the one stored, so the caller always learns the truth. An error raised
+    /// before the request was sent ([`StoreError::Unavailable`]) is a definite "not applied"
+    /// and is returned at once, without reading back.
     ///
-    /// The returned lease's deadline counts from when this attempt was sent. An answer that
-    /// took longer than the validity still means the lease is held in the store, but it is
-    /// already past its deadline: check [`Lease::is_valid`] before acting (a keep-alive
-    /// reports such a lease as lost at once).
+    /// The returned lease's deadline counts from when this attempt was sent. Nothing is
+    /// handed out past its deadline: an answer that arrives after the validity (a slow LWT,
+    /// a long resolution) is released in the background and reported as
+    /// [`LeaseError::Lost`] with [`LossReason::Expired`].
+    ///
+    /// # Errors
+    /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Store`] when the
+    /// store failed definitely; [`LeaseError::OutcomeUnknown`] when the outcome could not be
+    /// settled within `resolve_timeout` (the claim is then released in the background, if it
+    /// applied); [`LeaseError::Lost`] for an answer that came after the deadline.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: if the future is dropped after the LWT was sent and before the lease is
+    /// returned, the conditional release of this attempt's holder id is spawned, so no lease
+    /// is left blocked for a TTL.
     #[instrument(skip(self, value), fields(store_calls))]
     pub async fn try_acquire(
         &self,
@@ -98,6 +177,7 @@ impl LeaseClient {
         value: Option<&str>,
     ) -> Result<TryAcquire, LeaseError> {
         check_claim(name, owner, value)?;
+        let timing = HoldTiming::from(&self.config);
         let mut last_error = None;
         for _ in 0..MAX_ACQUIRE_ATTEMPTS {
             let holder_id = new_holder_id();
@@ -108,36 +188,70 @@ impl LeaseClient {
                 value,
                 ttl: self.config.store_ttl(),
             };
+            let target = Arc::new(LeaseTarget::new(Arc::clone(&self.store), claim));
+            // Armed until the claim is handed over or known not to exist: a drop in between
+            // gives it back.
+            let guard = Attempt {
+                guard: Some(AttemptGuard::new(target.clone(), timing)),
+                orphans: &self.orphans,
+                holder_id: &holder_id,
+            };
             // Measured before sending: the store cannot expire the claim before this plus the
             // validity.
             let sent_at = Instant::now();
             let outcome = match self.store.try_acquire(claim).await {
                 Ok(outcome) => outcome,
-                Err(StoreError::Rejected(e)) => {
-                    return Err(LeaseError::store(name, StoreError::Rejected(e)));
-                }
-                Err(error) => match self.resolve_acquire(name, &holder_id, error).await? {
-                    Some(outcome) => outcome,
-                    None => {
-                        last_error = Some(StoreError::Unavailable(
-                            "answers lost; read-back shows the claim was not applied".into(),
-                        ));
-                        continue;
+                Err(error) if error.is_unknown() => {
+                    match self.resolve_acquire(name, &holder_id, error).await? {
+                        Some(outcome) => outcome,
+                        None => {
+                            guard.disarm();
+                            last_error = Some(StoreError::Unavailable(
+                                "answers lost; read-back shows the claim was not applied".into(),
+                            ));
+                            continue;
+                        }
                     }
-                },
-            };
-            return Ok(match outcome {
-                AcquireOutcome::Acquired { token } => {
-                    TryAcquire::Acquired(self.acquired(claim, token, sent_at))
                 }
-                AcquireOutcome::Held(current) if current.holder_id == holder_id => {
-                    TryAcquire::Acquired(self.acquired(claim, current.token, sent_at))
+                Err(error) => {
+                    // Never sent, or refused: nothing to resolve or give back.
+                    guard.disarm();
+                    return Err(LeaseError::store(name, error));
+                }
+            };
+            let token = match outcome {
+                AcquireOutcome::Acquired { token } => token,
+                AcquireOutcome::Held(current) if current.holder_id == holder_id => current.token,
+                AcquireOutcome::Held(current) if self.orphans.contains(&current.holder_id) => {
+                    guard.disarm();
+                    self.release_orphan(name, &current.holder_id).await?;
+                    continue;
                 }
                 AcquireOutcome::Held(current) => {
+                    guard.disarm();
                     debug!(lease = name, holder = %current.owner, token = %current.token, "lease held");
-                    TryAcquire::Held(current)
+                    return Ok(TryAcquire::Held(current));
                 }
-            });
+            };
+            let must_stop_by = sent_at + self.config.validity();
+            if Instant::now() >= must_stop_by {
+                // Held in the store but already past its deadline: give it back (the armed
+                // guard does, on drop) rather than hand out a lease nobody may act on.
+                warn!(lease = name, %token, "acquired after its deadline; giving it back");
+                drop(guard);
+                return Err(LeaseError::Lost {
+                    name: name.to_owned(),
+                    reason: LossReason::Expired,
+                });
+            }
+            guard.disarm();
+            info!(lease = name, owner, %token, "lease acquired");
+            return Ok(TryAcquire::Acquired(Lease::new(
+                self.clone(),
+                target,
+                token,
+                must_stop_by,
+            )));
         }
         // Every attempt was lost and is known not to have applied: a definite failure.
         Err(LeaseError::store(
@@ -148,6 +262,15 @@ impl LeaseClient {
 
     /// Waits until `name` is acquired, polling every `retry_interval` (jittered between half and all of it), for at most
     /// `timeout` when given.
+    ///
+    /// # Errors
+    /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
+    /// `timeout` passes; [`LeaseError::Store`] when the store refuses the request. Other
+    /// failures of single attempts are logged and retried.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: each attempt is [`LeaseClient::try_acquire`], which gives back a claim
+    /// that was sent but not handed over; between attempts it only sleeps.
     #[instrument(skip(self, value))]
     pub async fn acquire(
         &self,
@@ -188,7 +311,38 @@ impl LeaseClient {
         }
     }
 
+    /// Marks `holder_id` (an acquisition of this process that nobody acts on any more, e.g.
+    /// an ended term whose background release may have failed) as abandoned: when
+    /// [`LeaseClient::try_acquire`] finds it holding a lease, it releases it (one conditional
+    /// LWT) and tries again, instead of reporting it as another holder. The client
+    /// remembers the last 64 such ids.
+    pub fn release_on_sight(&self, holder_id: &str) {
+        self.orphans.insert(holder_id);
+    }
+
+    /// Releases an abandoned acquisition of this process found holding `name`.
+    async fn release_orphan(&self, name: &str, holder_id: &str) -> Result<(), LeaseError> {
+        info!(
+            lease = name,
+            holder_id, "found an abandoned claim of ours; releasing it"
+        );
+        match self.store.release(name, holder_id).await {
+            Ok(_) => {
+                self.orphans.remove(holder_id);
+                Ok(())
+            }
+            Err(error) => Err(LeaseError::store(name, error)),
+        }
+    }
+
     /// Who holds `name` now: one linearizable read.
+    ///
+    /// # Errors
+    /// [`LeaseError::InvalidArgument`] for a bad name; [`LeaseError::Store`] when the read
+    /// failed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
     #[instrument(skip(self))]
     pub async fn holder(&self, name: &str) -> Result<Option<StoredLease>, LeaseError> {
         check_text("lease name", name, MAX_NAME_LEN)?;
@@ -201,20 +355,11 @@ impl LeaseClient {
     /// Delays drawn uniformly between half and all of `retry_interval`, for polling and
     /// retries: jitter keeps contenders from moving in lockstep.
     pub fn poll_delays(&self) -> impl Iterator<Item = Duration> + use<> {
-        backon::ConstantBuilder::default()
-            .with_delay(self.config.retry_interval / 2)
-            .with_jitter()
-            .without_max_times()
-            .build()
-    }
-
-    fn acquired(&self, claim: Claim<'_>, token: crate::FencingToken, sent_at: Instant) -> Lease {
-        let lease = Lease::new(self.clone(), claim, token, sent_at + self.config.validity());
-        info!(lease = claim.name, owner = claim.owner, %token, "lease acquired");
-        lease
+        jittered(self.config.retry_interval)
     }
 
     /// Learns whether a lost acquire applied. `Ok(None)`: it did not, and the lease is free.
+    /// An armed [`AttemptGuard`] in the caller gives the claim back if this fails.
     async fn resolve_acquire(
         &self,
         name: &str,
@@ -222,46 +367,26 @@ impl LeaseClient {
         error: StoreError,
     ) -> Result<Option<AcquireOutcome>, LeaseError> {
         warn!(lease = name, %error, "acquire answer lost; reading back");
-        let give_up_at = Instant::now() + self.config.resolve_timeout;
-        let mut delays = self.poll_delays();
-        loop {
-            match self.store.read(name).await {
-                Ok(Some(current)) if current.holder_id == holder_id => {
-                    info!(lease = name, "read-back: the lost acquire applied");
-                    return Ok(Some(AcquireOutcome::Acquired {
-                        token: current.token,
-                    }));
-                }
-                Ok(Some(current)) => return Ok(Some(AcquireOutcome::Held(current))),
-                Ok(None) => return Ok(None),
-                Err(read_error) => {
-                    let wake = Instant::now() + delays.next().unwrap_or(self.config.retry_interval);
-                    if wake >= give_up_at {
-                        // If it applied, nobody will ever use it: ask the store to drop it.
-                        self.spawn_cleanup(name, holder_id);
-                        return Err(LeaseError::OutcomeUnknown {
-                            name: name.to_owned(),
-                            operation: "acquire",
-                            source: read_error,
-                        });
-                    }
-                    tokio::time::sleep_until(wake).await;
-                }
+        let timing = HoldTiming::from(&self.config);
+        let read_back = until_resolved(&timing, "acquire read-back", || async {
+            self.store.read(name).await.map(Some)
+        })
+        .await;
+        match read_back {
+            Ok(Some(current)) if current.holder_id == holder_id => {
+                info!(lease = name, "read-back: the lost acquire applied");
+                Ok(Some(AcquireOutcome::Acquired {
+                    token: current.token,
+                }))
             }
+            Ok(Some(current)) => Ok(Some(AcquireOutcome::Held(current))),
+            Ok(None) => Ok(None),
+            Err(read_error) => Err(LeaseError::OutcomeUnknown {
+                name: name.to_owned(),
+                operation: "acquire",
+                source: read_error,
+            }),
         }
-    }
-
-    /// Best-effort conditional delete of a claim nobody will use.
-    pub(crate) fn spawn_cleanup(&self, name: &str, holder_id: &str) {
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let store = Arc::clone(&self.store);
-        let (name, holder_id) = (name.to_owned(), holder_id.to_owned());
-        handle.spawn(async move {
-            let result = store.release(&name, &holder_id).await;
-            debug!(lease = %name, ?result, "cleanup of an abandoned claim");
-        });
     }
 }
 

@@ -48,6 +48,7 @@ pub mod lock;
 pub mod memory;
 pub mod scylla;
 mod store;
+mod target;
 
 pub use client::{LeaseClient, TryAcquire};
 pub use config::{

@@ -1,58 +1,39 @@
-//! A claimed item: its heartbeat, its stop signals, and how it ends.
+//! A claimed item: its heartbeat (the shared hold machine), its stop signals, and how it
+//! ends.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, until_resolved};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cql_lease::{CasOutcome, FencingToken, StoreError};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, instrument, warn};
+use tracing::{info, instrument, warn};
 
+use crate::claim::{ClaimTarget, HandBack};
 use crate::clock;
 use crate::error::QueueError;
 use crate::item::{ItemId, ItemKey, JobState, StoredItem};
 use crate::queue::WorkQueue;
 use crate::store::Reschedule;
 
-/// Told to whoever works on the job when it must stop.
-struct Signals {
-    held: watch::Sender<bool>,
-    deadline: watch::Sender<Instant>,
-    stop: CancellationToken,
-    lost_at: Mutex<Option<Instant>>,
-}
-
-impl Signals {
-    fn lose(&self, id: &ItemId, why: &str) -> Instant {
-        // Recorded first, so it never postdates what a woken worker does next.
-        let at = match self.lost_at.lock() {
-            Ok(mut slot) => *slot.get_or_insert_with(Instant::now),
-            Err(_) => Instant::now(),
-        };
-        self.held.send_replace(false);
-        self.stop.cancel();
-        info!(%id, why, "job must stop");
-        at
-    }
-}
-
-/// One claimed work item, kept claimed by a background heartbeat.
+/// One claimed work item, kept claimed by a background heartbeat (a [`Hold`]).
 ///
 /// Work on it while [`Job::cancellation_token`] is not cancelled: the heartbeat cancels it if
 /// the claim is lost, and at the claim's local deadline at the latest, which is before the
 /// store can let another worker claim the item. Downstream writes can be fenced with
 /// [`Job::token`], which grows with every claim of the same item.
 ///
-/// End it with [`Job::complete`], [`Job::fail`] or [`Job::discard`]. Dropping it unfinished
-/// hands the item back (best effort, in a spawned task); the attempt still counts.
+/// End it with [`Job::complete`], [`Job::fail`] or [`Job::discard`]; each cancels the token
+/// and turns `held` false first, whatever its outcome. Dropping it unfinished does the same
+/// and hands the item back (best effort, in a spawned task); the attempt still counts.
 pub struct Job {
     queue: WorkQueue,
     item: StoredItem,
-    claim_id: String,
-    signals: Arc<Signals>,
-    stop_heartbeat: CancellationToken,
-    task: Option<JoinHandle<()>>,
+    claim: Arc<ClaimTarget>,
+    hold: Hold,
 }
 
 impl std::fmt::Debug for Job {
@@ -65,7 +46,8 @@ impl std::fmt::Debug for Job {
 }
 
 impl Job {
-    /// Starts the heartbeat of a claim sent at `sent_at`.
+    /// Starts the heartbeat of a claim sent at `sent_at`. The caller checked that its
+    /// deadline has not passed (a hold past its deadline would start lost anyway).
     pub(crate) fn start(
         queue: WorkQueue,
         mut item: StoredItem,
@@ -75,29 +57,21 @@ impl Job {
         item.attempt += 1;
         item.state = JobState::Running;
         item.claim = Some(claim_id.clone());
-        let must_stop_by = sent_at + queue.config.claim.validity();
-        let signals = Arc::new(Signals {
-            held: watch::Sender::new(Instant::now() < must_stop_by),
-            deadline: watch::Sender::new(must_stop_by),
-            stop: CancellationToken::new(),
-            lost_at: Mutex::new(None),
+        let claim = Arc::new(ClaimTarget {
+            store: Arc::clone(&queue.store),
+            key: item.key.clone(),
+            claim_id,
+            ttl: queue.config.claim.store_ttl(),
+            hand_back: HandBack::Delivered,
         });
-        let stop_heartbeat = CancellationToken::new();
+        let timing = HoldTiming::from(&queue.config.claim);
+        let hold = Hold::start(claim.clone(), timing, sent_at, None);
         info!(id = %item.key.id, attempt = item.attempt, "job claimed");
-        let task = tokio::spawn(heartbeat(
-            queue.clone(),
-            item.key.clone(),
-            claim_id.clone(),
-            Arc::clone(&signals),
-            stop_heartbeat.clone(),
-        ));
         Job {
             queue,
             item,
-            claim_id,
-            signals,
-            stop_heartbeat,
-            task: Some(task),
+            claim,
+            hold,
         }
     }
 
@@ -133,30 +107,41 @@ impl Job {
 
     /// Cancelled when the worker must stop working on this job.
     pub fn cancellation_token(&self) -> CancellationToken {
-        self.signals.stop.clone()
+        self.hold.cancellation_token()
     }
 
     /// `true` while the claim holds; `false` from the moment the worker must stop.
     pub fn held(&self) -> watch::Receiver<bool> {
-        self.signals.held.subscribe()
+        self.hold.held()
     }
 
     /// Whether the claim still holds.
     pub fn is_held(&self) -> bool {
-        *self.signals.held.borrow()
+        self.hold.is_held()
     }
 
     /// The local instant by which work must stop unless the next heartbeat succeeds.
     pub fn must_stop_by(&self) -> Instant {
-        *self.signals.deadline.borrow()
+        self.hold.must_stop_by()
     }
 
     /// When the worker was told to stop, if it was.
     pub fn lost_at(&self) -> Option<Instant> {
-        self.signals.lost_at.lock().ok().and_then(|slot| *slot)
+        self.hold.lost_at()
     }
 
     /// The item is done: deletes it, if this claim still holds it. One LWT.
+    ///
+    /// # Errors
+    /// [`QueueError::ClaimLost`] when the claim had lapsed or was taken over;
+    /// [`QueueError::OutcomeUnknown`] when a lost answer could not be settled within
+    /// `resolve_timeout` (the item is then handed back if the write did not apply);
+    /// [`QueueError::Store`] on a definite failure (the item is handed back).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the token is cancelled before the first await, and if the future is
+    /// dropped before the outcome is settled, the item is handed back in a spawned task
+    /// (a no-op if the write applied).
     #[instrument(skip(self), fields(id = %self.item.key.id, attempt = self.item.attempt))]
     pub async fn complete(self) -> Result<(), QueueError> {
         self.finish(None).await
@@ -164,6 +149,17 @@ impl Job {
 
     /// This attempt failed: the item is retried after the back-off for its attempt number, or
     /// discarded when it has had `max_attempts` claims. Returns which. One LWT.
+    ///
+    /// # Errors
+    /// [`QueueError::ClaimLost`] when the claim had lapsed or was taken over;
+    /// [`QueueError::OutcomeUnknown`] when a lost answer could not be settled within
+    /// `resolve_timeout` (the item is then handed back if the write did not apply);
+    /// [`QueueError::Store`] on a definite failure (the item is handed back).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the token is cancelled before the first await, and if the future is
+    /// dropped before the outcome is settled, the item is handed back in a spawned task
+    /// (a no-op if the write applied).
     #[instrument(skip(self), fields(id = %self.item.key.id, attempt = self.item.attempt))]
     pub async fn fail(self, error: &str) -> Result<JobState, QueueError> {
         let config = self.queue.config;
@@ -187,6 +183,17 @@ impl Job {
     }
 
     /// Gives up on the item for good: it stays in the queue as discarded. One LWT.
+    ///
+    /// # Errors
+    /// [`QueueError::ClaimLost`] when the claim had lapsed or was taken over;
+    /// [`QueueError::OutcomeUnknown`] when a lost answer could not be settled within
+    /// `resolve_timeout` (the item is then handed back if the write did not apply);
+    /// [`QueueError::Store`] on a definite failure (the item is handed back).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the token is cancelled before the first await, and if the future is
+    /// dropped before the outcome is settled, the item is handed back in a spawned task
+    /// (a no-op if the write applied).
     #[instrument(skip(self), fields(id = %self.item.key.id, attempt = self.item.attempt))]
     pub async fn discard(self, error: &str) -> Result<(), QueueError> {
         let to = Reschedule {
@@ -197,145 +204,104 @@ impl Job {
         self.finish(Some(to)).await
     }
 
-    /// Completes (`None`) or reschedules the item, settling lost answers by reading back.
-    async fn finish(mut self, to: Option<Reschedule<'_>>) -> Result<(), QueueError> {
-        self.stop_heartbeat.cancel();
-        self.task = None;
+    /// Completes (`None`) or reschedules the item, settling lost answers by asking again
+    /// (conditional on the claim id) and reading back. The worker is told to stop first, so
+    /// every exit path leaves the token cancelled and `held` false.
+    async fn finish(self, to: Option<Reschedule<'_>>) -> Result<(), QueueError> {
         let operation = if to.is_some() {
             "reschedule"
         } else {
             "complete"
         };
-        let store = std::sync::Arc::clone(&self.queue.store);
-        let key = self.item.key.clone();
-        let config = self.queue.config.claim;
-        let give_up_at = Instant::now() + config.resolve_timeout;
-        loop {
-            let result = match to {
-                None => store.complete(&key, &self.claim_id).await,
-                Some(to) => store.reschedule(&key, &self.claim_id, to).await,
+        let Job {
+            queue,
+            item,
+            claim,
+            hold,
+        } = self;
+        let timing = *hold.timing();
+        let was_held = hold.is_held();
+        // Stop renewing and acting now; the claim stays for the finishing write.
+        hold.abandon();
+        if !was_held {
+            return Err(QueueError::ClaimLost {
+                id: item.key.id.clone(),
+            });
+        }
+        // Dropped before it settled: hand the item back (a no-op if the write applied).
+        let guard = AttemptGuard::new(claim.clone(), timing);
+        let store = &queue.store;
+        let key = &item.key;
+        let claim_id = claim.claim_id.as_str();
+        let maybe_applied = AtomicBool::new(false);
+        let applied = |current: &Option<StoredItem>| match (current, to) {
+            (None, None) => true,
+            (Some(c), Some(to)) => {
+                c.claim.is_none() && c.attempt == item.attempt && c.state == to.state
+            }
+            _ => false,
+        };
+        let result = until_resolved(&timing, operation, || async {
+            let sent = match to {
+                None => store.complete(key, claim_id).await,
+                Some(to) => store.reschedule(key, claim_id, to).await,
             };
-            let error = match result {
-                Ok(CasOutcome::Applied) => {
-                    self.signals.lose(&key.id, operation);
-                    info!(id = %key.id, operation, "job finished");
-                    return Ok(());
+            let error = match sent {
+                Ok(CasOutcome::Applied) => return Ok(Some(true)),
+                Ok(CasOutcome::NotApplied) if !maybe_applied.load(Ordering::Relaxed) => {
+                    return Ok(Some(false));
                 }
-                Ok(CasOutcome::NotApplied) => return Err(self.lost()),
-                Err(source @ StoreError::Rejected(_)) => {
-                    return Err(QueueError::Store { operation, source });
+                Ok(CasOutcome::NotApplied) => {
+                    StoreError::Unknown("not applied after an earlier lost answer".into())
                 }
+                Err(error @ StoreError::Rejected(_)) => return Err(error),
                 Err(error) => error,
             };
-            warn!(id = %key.id, %error, operation, "answer lost; reading back");
-            match store.read(&key).await {
-                Ok(current) => {
-                    let mine = current
-                        .as_ref()
-                        .is_some_and(|c| c.claim.as_deref() == Some(&self.claim_id));
-                    let applied = match (&current, to) {
-                        (None, None) => true,
-                        (Some(c), Some(to)) => {
-                            c.claim.is_none()
-                                && c.attempt == self.item.attempt
-                                && c.state == to.state
-                        }
-                        _ => false,
-                    };
-                    if applied {
-                        self.signals.lose(&key.id, operation);
-                        return Ok(());
-                    }
-                    if !mine {
-                        return Err(self.lost());
-                    }
-                }
-                Err(read_error) => debug!(%read_error, "read-back failed"),
+            if error.is_unknown() {
+                maybe_applied.store(true, Ordering::Relaxed);
             }
-            let wake = Instant::now() + config.retry_interval / 2;
-            if wake >= give_up_at {
-                return Err(QueueError::OutcomeUnknown {
+            warn!(id = %key.id, %error, operation, "answer lost; reading back");
+            let current = store.read(key).await?;
+            if applied(&current) {
+                return Ok(Some(true));
+            }
+            let mine = current
+                .as_ref()
+                .is_some_and(|c| c.claim.as_deref() == Some(claim_id));
+            if mine { Err(error) } else { Ok(Some(false)) }
+        })
+        .await;
+        match result {
+            Ok(true) => {
+                guard.disarm();
+                info!(id = %key.id, operation, "job finished");
+                Ok(())
+            }
+            Ok(false) => {
+                guard.disarm();
+                info!(id = %key.id, operation, "claim lost before finishing");
+                Err(QueueError::ClaimLost { id: key.id.clone() })
+            }
+            Err(source @ StoreError::Unknown(_)) => {
+                // If it did not apply, the item is handed back rather than left to the TTL.
+                drop(guard);
+                Err(QueueError::OutcomeUnknown {
                     operation,
                     id: key.id.clone(),
-                    source: error,
-                });
+                    source,
+                })
             }
-            tokio::time::sleep_until(wake).await;
+            Err(source) => {
+                // Definitely not applied: hand the item back rather than leave it to the TTL.
+                drop(guard);
+                Err(QueueError::Store { operation, source })
+            }
         }
     }
 
     /// Stops at once without touching the store, as a crash would: the heartbeat stops, the
     /// token is cancelled, and the claim stays until its TTL runs out. For tests and drills.
-    pub fn abandon(mut self) -> Instant {
-        self.stop_heartbeat.cancel();
-        self.task = None;
-        self.signals.lose(&self.item.key.id, "abandoned")
-    }
-
-    fn lost(&self) -> QueueError {
-        self.signals.lose(&self.item.key.id, "claim lost");
-        QueueError::ClaimLost {
-            id: self.item.key.id.clone(),
-        }
-    }
-}
-
-impl Drop for Job {
-    fn drop(&mut self) {
-        if self.task.take().is_none() {
-            return;
-        }
-        self.stop_heartbeat.cancel();
-        self.signals.lose(&self.item.key.id, "dropped unfinished");
-        self.queue
-            .spawn_unclaim(self.item.key.clone(), self.claim_id.clone());
-    }
-}
-
-/// Renews the claim every `renew_interval` until stopped, the claim is lost, or its deadline
-/// passes without a successful heartbeat.
-async fn heartbeat(
-    queue: WorkQueue,
-    key: ItemKey,
-    claim_id: String,
-    signals: Arc<Signals>,
-    stop: CancellationToken,
-) {
-    let config = queue.config.claim;
-    let mut next = *signals.deadline.borrow() - config.validity() + config.renew_interval;
-    loop {
-        let deadline = *signals.deadline.borrow();
-        tokio::select! {
-            biased;
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep_until(next.min(deadline)) => {}
-        }
-        if Instant::now() >= deadline {
-            signals.lose(&key.id, "claim deadline passed");
-            queue.spawn_unclaim(key, claim_id);
-            return;
-        }
-        let sent_at = Instant::now();
-        let beat = queue.store.heartbeat(&key, &claim_id, config.store_ttl());
-        match tokio::time::timeout_at(deadline, beat).await {
-            Ok(Ok(CasOutcome::Applied)) => {
-                signals.deadline.send_replace(sent_at + config.validity());
-                next = Instant::now() + config.renew_interval;
-                debug!(id = %key.id, "heartbeat");
-            }
-            Ok(Ok(CasOutcome::NotApplied)) => {
-                signals.lose(&key.id, "claim taken over");
-                return;
-            }
-            Ok(Err(error)) => {
-                warn!(id = %key.id, %error, "heartbeat failed; retrying");
-                next = Instant::now() + config.retry_interval / 2;
-            }
-            Err(_deadline_passed) => {
-                signals.lose(&key.id, "claim deadline passed");
-                queue.spawn_unclaim(key, claim_id);
-                return;
-            }
-        }
+    pub fn abandon(self) -> Instant {
+        self.hold.abandon()
     }
 }

@@ -18,6 +18,7 @@
 //! Backends implement [`QueueStore`]: [`scylla::ScyllaQueueStore`] and
 //! [`memory::MemoryQueueStore`].
 
+mod claim;
 pub mod clock;
 mod config;
 mod error;

@@ -28,6 +28,8 @@ pub enum QueueOp {
     Complete,
     /// [`QueueStore::reschedule`]
     Reschedule,
+    /// [`QueueStore::unclaim`]
+    Unclaim,
     /// [`QueueStore::read`]
     Read,
 }
@@ -244,6 +246,25 @@ impl QueueStore for MemoryQueueStore {
                 row.item.state = to.state;
                 row.item.run_at = to.run_at;
                 row.item.last_error = to.error.map(str::to_owned);
+            }
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(partition = %key.partition, id = %key.id))]
+    async fn unclaim(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        state: JobState,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        self.if_held(QueueOp::Unclaim, key, claim_id, |rows, _| {
+            if let Some(row) = rows.get_mut(&key.id) {
+                row.item.claim = None;
+                row.claim_expires_at = None;
+                row.item.state = state;
+                row.item.attempt = attempt;
             }
         })
         .await

@@ -1,13 +1,16 @@
 //! The queue handle: enqueue, claim, list.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use cql_lease::hold::{AttemptGuard, HoldTiming, until_resolved};
 use cql_lease::{CasOutcome, StoreError, check_name, check_text};
 use rand::Rng;
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
+use crate::claim::{ClaimTarget, HandBack};
 use crate::clock;
 use crate::config::{MAX_PAYLOAD_LEN, QueueConfig};
 use crate::error::QueueError;
@@ -82,7 +85,13 @@ impl WorkQueue {
         &self.config
     }
 
-    /// Adds an item, available now. One LWT.
+    /// Adds an item, available now. One LWT. See [`WorkQueue::enqueue_at`].
+    ///
+    /// # Errors
+    /// As [`WorkQueue::enqueue_at`].
+    ///
+    /// # Cancel safety
+    /// As [`WorkQueue::enqueue_at`].
     pub async fn enqueue(&self, payload: &str) -> Result<ItemId, QueueError> {
         self.enqueue_at(payload, None).await
     }
@@ -91,6 +100,15 @@ impl WorkQueue {
     ///
     /// A lost answer is settled by sending the same insert again: it is conditional on the
     /// item's fresh unique key, so it can apply at most once.
+    ///
+    /// # Errors
+    /// [`QueueError::InvalidArgument`] before any store call; [`QueueError::OutcomeUnknown`]
+    /// when a lost answer could not be settled within `resolve_timeout`;
+    /// [`QueueError::Store`] on a definite failure.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe in the sense that matters for a unique insert: if the future is dropped
+    /// after the insert was sent, the item exists once or not at all (never twice).
     #[instrument(skip(self, payload), fields(queue = %self.name))]
     pub async fn enqueue_at(
         &self,
@@ -105,49 +123,58 @@ impl WorkQueue {
             partition: self.partition(shard),
             id: id.clone(),
         };
-        let give_up_at = Instant::now() + self.config.claim.resolve_timeout;
-        let mut first = true;
-        loop {
+        let timing = HoldTiming::from(&self.config.claim);
+        // Once a send may have applied, "already exists" means it did.
+        let maybe_sent = AtomicBool::new(false);
+        let result = until_resolved(&timing, "enqueue", || async {
             match self.store.enqueue(&key, payload, run_at).await {
-                Ok(CasOutcome::Applied) => {}
-                // Only an earlier send of this very insert can have created the key.
-                Ok(CasOutcome::NotApplied) if !first => {}
-                Ok(CasOutcome::NotApplied) => {
-                    return Err(QueueError::Store {
-                        operation: "enqueue",
-                        source: StoreError::Rejected(format!("item id {id} already exists")),
-                    });
-                }
-                Err(error @ (StoreError::Unknown(_) | StoreError::Unavailable(_)))
-                    if Instant::now() < give_up_at =>
-                {
-                    warn!(%id, %error, "enqueue failed; sending it again");
-                    first = first && matches!(error, StoreError::Unavailable(_));
-                    tokio::time::sleep(self.config.claim.retry_interval / 2).await;
-                    continue;
-                }
-                Err(source @ StoreError::Unknown(_)) => {
-                    return Err(QueueError::OutcomeUnknown {
-                        operation: "enqueue",
-                        id,
-                        source,
-                    });
-                }
-                Err(source) => {
-                    return Err(QueueError::Store {
-                        operation: "enqueue",
-                        source,
-                    });
+                Ok(CasOutcome::Applied) => Ok(Some(true)),
+                Ok(CasOutcome::NotApplied) => Ok(Some(maybe_sent.load(Ordering::Relaxed))),
+                Err(error) => {
+                    if error.is_unknown() {
+                        maybe_sent.store(true, Ordering::Relaxed);
+                    }
+                    Err(error)
                 }
             }
-            info!(queue = %self.name, %id, shard, "enqueued");
-            return Ok(id);
+        })
+        .await;
+        match result {
+            Ok(true) => {
+                info!(queue = %self.name, %id, shard, "enqueued");
+                Ok(id)
+            }
+            Ok(false) => Err(QueueError::Store {
+                operation: "enqueue",
+                source: StoreError::Rejected(format!("item id {id} already exists")),
+            }),
+            Err(source @ StoreError::Unknown(_)) => Err(QueueError::OutcomeUnknown {
+                operation: "enqueue",
+                id,
+                source,
+            }),
+            Err(source) => Err(QueueError::Store {
+                operation: "enqueue",
+                source,
+            }),
         }
     }
 
     /// One pass over the queue: claims the oldest claimable item for `worker`, or returns
     /// `None` when there is nothing to do now. Costs one read per shard plus one LWT per
     /// item tried (another worker may win an item; the next one is tried).
+    ///
+    /// A claim answered after its deadline is undone at once and not returned.
+    ///
+    /// # Errors
+    /// [`QueueError::InvalidArgument`] for a bad worker id; [`QueueError::Store`] when a
+    /// scan or claim failed definitely; [`QueueError::OutcomeUnknown`] when a lost claim
+    /// answer could not be settled (the claim is then undone in the background if it held).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: if the future is dropped after a claim was sent and before its [`Job`]
+    /// is returned, the claim is undone in a spawned task (conditional on its unique id),
+    /// restoring the item's state and attempt number, so no attempt is spent.
     #[instrument(skip(self), fields(queue = %self.name))]
     pub async fn claim(&self, worker: &str) -> Result<Option<Job>, QueueError> {
         check_text("worker", worker, cql_lease::MAX_OWNER_LEN)?;
@@ -169,6 +196,12 @@ impl WorkQueue {
 
     /// Every item in the queue (all shards, oldest first within each shard): for tools and
     /// tests, not for the hot path.
+    ///
+    /// # Errors
+    /// [`QueueError::Store`] when a scan failed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
     pub async fn items(&self) -> Result<Vec<StoredItem>, QueueError> {
         let mut all = Vec::new();
         for shard in 0..self.config.shards {
@@ -239,25 +272,46 @@ impl WorkQueue {
             seen_attempt: item.attempt,
             ttl: self.config.claim.store_ttl(),
         };
+        let timing = HoldTiming::from(&self.config.claim);
+        // Armed until the claim is handed over or known not to exist: if this future is
+        // dropped in between, the claim is undone (state and attempt number restored).
+        let guard = AttemptGuard::new(
+            Arc::new(ClaimTarget {
+                store: Arc::clone(&self.store),
+                key: item.key.clone(),
+                claim_id: claim_id.clone(),
+                ttl: claim.ttl,
+                hand_back: HandBack::Undelivered {
+                    state: item.state,
+                    attempt: item.attempt,
+                },
+            }),
+            timing,
+        );
         let sent_at = Instant::now();
         let claimed = match self.store.claim(claim).await {
             Ok(ClaimOutcome::Claimed) => true,
             Ok(ClaimOutcome::Lost) => false,
-            Err(error @ StoreError::Unknown(_)) => {
+            Err(error) if error.is_unknown() => {
                 warn!(id = %item.key.id, %error, "claim answer lost; reading back");
-                match self.store.read(&item.key).await {
+                let read_back = until_resolved(&timing, "claim read-back", || async {
+                    self.store.read(&item.key).await.map(Some)
+                })
+                .await;
+                match read_back {
                     Ok(current) => current.is_some_and(|c| c.claim.as_deref() == Some(&claim_id)),
-                    Err(read_error) => {
-                        // It may hold: hand the item back if it does, and move on.
-                        self.spawn_unclaim(item.key.clone(), claim_id);
-                        return Err(QueueError::Store {
+                    // It may hold: the armed guard undoes it if it does.
+                    Err(source) => {
+                        return Err(QueueError::OutcomeUnknown {
                             operation: "claim",
-                            source: read_error,
+                            id: item.key.id.clone(),
+                            source,
                         });
                     }
                 }
             }
             Err(source) => {
+                guard.disarm();
                 return Err(QueueError::Store {
                     operation: "claim",
                     source,
@@ -266,8 +320,15 @@ impl WorkQueue {
         };
         debug!(id = %item.key.id, claimed, "claim");
         if !claimed {
+            guard.disarm();
             return Ok(None);
         }
+        if Instant::now() >= sent_at + self.config.claim.validity() {
+            // Answered after its deadline: nobody may work on it. The guard undoes it.
+            warn!(id = %item.key.id, "claim answered after its deadline; undoing it");
+            return Ok(None);
+        }
+        guard.disarm();
         let job = Job::start(self.clone(), item, claim_id, sent_at);
         if job.attempt() > self.config.max_attempts {
             // Its last worker died mid-attempt: no attempts left.
@@ -277,22 +338,5 @@ impl WorkQueue {
             return Ok(None);
         }
         Ok(Some(job))
-    }
-
-    /// Hands an item back (conditionally on `claim_id`) in the background.
-    pub(crate) fn spawn_unclaim(&self, key: ItemKey, claim_id: String) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let store = Arc::clone(&self.store);
-        runtime.spawn(async move {
-            let to = crate::store::Reschedule {
-                state: crate::item::JobState::Available,
-                run_at: 0,
-                error: None,
-            };
-            let result = store.reschedule(&key, &claim_id, to).await;
-            debug!(id = %key.id, ?result, "claim handed back");
-        });
     }
 }

@@ -86,6 +86,19 @@ pub trait QueueStore: Send + Sync + 'static {
         to: Reschedule<'_>,
     ) -> Result<CasOutcome, StoreError>;
 
+    /// Undoes a claim that was never handed to a worker (its future was dropped, or it was
+    /// answered after its deadline): drops the claim and restores the state and attempt
+    /// number it had before, only while `claim_id` holds it. The attempt number it took was
+    /// never used to fence anything, so the item loses no attempt and later claims still get
+    /// numbers above every delivered one.
+    async fn unclaim(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        state: JobState,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError>;
+
     /// Linearizable read of one item.
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError>;
 }

@@ -2,7 +2,7 @@
 
 use scylla::client::session::Session;
 use scylla::statement::{Consistency, SerialConsistency};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::cql;
 use super::errors::classify;
@@ -56,10 +56,19 @@ pub struct ScyllaOptions {
     pub table: String,
     /// Replication used when the schema helper creates the keyspace.
     pub replication: Replication,
-    /// Consistency of the commit phase of LWTs. Default `LOCAL_QUORUM`.
+    /// Consistency of the commit phase of LWTs and of plain reads (the followers' and
+    /// observers' polls). Default `QUORUM`: a poll in any data centre then sees every
+    /// committed claim, at the price of a cross-DC round trip per poll.
     pub consistency: Consistency,
-    /// Consistency of the Paxos phase of LWTs and of reads. Default `LOCAL_SERIAL`.
+    /// Consistency of the Paxos phase of LWTs and of linearizable reads. Default `SERIAL`:
+    /// one Paxos across all data centres, so there is one leader and one token sequence per
+    /// name, at the price of a cross-DC round trip per LWT. `LOCAL_SERIAL` runs a separate
+    /// Paxos in each data centre (two leaders, colliding tokens when clients in two DCs use
+    /// the same name); it is refused unless [`ScyllaOptions::per_datacenter_paxos`] is set.
     pub serial_consistency: SerialConsistency,
+    /// Explicit opt-in to `LOCAL_SERIAL`: for names used from one data centre only (or a
+    /// single-DC cluster). See [`ScyllaOptions::per_datacenter`].
+    pub per_datacenter_paxos: bool,
     /// Client-side timeout of one request; expiry of an LWT leaves its outcome unknown and is
     /// resolved by a read-back. `None` keeps the session's.
     pub request_timeout: Option<std::time::Duration>,
@@ -71,18 +80,45 @@ impl Default for ScyllaOptions {
             keyspace: "coordination".into(),
             table: "leases".into(),
             replication: Replication::Simple(3),
-            consistency: Consistency::LocalQuorum,
-            serial_consistency: SerialConsistency::LocalSerial,
+            consistency: Consistency::Quorum,
+            serial_consistency: SerialConsistency::Serial,
+            per_datacenter_paxos: false,
             request_timeout: None,
         }
     }
 }
 
 impl ScyllaOptions {
-    /// Checks the identifiers.
+    /// Opts into per-data-centre Paxos: `LOCAL_SERIAL` for LWTs and linearizable reads and
+    /// `LOCAL_QUORUM` for commits and polls. Every guarantee then holds only among clients of
+    /// one data centre: use it only when each name is used from a single data centre.
+    pub fn per_datacenter(self) -> Self {
+        ScyllaOptions {
+            consistency: Consistency::LocalQuorum,
+            serial_consistency: SerialConsistency::LocalSerial,
+            per_datacenter_paxos: true,
+            ..self
+        }
+    }
+
+    /// Checks the identifiers and levels. `LOCAL_SERIAL` without
+    /// [`ScyllaOptions::per_datacenter_paxos`] is refused: a per-DC scope is never silent.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         check_identifier("keyspace", &self.keyspace)?;
         check_identifier("table", &self.table)?;
+        if self.serial_consistency == SerialConsistency::LocalSerial {
+            if !self.per_datacenter_paxos {
+                return Err(invalid(
+                    "serial_consistency",
+                    "LOCAL_SERIAL runs one Paxos per data centre (two leaders across DCs); \
+                     set per_datacenter_paxos (ScyllaOptions::per_datacenter) to accept that",
+                ));
+            }
+            warn!(
+                keyspace = %self.keyspace,
+                "per-datacenter Paxos (LOCAL_SERIAL): guarantees hold within one data centre only"
+            );
+        }
         if matches!(
             self.consistency,
             Consistency::Serial | Consistency::LocalSerial
@@ -162,5 +198,38 @@ fn invalid(field: &'static str, reason: &str) -> InvalidArgument {
     InvalidArgument::Invalid {
         field,
         reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_scope_spans_every_data_centre() {
+        let options = ScyllaOptions::default();
+        assert_eq!(options.serial_consistency, SerialConsistency::Serial);
+        assert_eq!(options.consistency, Consistency::Quorum);
+        assert!(!options.per_datacenter_paxos);
+        assert!(options.validate().is_ok());
+    }
+
+    #[test]
+    fn a_per_datacenter_scope_is_never_silent() {
+        let silent = ScyllaOptions {
+            serial_consistency: SerialConsistency::LocalSerial,
+            ..ScyllaOptions::default()
+        };
+        assert!(matches!(
+            silent.validate(),
+            Err(InvalidArgument::Invalid {
+                field: "serial_consistency",
+                ..
+            })
+        ));
+        let explicit = ScyllaOptions::default().per_datacenter();
+        assert_eq!(explicit.serial_consistency, SerialConsistency::LocalSerial);
+        assert_eq!(explicit.consistency, Consistency::LocalQuorum);
+        assert!(explicit.validate().is_ok());
     }
 }

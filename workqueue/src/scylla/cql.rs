@@ -49,6 +49,9 @@ pub const COMPLETE: &str = "DELETE FROM {keyspace}.{table} WHERE part = ? AND id
 /// Ends a claim without completing. Binds: state, run_at, last_error, part, id, claim.
 pub const RESCHEDULE: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE part = ? AND id = ? IF claim = ?";
 
+/// Undoes a claim never handed to a worker. Binds: state, attempt, part, id, claim.
+pub const UNCLAIM: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE part = ? AND id = ? IF claim = ?";
+
 /// Reads one item at SERIAL / LOCAL_SERIAL. Binds: part, id.
 pub const READ: &str = "SELECT id, payload, state, attempt, claim, run_at, last_error FROM {keyspace}.{table} WHERE part = ? AND id = ?";
 
@@ -62,5 +65,6 @@ pub const ALL: &[&str] = &[
     HEARTBEAT,
     COMPLETE,
     RESCHEDULE,
+    UNCLAIM,
     READ,
 ];

@@ -50,6 +50,7 @@ pub struct ScyllaQueueStore {
     heartbeat: PreparedStatement,
     complete: PreparedStatement,
     reschedule: PreparedStatement,
+    unclaim: PreparedStatement,
     read: PreparedStatement,
 }
 
@@ -96,6 +97,7 @@ impl ScyllaQueueStore {
             heartbeat: p(cql::HEARTBEAT, Kind::Lwt).await?,
             complete: p(cql::COMPLETE, Kind::Lwt).await?,
             reschedule: p(cql::RESCHEDULE, Kind::Lwt).await?,
+            unclaim: p(cql::UNCLAIM, Kind::Lwt).await?,
             read: p(cql::READ, Kind::SerialRead).await?,
             session,
         })
@@ -253,6 +255,24 @@ impl QueueStore for ScyllaQueueStore {
             claim_id,
         );
         self.cas(&self.reschedule, values).await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(partition = %key.partition, id = %key.id))]
+    async fn unclaim(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        state: JobState,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        let values = (
+            state.as_str(),
+            attempt,
+            &key.partition,
+            key.id.as_str(),
+            claim_id,
+        );
+        self.cas(&self.unclaim, values).await
     }
 
     #[instrument(level = "debug", skip(self), fields(partition = %key.partition, id = %key.id))]

@@ -1,0 +1,82 @@
+//! A lease acquisition as a [`Holdable`]: the claim the hold machine renews and releases.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::hold::Holdable;
+use crate::store::{CasOutcome, Claim, LeaseStore};
+
+/// One acquisition of a lease, identified by its unique holder id.
+pub(crate) struct LeaseTarget {
+    store: Arc<dyn LeaseStore>,
+    pub name: String,
+    pub holder_id: String,
+    pub owner: String,
+    value: Mutex<Option<String>>,
+    ttl: Duration,
+}
+
+impl LeaseTarget {
+    pub fn new(store: Arc<dyn LeaseStore>, claim: Claim<'_>) -> Self {
+        LeaseTarget {
+            store,
+            name: claim.name.to_owned(),
+            holder_id: claim.holder_id.to_owned(),
+            owner: claim.owner.to_owned(),
+            value: Mutex::new(claim.value.map(str::to_owned)),
+            ttl: claim.ttl,
+        }
+    }
+
+    /// The value the next renewal writes.
+    pub fn value(&self) -> Option<String> {
+        self.value.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Replaces the value the next renewal writes; returns the previous one.
+    pub fn replace_value(&self, value: Option<String>) -> Option<String> {
+        match self.value.lock() {
+            Ok(mut slot) => std::mem::replace(&mut *slot, value),
+            Err(_) => None,
+        }
+    }
+
+    /// Renews with `value`; on success it becomes the value of later renewals.
+    pub async fn renew_with(&self, value: Option<String>) -> Result<CasOutcome, StoreError> {
+        let claim = Claim {
+            name: &self.name,
+            holder_id: &self.holder_id,
+            owner: &self.owner,
+            value: value.as_deref(),
+            ttl: self.ttl,
+        };
+        let outcome = self.store.renew(claim).await?;
+        if outcome == CasOutcome::Applied {
+            self.replace_value(value);
+        }
+        Ok(outcome)
+    }
+}
+
+#[async_trait]
+impl Holdable for LeaseTarget {
+    fn describe(&self) -> String {
+        format!("lease {:?} ({})", self.name, self.holder_id)
+    }
+
+    async fn renew(&self) -> Result<CasOutcome, StoreError> {
+        self.renew_with(self.value()).await
+    }
+
+    async fn still_held(&self) -> Result<bool, StoreError> {
+        let current = self.store.read(&self.name).await?;
+        Ok(current.is_some_and(|c| c.holder_id == self.holder_id))
+    }
+
+    async fn release(&self) -> Result<CasOutcome, StoreError> {
+        self.store.release(&self.name, &self.holder_id).await
+    }
+}
