@@ -8,7 +8,6 @@
 
 pub mod backend;
 pub mod conformance;
-pub mod cql_server;
-pub mod driver_log;
+pub use cql_test_server::driver_log;
 pub mod history;
 pub mod wire_backend;

@@ -10,7 +10,76 @@ use cql_lease::{CountingStore, LeaseStore};
 use scylla::client::session_builder::SessionBuilder;
 
 use crate::backend::Backend;
-use crate::cql_server::{CqlTestServer, Flavor, ServerOptions};
+use cql_lease::scylla::cql;
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions, Target, WireFault};
+
+/// The label the CQL test server counts and targets a lease operation by.
+pub fn op_label(op: Op) -> &'static str {
+    match op {
+        Op::TryAcquire => "lease.try_acquire",
+        Op::Renew => "lease.renew",
+        Op::Release => "lease.release",
+        Op::Read => "lease.read",
+    }
+}
+
+/// The label of each lease backend statement (the schema and the fence write, sent only with
+/// a claim, have their own).
+fn lease_label(template: &str) -> &'static str {
+    match template {
+        t if t == cql::CLAIM_ABOVE || t == cql::CLAIM_EXACT => op_label(Op::TryAcquire),
+        t if t == cql::RENEW => op_label(Op::Renew),
+        t if t == cql::RELEASE => op_label(Op::Release),
+        t if t == cql::READ => op_label(Op::Read),
+        t if t == cql::SET_FENCE => "lease.set_fence",
+        _ => "lease.schema",
+    }
+}
+
+/// Teaches `server` every statement of the lease backend for `keyspace.table`.
+pub fn register_lease(server: &CqlTestServer, keyspace: &str, table: &str) {
+    for template in cql::ALL {
+        let rendered = cql::render(template, keyspace, table);
+        match rendered.split_once(cql::REPLICATION) {
+            Some((prefix, _)) => server.register_prefix(lease_label(template), prefix),
+            None => server.register(lease_label(template), &rendered),
+        }
+    }
+}
+
+/// The server's fault for a store fault.
+pub fn wire_fault(f: Fault) -> WireFault {
+    match f {
+        Fault::Latency(d) => WireFault::Latency(d),
+        Fault::Unavailable => WireFault::Unavailable,
+        Fault::TimeoutAfterApply => WireFault::CasTimeoutAfterApply,
+        Fault::TimeoutWithoutApply => WireFault::CasTimeoutWithoutApply,
+    }
+}
+
+/// The server's count for a store count.
+pub fn wire_times(t: Times) -> cql_test_server::Times {
+    match t {
+        Times::Always => cql_test_server::Times::Always,
+        Times::Next(n) => cql_test_server::Times::Next(n),
+        Times::Random(p) => cql_test_server::Times::Random(p),
+    }
+}
+
+/// The requests of `ops`' labels (all of `all` when `None`).
+pub fn target(op: Option<&'static str>, all: &[&'static str]) -> Target {
+    match op {
+        Some(label) => Target::Label(label.into()),
+        None => Target::AnyLabel(all.iter().map(|l| (*l).to_owned()).collect()),
+    }
+}
+
+const LEASE_OPS: [&str; 4] = [
+    "lease.try_acquire",
+    "lease.renew",
+    "lease.release",
+    "lease.read",
+];
 
 /// Options every wire test uses: one replica, and a client-side timeout so a lost answer
 /// surfaces quickly.
@@ -44,11 +113,8 @@ impl WireBackend {
         flavor: Flavor,
         adjust: impl FnOnce(ScyllaLeaseStore) -> ScyllaLeaseStore,
     ) -> WireBackend {
-        let server = CqlTestServer::start(ServerOptions {
-            flavor,
-            strict_for: Some(("coordination".into(), "leases".into())),
-        })
-        .await;
+        let server = CqlTestServer::start(ServerOptions::strict(flavor)).await;
+        register_lease(&server, "coordination", "leases");
         let session = Arc::new(server.session().await);
         let options = test_options("coordination", "leases");
         options.create_schema(&session).await.expect("schema");
@@ -62,6 +128,16 @@ impl WireBackend {
             store,
             flavor,
         }
+    }
+
+    /// Injects a fault only the wire can show on the statements of `op` (all lease
+    /// operations when `None`).
+    pub fn inject_wire(&self, op: Option<Op>, fault: WireFault, times: Times) {
+        self.server.inject(
+            target(op.map(op_label), &LEASE_OPS),
+            fault,
+            wire_times(times),
+        );
     }
 }
 
@@ -80,13 +156,19 @@ impl Backend for WireBackend {
         self.server.clock().advance(by);
     }
     fn inject(&self, op: Option<Op>, fault: Fault, times: Times) {
-        self.server.inject(op, fault.into(), times);
+        self.inject_wire(op, wire_fault(fault), times);
     }
     fn clear_faults(&self) {
         self.server.clear_faults();
     }
     fn calls(&self) -> CallCounts {
-        self.server.calls()
+        let get = |op| self.server.calls(op_label(op));
+        CallCounts {
+            try_acquire: get(Op::TryAcquire),
+            renew: get(Op::Renew),
+            release: get(Op::Release),
+            read: get(Op::Read),
+        }
     }
     fn first_claim_costs_extra_round(&self) -> bool {
         true

@@ -4,14 +4,14 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 mod cassandra_mode {
-    use integration_tests::cql_server::Flavor;
+    use cql_test_server::Flavor;
     use integration_tests::wire_backend::WireBackend;
 
     integration_tests::lease_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Cassandra).await);
 }
 
 mod scylla_mode {
-    use integration_tests::cql_server::Flavor;
+    use cql_test_server::Flavor;
     use integration_tests::wire_backend::WireBackend;
 
     integration_tests::lease_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Scylla).await);

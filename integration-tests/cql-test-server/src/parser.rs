@@ -170,19 +170,80 @@ impl Parser {
         } else {
             Vec::new()
         };
+        let mut order_desc = None;
+        if self.eat_kw("order") {
+            self.kw("by")?;
+            self.ident()?;
+            order_desc = Some(if self.eat_kw("desc") {
+                true
+            } else {
+                self.eat_kw("asc");
+                false
+            });
+        }
+        let limit = if self.eat_kw("limit") {
+            Some(self.term()?)
+        } else {
+            None
+        };
+        if self.eat_kw("allow") {
+            return Err("ALLOW FILTERING is not supported by the CQL test server".into());
+        }
         Ok(Statement::Select {
             selectors,
             table,
             relations,
+            order_desc,
+            limit,
         })
     }
 
-    fn relations(&mut self) -> Result<Vec<(String, Term)>, SyntaxError> {
+    fn operator(&mut self) -> Result<Op, SyntaxError> {
+        Ok(match self.next()? {
+            Token::Sym("=") => Op::Eq,
+            Token::Sym("!=") => Op::Neq,
+            Token::Sym("<") => Op::Lt,
+            Token::Sym("<=") => Op::Lte,
+            Token::Sym(">") => Op::Gt,
+            Token::Sym(">=") => Op::Gte,
+            other => return Err(format!("expected an operator, found {other:?}")),
+        })
+    }
+
+    fn term_list(&mut self) -> Result<Vec<Term>, SyntaxError> {
+        self.sym("(")?;
+        let mut terms = vec![self.term()?];
+        while self.eat_sym(",") {
+            terms.push(self.term()?);
+        }
+        self.sym(")")?;
+        Ok(terms)
+    }
+
+    fn relations(&mut self) -> Result<Vec<Relation>, SyntaxError> {
         let mut out = Vec::new();
         loop {
-            let col = self.ident()?;
-            self.sym("=")?;
-            out.push((col, self.term()?));
+            let column = self.ident()?;
+            let relation = if self.eat_kw("in") {
+                Relation {
+                    column,
+                    op: Op::Eq,
+                    terms: self.term_list()?,
+                    is_in: true,
+                }
+            } else {
+                let op = self.operator()?;
+                if op == Op::Neq {
+                    return Err("Unsupported \"!=\" relation".into());
+                }
+                Relation {
+                    column,
+                    op,
+                    terms: vec![self.term()?],
+                    is_in: false,
+                }
+            };
+            out.push(relation);
             if !self.eat_kw("and") {
                 return Ok(out);
             }
@@ -223,23 +284,9 @@ impl Parser {
         loop {
             let col = self.ident()?;
             if self.eat_kw("in") {
-                self.sym("(")?;
-                let mut terms = vec![self.term()?];
-                while self.eat_sym(",") {
-                    terms.push(self.term()?);
-                }
-                self.sym(")")?;
-                out.push(Condition::In(col, terms));
+                out.push(Condition::In(col, self.term_list()?));
             } else {
-                let op = match self.next()? {
-                    Token::Sym("=") => Op::Eq,
-                    Token::Sym("!=") => Op::Neq,
-                    Token::Sym("<") => Op::Lt,
-                    Token::Sym("<=") => Op::Lte,
-                    Token::Sym(">") => Op::Gt,
-                    Token::Sym(">=") => Op::Gte,
-                    other => return Err(format!("expected an operator, found {other:?}")),
-                };
+                let op = self.operator()?;
                 out.push(Condition::Compare(col, op, self.term()?));
             }
             if !self.eat_kw("and") {
@@ -351,35 +398,62 @@ impl Parser {
             self.kw("replication")?;
             self.sym("=")?;
             let replication = self.map_literal()?;
-            if self.eat_kw("and") {
-                self.kw("durable_writes")?;
-                self.sym("=")?;
-                self.term()?;
+            let mut tablets = None;
+            while self.eat_kw("and") {
+                if self.eat_kw("durable_writes") {
+                    self.sym("=")?;
+                    self.term()?;
+                } else if self.eat_kw("tablets") {
+                    self.sym("=")?;
+                    for (k, v) in self.map_literal()? {
+                        match (k.as_str(), v.as_str()) {
+                            ("enabled", "true") => tablets = Some(true),
+                            ("enabled", "false") => tablets = Some(false),
+                            ("initial", _) => tablets = Some(true),
+                            _ => return Err(format!("unknown tablets option {k}")),
+                        }
+                    }
+                } else {
+                    return Err(format!("unknown keyspace property at {:?}", self.peek()));
+                }
             }
             return Ok(Statement::CreateKeyspace {
                 name,
                 if_not_exists,
                 replication,
+                tablets,
             });
         }
         let table = self.table_ref()?;
         self.sym("(")?;
         let mut columns = Vec::new();
-        let mut partition_key = None;
+        let mut statics = Vec::new();
+        let mut key: Vec<String> = Vec::new();
         loop {
             if self.eat_kw("primary") {
                 self.kw("key")?;
                 self.sym("(")?;
-                partition_key = Some(self.ident()?);
-                if !self.eat_sym(")") {
-                    return Err("only single-column primary keys are supported".into());
+                if self.eat_sym("(") {
+                    key.push(self.ident()?);
+                    if !self.eat_sym(")") {
+                        return Err("composite partition keys are not supported".into());
+                    }
+                } else {
+                    key.push(self.ident()?);
                 }
+                while self.eat_sym(",") {
+                    key.push(self.ident()?);
+                }
+                self.sym(")")?;
             } else {
                 let name = self.ident()?;
                 columns.push((name.clone(), self.cql_type()?));
+                if self.eat_kw("static") {
+                    statics.push(name.clone());
+                }
                 if self.eat_kw("primary") {
                     self.kw("key")?;
-                    partition_key = Some(name);
+                    key = vec![name];
                 }
             }
             if !self.eat_sym(",") {
@@ -388,28 +462,67 @@ impl Parser {
         }
         self.sym(")")?;
         let mut default_ttl = 0;
+        let mut gc_grace = None;
+        let mut order: Vec<(String, bool)> = Vec::new();
         if self.eat_kw("with") {
             loop {
-                let option = self.ident()?;
-                self.sym("=")?;
-                match (option.as_str(), self.term()?) {
-                    ("default_time_to_live", Term::Num(n)) => {
-                        default_ttl = n.parse().map_err(|_| "bad default_time_to_live")?;
+                if self.eat_kw("clustering") {
+                    self.kw("order")?;
+                    self.kw("by")?;
+                    self.sym("(")?;
+                    loop {
+                        let col = self.ident()?;
+                        let desc = self.eat_kw("desc");
+                        if !desc {
+                            self.eat_kw("asc");
+                        }
+                        order.push((col, desc));
+                        if !self.eat_sym(",") {
+                            break;
+                        }
                     }
-                    (other, _) => return Err(format!("unsupported table option {other}")),
+                    self.sym(")")?;
+                } else {
+                    let option = self.ident()?;
+                    self.sym("=")?;
+                    match (option.as_str(), self.term()?) {
+                        ("default_time_to_live", Term::Num(n)) => {
+                            default_ttl = n.parse().map_err(|_| "bad default_time_to_live")?;
+                        }
+                        ("gc_grace_seconds", Term::Num(n)) => {
+                            gc_grace = Some(n.parse().map_err(|_| "bad gc_grace_seconds")?);
+                        }
+                        (other, _) => return Err(format!("unsupported table option {other}")),
+                    }
                 }
                 if !self.eat_kw("and") {
                     break;
                 }
             }
         }
-        let partition_key = partition_key.ok_or("no PRIMARY KEY")?;
+        let mut key = key.into_iter();
+        let partition_key = key.next().ok_or("no PRIMARY KEY")?;
+        let clustering: Vec<(String, bool)> = key.map(|c| (c, false)).collect();
+        let mut clustering = clustering;
+        for (i, (col, desc)) in order.into_iter().enumerate() {
+            match clustering.get_mut(i) {
+                Some(c) if c.0 == col => c.1 = desc,
+                _ => {
+                    return Err(format!(
+                        "CLUSTERING ORDER BY must list the clustering columns in order ({col})"
+                    ));
+                }
+            }
+        }
         Ok(Statement::CreateTable {
             table,
             if_not_exists,
             columns,
             partition_key,
+            clustering,
+            statics,
             default_ttl,
+            gc_grace,
         })
     }
 
@@ -442,6 +555,8 @@ impl Parser {
             self.sym(":")?;
             let value = match self.next()? {
                 Token::Str(s) | Token::Num(s) => s,
+                t if t.is_kw("true") => "true".into(),
+                t if t.is_kw("false") => "false".into(),
                 other => return Err(format!("expected a value, found {other:?}")),
             };
             out.push((key, value));

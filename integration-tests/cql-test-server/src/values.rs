@@ -184,6 +184,25 @@ impl Value {
         }
     }
 
+    /// The value as CQL would print it (for messages and counters).
+    pub fn display(&self) -> String {
+        match self {
+            Value::Null => "null".into(),
+            Value::Bool(b) => b.to_string(),
+            Value::Int(n) => n.to_string(),
+            Value::BigInt(n) => n.to_string(),
+            Value::Text(s) => s.clone(),
+            Value::Inet(ip) => ip.to_string(),
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// A total order: values of one type by [`Value::compare`], anything else by encoding.
+    pub fn total_cmp(&self, other: &Value) -> Ordering {
+        self.compare(other)
+            .unwrap_or_else(|| self.key_bytes().cmp(&other.key_bytes()))
+    }
+
     /// A key for ordering partitions.
     pub fn key_bytes(&self) -> Vec<u8> {
         self.encode().unwrap_or_default()
