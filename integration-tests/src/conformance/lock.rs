@@ -237,7 +237,10 @@ pub async fn bad_input_is_rejected(b: &dyn LockBackend, algo: Algo) {
 #[macro_export]
 macro_rules! lock_suite {
     (#[$attr:meta], $make:expr) => {
-        $crate::lock_suite!(@cases #[$attr], $make,
+        $crate::lock_suite!(#[$attr] #[allow(unused_attributes)], $make);
+    };
+    (#[$attr:meta] #[$attr2:meta], $make:expr) => {
+        $crate::lock_suite!(@cases #[$attr] #[$attr2], $make,
             bad_input_is_rejected [Bakery, Fair, Shadow, Lease],
             exclusive_under_contention [Bakery, Fair, Shadow, Lease],
             crashed_holder_frees_within_ttl [Bakery, Fair, Shadow, Lease],
@@ -254,18 +257,20 @@ macro_rules! lock_suite {
             #[allow(unused_imports)]
             use super::*;
             #[$attr]
+            #[$attr2]
             async fn never_decreases() {
                 let backend = $make;
                 $crate::conformance::global_time::global_time_never_decreases(&backend).await;
             }
             #[$attr]
+            #[$attr2]
             async fn freezes_behind_a_dead_fast_clock() {
                 let backend = $make;
                 $crate::conformance::global_time::global_time_freezes_behind_a_dead_fast_clock(&backend).await;
             }
         }
     };
-    (@cases #[$attr:meta], $make:expr, $($case:ident [$($algo:ident),+]),+ $(,)?) => {
+    (@cases #[$attr:meta] #[$attr2:meta], $make:expr, $($case:ident [$($algo:ident),+]),+ $(,)?) => {
         $(
             #[allow(non_snake_case)]
             mod $case {
@@ -273,6 +278,7 @@ macro_rules! lock_suite {
                 use super::*;
                 $(
                     #[$attr]
+                    #[$attr2]
                     async fn $algo() {
                         let backend = $make;
                         $crate::conformance::lock::$case(

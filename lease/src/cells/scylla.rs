@@ -4,13 +4,16 @@
 //!
 //! ```text
 //! CREATE TABLE lock_cells (
-//!     lock  text,   -- lock (or time service) name  } partition key: one partition per
-//!     row   text,   -- "number", "queue", "main"...  } row of each lock
+//!     part  text,   -- partition key: "<row>|<lock name>", one partition per row of a lock
 //!     cell  text,   -- clustering key: cells come back sorted by name
 //!     value bigint,
-//!     PRIMARY KEY ((lock, row), cell)
+//!     PRIMARY KEY (part, cell)
 //! ) WITH gc_grace_seconds = 3600
 //! ```
+//!
+//! The row name comes first and never contains `|`, so the key is unambiguous whatever the
+//! lock name holds. (One text column rather than a composite key keeps the statements
+//! simple; the partitioning is the same.)
 //!
 //! # Assumptions about a real cluster, written down
 //!
@@ -46,18 +49,17 @@ use crate::error::StoreError;
 use crate::scylla::{Replication, ScyllaOptions, classify};
 
 /// The `CREATE TABLE` of the cell store (a template with `{keyspace}` and `{table}`).
-pub const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (lock text, row text, cell text, value bigint, PRIMARY KEY ((lock, row), cell)) WITH gc_grace_seconds = 3600";
+pub const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (part text, cell text, value bigint, PRIMARY KEY (part, cell)) WITH gc_grace_seconds = 3600";
 /// Writes one cell with a TTL (0 means none) and a client timestamp.
-pub const WRITE: &str = "INSERT INTO {keyspace}.{table} (lock, row, cell, value) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?";
+pub const WRITE: &str = "INSERT INTO {keyspace}.{table} (part, cell, value) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?";
 /// Deletes one cell with a client timestamp.
 pub const DELETE: &str =
-    "DELETE FROM {keyspace}.{table} USING TIMESTAMP ? WHERE lock = ? AND row = ? AND cell = ?";
+    "DELETE FROM {keyspace}.{table} USING TIMESTAMP ? WHERE part = ? AND cell = ?";
 /// Cells of a row from a name on, in clustering order.
 pub const READ_ROW: &str =
-    "SELECT cell, value FROM {keyspace}.{table} WHERE lock = ? AND row = ? AND cell >= ? LIMIT ?";
+    "SELECT cell, value FROM {keyspace}.{table} WHERE part = ? AND cell >= ? LIMIT ?";
 /// One cell.
-pub const READ_CELL: &str =
-    "SELECT value FROM {keyspace}.{table} WHERE lock = ? AND row = ? AND cell = ?";
+pub const READ_CELL: &str = "SELECT value FROM {keyspace}.{table} WHERE part = ? AND cell = ?";
 
 /// Where the cell table lives and the consistency level of every statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,6 +164,11 @@ impl ScyllaCellStore {
     }
 }
 
+/// The partition key of a lock's row.
+fn partition(row: &str, lock: &str) -> String {
+    format!("{row}|{lock}")
+}
+
 fn ttl_secs(ttl: Option<Duration>) -> i32 {
     ttl.map(|ttl| {
         let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
@@ -183,7 +190,13 @@ impl CellStore for ScyllaCellStore {
         self.session
             .execute_unpaged(
                 &self.write,
-                (at.lock, at.row, at.cell, value, ttl_secs(ttl), timestamp),
+                (
+                    partition(at.row, at.lock),
+                    at.cell,
+                    value,
+                    ttl_secs(ttl),
+                    timestamp,
+                ),
             )
             .await
             .map(|_| ())
@@ -193,7 +206,10 @@ impl CellStore for ScyllaCellStore {
     #[instrument(level = "debug", skip(self))]
     async fn delete(&self, at: CellRef<'_>, timestamp: i64) -> Result<(), StoreError> {
         self.session
-            .execute_unpaged(&self.delete, (timestamp, at.lock, at.row, at.cell))
+            .execute_unpaged(
+                &self.delete,
+                (timestamp, partition(at.row, at.lock), at.cell),
+            )
             .await
             .map(|_| ())
             .map_err(|e| classify(e, true))
@@ -210,7 +226,7 @@ impl CellStore for ScyllaCellStore {
         let limit = i32::try_from(limit).unwrap_or(i32::MAX);
         let result = self
             .session
-            .execute_unpaged(&self.read_row, (lock, row, from, limit))
+            .execute_unpaged(&self.read_row, (partition(row, lock), from, limit))
             .await
             .map_err(|e| classify(e, false))?;
         let rows = result
@@ -232,7 +248,7 @@ impl CellStore for ScyllaCellStore {
     async fn read_cell(&self, at: CellRef<'_>) -> Result<Option<i64>, StoreError> {
         let result = self
             .session
-            .execute_unpaged(&self.read_cell, (at.lock, at.row, at.cell))
+            .execute_unpaged(&self.read_cell, (partition(at.row, at.lock), at.cell))
             .await
             .map_err(|e| classify(e, false))?;
         let rows = result
