@@ -29,7 +29,9 @@
 //! - **No fencing token**: arrival times come from clocks and are not unique per grant.
 //! - Fairness depends on clocks: a contender whose clock is behind jumps ahead (use
 //!   GlobalTime to bound this); same-microsecond arrivals are ordered by id.
-//! - Waiters poll (the thesis names notification as future work).
+//! - Waiters poll (the thesis names notification as future work); the contender next in
+//!   line polls four times as often as the rest, so a hand-over costs about a quarter of
+//!   `poll_interval` without every waiter loading the store.
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
@@ -76,6 +78,7 @@ impl std::fmt::Debug for FairLock {
 
 enum Step {
     Owned,
+    NextInLine,
     NotFirst,
     Collided,
 }
@@ -145,7 +148,8 @@ impl FairLock {
     }
 
     /// Whether `mine` is the first live queue cell, reading from the last head seen.
-    async fn first_in_queue(&self, cells: &Cells, mine: &str) -> Result<bool, LockError> {
+    /// Our place in the queue: 0 first, 1 next in line, 2 further back (or unknown).
+    async fn place_in_queue(&self, cells: &Cells, mine: &str) -> Result<usize, LockError> {
         let hint = self
             .heads
             .lock()
@@ -155,23 +159,25 @@ impl FairLock {
         let from = hint.as_str().min(mine);
         let head = self
             .durable
-            .read_row(&cells.lock, QUEUE, from, 1, cells.read_deadline())
+            .read_row(&cells.lock, QUEUE, from, 2, cells.read_deadline())
             .await
             .map_err(|e| cells.store_error(e))?;
-        let Some(head) = head.into_iter().next() else {
-            return Ok(false); // our own cell is gone: keep_fresh restores it
+        let Some(first) = head.first() else {
+            return Ok(2); // our own cell is gone: keep_fresh restores it
         };
         if let Ok(mut heads) = self.heads.lock() {
-            heads.insert(cells.lock.clone(), head.name.clone());
+            heads.insert(cells.lock.clone(), first.name.clone());
         }
-        Ok(head.name == mine)
+        Ok(head.iter().position(|c| c.name == mine).unwrap_or(2))
     }
 
     /// One round: if first, claim the main row and check that we are alone there.
     #[instrument(level = "debug", skip(self, cells), fields(lock = %cells.lock, id = cells.id()))]
     async fn round(&self, cells: &Cells, mine: &str) -> Result<Step, LockError> {
-        if !self.first_in_queue(cells, mine).await? {
-            return Ok(Step::NotFirst);
+        match self.place_in_queue(cells, mine).await? {
+            0 => {}
+            1 => return Ok(Step::NextInLine),
+            _ => return Ok(Step::NotFirst),
         }
         let id = cells.id().to_owned();
         cells.put(MAIN, &id, 1).await?;
@@ -217,6 +223,8 @@ impl Lock for FairLock {
             let pause = match self.round(&cells, &mine).await? {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
+                // The next in line polls faster: the hand-over waits on it alone.
+                Step::NextInLine => poll_delay(self.options.poll_interval / 4),
                 Step::NotFirst => poll_delay(self.options.poll_interval),
                 Step::Collided => poll_delay(self.options.poll_interval * 2),
             };
@@ -272,7 +280,7 @@ impl Lock for FairLock {
                     return Ok(Some(self.granted(cells, attempt)));
                 }
                 Step::Owned | Step::Collided => continue,
-                Step::NotFirst => break,
+                Step::NotFirst | Step::NextInLine => break,
             }
         }
         cells.clear().await;
