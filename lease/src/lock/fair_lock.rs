@@ -30,7 +30,7 @@
 //! - Fairness depends on clocks: a contender whose clock is behind jumps ahead (use
 //!   GlobalTime to bound this); same-microsecond arrivals are ordered by id.
 //! - Waiters poll (the thesis names notification as future work); the contender next in
-//!   line polls four times as often as the rest, so a hand-over costs about a quarter of
+//!   line polls ten times as often as the rest, so a hand-over waits about a tenth of
 //!   `poll_interval` without every waiter loading the store.
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
@@ -224,7 +224,7 @@ impl Lock for FairLock {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
                 // The next in line polls faster: the hand-over waits on it alone.
-                Step::NextInLine => poll_delay(self.options.poll_interval / 4),
+                Step::NextInLine => poll_delay(self.options.poll_interval / 10),
                 Step::NotFirst => poll_delay(self.options.poll_interval),
                 Step::Collided => poll_delay(self.options.poll_interval * 2),
             };

@@ -262,11 +262,14 @@ impl Holdable for Cells {
     async fn release(&self) -> Result<CasOutcome, StoreError> {
         let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
         let timestamp = ClientClock::next();
-        for o in owned.iter().rev() {
+        // All at once: a hand-over waits for the last of them.
+        let deletes = owned.iter().map(|o| {
             self.durable
                 .store()
                 .delete(self.at(o.row, &o.cell), timestamp)
-                .await?;
+        });
+        for result in futures::future::join_all(deletes).await {
+            result?;
         }
         if let Ok(mut owned) = self.owned.lock() {
             owned.clear();
