@@ -15,8 +15,8 @@
 //!   deletes both cells.
 //!
 //! Arrival times come from the process's monotonic microsecond clock
-//! ([`ClientClock`](crate::cells::ClientClock)) or, with [`FairLock::with_global_time`], from
-//! [`GlobalTime`](crate::global_time::GlobalTime), the thesis's non-decreasing cluster time.
+//! ([`ClientClock`]) or, with [`FairLock::with_global_time`], from
+//! [`GlobalTime`], the thesis's non-decreasing cluster time.
 //!
 //! # Guarantees
 //! Mutual exclusion rests on the main row alone (the thesis's Lemma 1): of two contenders

@@ -23,11 +23,9 @@ use tokio::time::Instant;
 
 use super::{Lock, LockError, LockGuard, check_request};
 use crate::client::{LeaseClient, TryAcquire};
-use crate::error::{LeaseError, StoreError};
-use crate::fencing::FencingToken;
-use crate::hold::{Hold, HoldTiming, Holdable};
+use crate::error::LeaseError;
+use crate::hold::{Hold, HoldTiming};
 use crate::lease::Lease;
-use crate::store::{CasOutcome, Claim, LeaseStore};
 
 /// The lease lock.
 #[derive(Debug, Clone)]
@@ -49,66 +47,14 @@ impl LeaseLock {
         })
     }
 
+    /// The guard: the lease's own claim (the same target its keep-alive uses), kept by the
+    /// shared hold machine.
     fn guard(&self, lease: Lease) -> LockGuard {
         let timing = HoldTiming::from(self.client.config());
-        let sent_at = lease.must_stop_by() - timing.validity;
-        let token = lease.token();
-        let name = lease.name().to_owned();
-        let target = Arc::new(LeaseTarget {
-            store: Arc::clone(self.client.store()),
-            name: name.clone(),
-            holder_id: lease.holder_id().to_owned(),
-            owner: self.owner.clone(),
-            ttl: self.client.config().store_ttl(),
-            token,
-        });
-        LockGuard::new(
-            name,
-            "lease",
-            Some(token),
-            Hold::start(target, timing, sent_at, None),
-        )
-    }
-}
-
-/// One acquired lease, as the hold machine sees it.
-struct LeaseTarget {
-    store: Arc<dyn LeaseStore>,
-    name: String,
-    holder_id: String,
-    owner: String,
-    ttl: Duration,
-    token: FencingToken,
-}
-
-#[async_trait]
-impl Holdable for LeaseTarget {
-    fn describe(&self) -> String {
-        format!("lease lock {:?} (token {})", self.name, self.token)
-    }
-
-    async fn renew(&self) -> Result<CasOutcome, StoreError> {
-        self.store
-            .renew(Claim {
-                name: &self.name,
-                holder_id: &self.holder_id,
-                owner: &self.owner,
-                value: None,
-                ttl: self.ttl,
-            })
-            .await
-    }
-
-    async fn still_held(&self) -> Result<bool, StoreError> {
-        Ok(self
-            .store
-            .read(&self.name)
-            .await?
-            .is_some_and(|current| current.holder_id == self.holder_id))
-    }
-
-    async fn release(&self) -> Result<CasOutcome, StoreError> {
-        self.store.release(&self.name, &self.holder_id).await
+        let (_, target, token, must_stop_by) = lease.into_parts();
+        let name = target.name.clone();
+        let hold = Hold::start(target, timing, must_stop_by - timing.validity, None);
+        LockGuard::new(name, "lease", Some(token), hold)
     }
 }
 
