@@ -15,7 +15,6 @@
 //!   revision; this lock does not, yet).
 //! - Paxos contention: many contenders on one name cost extra LWT rounds.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
