@@ -60,11 +60,28 @@ impl Actor {
         let mut delays = self.client.poll_delays();
         let mut last_seen: Option<Leader> = None;
         let mut wait_first = after_term;
+        let mut highest_seen = None;
         loop {
             if std::mem::take(&mut wait_first)
                 && let Some(next) = self.wait(&mut delays).await
             {
                 return next;
+            }
+            // A plain read first: while someone else visibly holds the lease, no Paxos round.
+            if let Some(leader) = self.held_by_another().await {
+                if highest_seen.is_none_or(|term| leader.term >= term) {
+                    highest_seen = Some(leader.term);
+                    if last_seen.as_ref() != Some(&leader) {
+                        last_seen = Some(leader.clone());
+                        self.emit(ElectionEvent::LeaderChanged {
+                            leader: Some(leader),
+                        });
+                    }
+                }
+                if let Some(next) = self.wait(&mut delays).await {
+                    return next;
+                }
+                continue;
             }
             match self
                 .client
@@ -88,6 +105,7 @@ impl Actor {
                 }
                 Ok(TryAcquire::Held(holder)) => {
                     let leader = Leader::from(holder);
+                    highest_seen = highest_seen.max(Some(leader.term));
                     if last_seen.as_ref() != Some(&leader) {
                         last_seen = Some(leader.clone());
                         self.emit(ElectionEvent::LeaderChanged {
@@ -99,6 +117,25 @@ impl Actor {
             }
             if let Some(next) = self.wait(&mut delays).await {
                 return next;
+            }
+        }
+    }
+
+    /// The leader a plain read shows, if it is another candidate's live claim. `None` (free,
+    /// this candidate's own or abandoned claim, or the read failed) means: send an LWT.
+    async fn held_by_another(&self) -> Option<Leader> {
+        match self.client.peek(&self.name).await {
+            Ok(Some(holder))
+                if holder.owner != self.candidate
+                    && !self.client.is_abandoned(&holder.holder_id)
+                    && !holder.expires_within.is_zero() =>
+            {
+                Some(Leader::from(holder))
+            }
+            Ok(_) => None,
+            Err(error) => {
+                debug!(election = %self.name, %error, "peek failed; trying the lease");
+                None
             }
         }
     }

@@ -20,6 +20,12 @@ use crate::event::ElectionEvent;
 /// the term's token; both flip before the lease can expire for anyone else. Dropping the
 /// campaign resigns (best effort, in the background); [`Campaign::resign`] waits for it.
 ///
+/// # Cancel safety
+/// The campaign runs in a spawned actor, so dropping a `next()` future loses no event and
+/// leaves no claim behind: the actor settles every claim it sent (a lost answer is read back,
+/// an answer after its deadline is given back without `Elected`). Dropping the `Campaign`
+/// at any point releases whatever it holds.
+///
 /// ```
 /// use std::sync::Arc;
 /// use futures::StreamExt;
@@ -114,17 +120,17 @@ impl Campaign {
         self.handle.cancellation_token()
     }
 
-    /// See [`CampaignHandle::resign`].
+    /// See [`CampaignHandle::resign`] (its `# Errors` and `# Cancel safety` apply).
     pub async fn resign(&self) -> Result<(), ElectionError> {
         self.handle.resign().await
     }
 
-    /// See [`CampaignHandle::proclaim`].
+    /// See [`CampaignHandle::proclaim`] (its `# Errors` and `# Cancel safety` apply).
     pub async fn proclaim(&self, value: Option<String>) -> Result<(), ElectionError> {
         self.handle.proclaim(value).await
     }
 
-    /// See [`CampaignHandle::abort`].
+    /// See [`CampaignHandle::abort`] (its `# Errors` and `# Cancel safety` apply).
     pub async fn abort(&self) {
         self.handle.abort().await
     }
@@ -150,6 +156,16 @@ impl CampaignHandle {
     /// Gives up: releases the lease at once if leading (so another candidate can take over
     /// within one poll interval), ends the campaign, and waits for its actor to finish. The
     /// stream then yields the final `Deposed { reason: Resigned }` (if leading) and ends.
+    ///
+    /// # Errors
+    /// [`ElectionError::CampaignEnded`] if the campaign had already ended; the release's
+    /// error if leading and the release failed (the term's token is cancelled anyway, and
+    /// the lease is bounded by its TTL).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the actor resigns once the command is sent, whether or not this future
+    /// is still awaited; dropped before that, the campaign goes on (drop the [`Campaign`] to
+    /// end it).
     pub async fn resign(&self) -> Result<(), ElectionError> {
         let (reply, answer) = oneshot::channel();
         let result = match self.commands.send(Command::Resign(reply)).await {
@@ -162,6 +178,14 @@ impl CampaignHandle {
 
     /// Replaces the leader's value (e.g. its address) without a new election: one LWT.
     /// `NotLeader` when following; the value is then used if this candidate wins later.
+    ///
+    /// # Errors
+    /// [`ElectionError::NotLeader`] when following; [`ElectionError::CampaignEnded`] after the
+    /// campaign ended; the renewal's error otherwise (the term goes on while it can renew).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the renewal runs in the keep-alive; once sent, the new value may or may
+    /// not be written.
     pub async fn proclaim(&self, value: Option<String>) -> Result<(), ElectionError> {
         if let Some(v) = &value {
             cql_lease::check_owner_and_value("-", Some(v))?;
@@ -176,6 +200,10 @@ impl CampaignHandle {
 
     /// Stops at once without releasing anything, as a crash would: the term's token is
     /// cancelled and the lease stays until its TTL. For tests and failure drills.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: once the command is sent the actor stops whether or not this future is
+    /// still awaited.
     pub async fn abort(&self) {
         let _ = self.commands.send(Command::Abort).await;
         self.join().await;

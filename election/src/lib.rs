@@ -141,6 +141,12 @@ impl Election {
     }
 
     /// The current leader: one SERIAL read.
+    ///
+    /// # Errors
+    /// [`ElectionError`] wrapping the lease error when the read failed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
     pub async fn leader(&self) -> Result<Option<Leader>, ElectionError> {
         Ok(self.client.holder(&self.name).await?.map(Leader::from))
     }

@@ -12,8 +12,12 @@ use tracing::debug;
 use crate::event::Leader;
 
 /// A stream of leader changes: the current leader first (or `None`), then each change, in
-/// term order and without duplicates. It polls every retry interval (jittered, one SERIAL
-/// read each), so a leader whose whole term fits between two polls can be missed.
+/// term order and without duplicates. It polls every retry interval (jittered) with one
+/// plain read at the regular consistency level ([`cql_lease::LeaseClient::peek`]): no Paxos
+/// round, so observers do not contend with the leader's renewals. A leader whose whole term
+/// fits between two polls can be missed, and a change is seen once its commit reached the
+/// replicas read (at once with the default `QUORUM`). Use [`crate::Election::leader`] for a
+/// linearizable answer.
 pub struct Observer {
     changes: mpsc::UnboundedReceiver<Option<Leader>>,
     _stop: DropGuard,
@@ -36,7 +40,7 @@ impl Observer {
             let mut last: Option<Option<Leader>> = None;
             let mut highest = FencingToken::new(i64::MIN);
             loop {
-                match client.holder(&name).await {
+                match client.peek(&name).await {
                     Ok(holder) => {
                         let leader = holder.map(Leader::from);
                         let older = leader.as_ref().is_some_and(|l| l.term < highest);

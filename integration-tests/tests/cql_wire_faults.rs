@@ -148,6 +148,7 @@ async fn every_backend_statement_is_known_and_exercised() {
     let mut lease = first;
     lease.renew().await.expect("renew");
     c.holder("all").await.expect("read");
+    c.peek("all").await.expect("peek");
     lease.release().await.expect("release");
     b.after_scenario();
     let executed = b.server.executed();

@@ -1,7 +1,6 @@
 //! The lease client: acquire, wait, inspect, with outcome resolution for lost answers.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -11,6 +10,7 @@ use crate::config::{LeaseConfig, MAX_NAME_LEN, check_claim, check_text};
 use crate::error::{LeaseError, LossReason, StoreError};
 use crate::hold::{AttemptGuard, HoldTiming, jittered, until_resolved};
 use crate::lease::Lease;
+use crate::orphans::{Attempt, Orphans};
 use crate::store::{AcquireOutcome, Claim, LeaseStore, StoredLease};
 use crate::target::LeaseTarget;
 
@@ -56,65 +56,6 @@ pub struct LeaseClient {
     store: Arc<dyn LeaseStore>,
     config: LeaseConfig,
     orphans: Arc<Orphans>,
-}
-
-/// How many abandoned holder ids a client remembers (oldest forgotten first).
-const MAX_ORPHANS: usize = 64;
-
-/// Holder ids this process gave up on (a lost answer never settled, a failed background
-/// release, an expired term): if one is found holding a lease, it is released on sight
-/// rather than reported as somebody else.
-#[derive(Debug, Default)]
-struct Orphans(Mutex<VecDeque<String>>);
-
-impl Orphans {
-    fn insert(&self, holder_id: &str) {
-        if let Ok(mut ids) = self.0.lock()
-            && !ids.iter().any(|id| id == holder_id)
-        {
-            if ids.len() >= MAX_ORPHANS {
-                ids.pop_front();
-            }
-            ids.push_back(holder_id.to_owned());
-        }
-    }
-
-    fn contains(&self, holder_id: &str) -> bool {
-        self.0
-            .lock()
-            .is_ok_and(|ids| ids.iter().any(|id| id == holder_id))
-    }
-
-    fn remove(&self, holder_id: &str) {
-        if let Ok(mut ids) = self.0.lock() {
-            ids.retain(|id| id != holder_id);
-        }
-    }
-}
-
-/// An attempt in flight: if dropped armed (cancelled, or given up unsettled), its claim is
-/// released in the background and its holder id remembered as an orphan.
-struct Attempt<'a> {
-    guard: Option<AttemptGuard>,
-    orphans: &'a Orphans,
-    holder_id: &'a str,
-}
-
-impl Attempt<'_> {
-    fn disarm(mut self) {
-        if let Some(guard) = self.guard.take() {
-            guard.disarm();
-        }
-    }
-}
-
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        if let Some(guard) = self.guard.take() {
-            self.orphans.insert(self.holder_id);
-            drop(guard);
-        }
-    }
 }
 
 impl std::fmt::Debug for LeaseClient {
@@ -333,6 +274,31 @@ impl LeaseClient {
             }
             Err(error) => Err(LeaseError::store(name, error)),
         }
+    }
+
+    /// Who seems to hold `name`: one plain read at the regular consistency level (no Paxos
+    /// round). A hint for polling (it may lag a claim or release still being committed);
+    /// decide nothing on it, use [`LeaseClient::try_acquire`] or [`LeaseClient::holder`].
+    ///
+    /// # Errors
+    /// [`LeaseError::InvalidArgument`] for a bad name; [`LeaseError::Store`] when the read
+    /// failed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read changes nothing.
+    #[instrument(skip(self))]
+    pub async fn peek(&self, name: &str) -> Result<Option<StoredLease>, LeaseError> {
+        check_text("lease name", name, MAX_NAME_LEN)?;
+        self.store
+            .peek(name)
+            .await
+            .map_err(|e| LeaseError::store(name, e))
+    }
+
+    /// Whether `holder_id` is an acquisition this client gave up on (see
+    /// [`LeaseClient::release_on_sight`]).
+    pub fn is_abandoned(&self, holder_id: &str) -> bool {
+        self.orphans.contains(holder_id)
     }
 
     /// Who holds `name` now: one linearizable read.

@@ -27,6 +27,12 @@ impl CallCounts {
         self.try_acquire + self.renew + self.release
     }
 
+    /// Paxos rounds: every LWT and every linearizable (SERIAL) read. Plain reads
+    /// ([`crate::LeaseStore::peek`]) are not counted here.
+    pub fn paxos_rounds(&self) -> u64 {
+        self.writes() + self.read
+    }
+
     /// The calls made since `earlier`.
     pub fn since(&self, earlier: CallCounts) -> CallCounts {
         CallCounts {
@@ -55,7 +61,7 @@ impl CallCounts {
 #[derive(Debug)]
 pub struct CountingStore<S: ?Sized> {
     inner: Arc<S>,
-    counts: [AtomicU64; 4],
+    counts: [AtomicU64; 5],
 }
 
 impl<S: LeaseStore + ?Sized> CountingStore<S> {
@@ -76,6 +82,11 @@ impl<S: LeaseStore + ?Sized> CountingStore<S> {
             release: get(2),
             read: get(3),
         }
+    }
+
+    /// Plain reads ([`LeaseStore::peek`]) so far: no Paxos round.
+    pub fn peeks(&self) -> u64 {
+        self.counts[4].load(Ordering::Relaxed)
     }
 
     fn count(&self, i: usize) {
@@ -100,5 +111,9 @@ impl<S: LeaseStore + ?Sized> LeaseStore for CountingStore<S> {
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.count(3);
         self.inner.read(name).await
+    }
+    async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.count(4);
+        self.inner.peek(name).await
     }
 }

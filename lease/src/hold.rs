@@ -13,7 +13,6 @@
 //! Rule kept here once for everyone: nothing reaches a caller past its deadline with a live
 //! token. A hold whose claim was answered after `sent_at + validity` starts lost.
 
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -108,152 +107,6 @@ pub enum HoldError {
     /// The write may or may not have applied and reading back did not tell in time.
     #[error("outcome unknown: {0}")]
     OutcomeUnknown(StoreError),
-}
-
-/// Runs `step` until it decides, for at most `timing.resolve_timeout`.
-///
-/// `step` returns `Ok(Some(answer))` when it has the answer, `Ok(None)` when it must be asked
-/// again (a read-back found the claim unchanged), or an error. A [`StoreError::Rejected`]
-/// ends it at once; other errors are retried after a jittered delay. When time runs out,
-/// the last error is returned ([`StoreError::Unknown`] if any attempt may have applied).
-///
-/// # Cancel safety
-/// Cancel-safe if `step` is: each step is conditional on a unique id.
-///
-/// # Errors
-/// The rejection, or the last error when `resolve_timeout` passes undecided.
-pub async fn until_resolved<T, F, Fut>(
-    timing: &HoldTiming,
-    what: &str,
-    mut step: F,
-) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, StoreError>>,
-{
-    let give_up_at = Instant::now() + timing.resolve_timeout;
-    let mut delays = timing.delays();
-    let mut unknown: Option<StoreError> = None;
-    loop {
-        let error = match step().await {
-            Ok(Some(answer)) => return Ok(answer),
-            Ok(None) => StoreError::Unknown(format!("{what}: outcome not settled yet")),
-            Err(error @ StoreError::Rejected(_)) => return Err(error),
-            Err(error) => error,
-        };
-        if error.is_unknown() {
-            unknown = Some(error.clone());
-        }
-        let wake = Instant::now() + delays.next().unwrap_or(timing.retry_interval);
-        if wake >= give_up_at {
-            warn!(what, %error, "giving up settling the outcome");
-            // Once any attempt may have applied, the outcome stays unknown.
-            return Err(match (unknown, error) {
-                (Some(unknown), StoreError::Unavailable(_)) => unknown,
-                (_, error) => error,
-            });
-        }
-        debug!(what, %error, "not settled; trying again");
-        tokio::time::sleep_until(wake).await;
-    }
-}
-
-/// Releases `target` conditionally, settling lost answers by asking again and reading back.
-///
-/// `Ok` when the claim is gone (released by this call or no longer this one's at read-back);
-/// [`HoldError::Lost`] when the store said it was not this one's.
-///
-/// # Cancel safety
-/// Cancel-safe: the release is conditional on the claim's id; a dropped call leaves at most
-/// the claim to its TTL.
-///
-/// # Errors
-/// [`HoldError::Lost`], [`HoldError::Store`] on a rejection or a definite failure, and
-/// [`HoldError::OutcomeUnknown`] when the outcome could not be settled in time.
-pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Result<(), HoldError> {
-    let what = target.describe();
-    let result = until_resolved(timing, &what, || async {
-        match target.release().await {
-            Ok(outcome) => Ok(Some(outcome)),
-            Err(error @ StoreError::Rejected(_)) => Err(error),
-            Err(error) => match target.still_held().await {
-                Ok(false) => Ok(Some(CasOutcome::Applied)),
-                Ok(true) => Err(error),
-                Err(_) => Err(error),
-            },
-        }
-    })
-    .await;
-    match result {
-        Ok(CasOutcome::Applied) => {
-            info!(claim = %what, "released");
-            Ok(())
-        }
-        Ok(CasOutcome::NotApplied) => Err(HoldError::Lost(LossReason::NotHolder)),
-        Err(error @ StoreError::Unknown(_)) => Err(HoldError::OutcomeUnknown(error)),
-        Err(error) => Err(HoldError::Store(error)),
-    }
-}
-
-/// Spawns [`release_target`] if a runtime is running (best effort; the TTL bounds it anyway).
-pub fn spawn_release(target: Arc<dyn Holdable>, timing: HoldTiming) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    runtime.spawn(async move {
-        let result = release_target(target.as_ref(), &timing).await;
-        debug!(claim = %target.describe(), ?result, "background release");
-    });
-}
-
-/// Makes a future that sent a claim cancel-safe: if it is dropped while armed (the claim may
-/// have applied but was not handed to the caller), it spawns the conditional release of that
-/// claim. [`AttemptGuard::disarm`] once the claim is handed over or known not to exist.
-///
-/// ```
-/// # use std::sync::Arc;
-/// # use cql_lease::hold::{AttemptGuard, Holdable, HoldTiming};
-/// # fn demo(target: Arc<dyn Holdable>, timing: HoldTiming) {
-/// let guard = AttemptGuard::new(Arc::clone(&target), timing);
-/// // ... send the claim, settle its answer (each await a possible cancellation point) ...
-/// guard.disarm(); // handed over: no release on drop
-/// # }
-/// ```
-pub struct AttemptGuard {
-    target: Option<Arc<dyn Holdable>>,
-    timing: HoldTiming,
-}
-
-impl std::fmt::Debug for AttemptGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AttemptGuard")
-            .field("armed", &self.target.is_some())
-            .finish()
-    }
-}
-
-impl AttemptGuard {
-    /// Armed for `target`.
-    pub fn new(target: Arc<dyn Holdable>, timing: HoldTiming) -> Self {
-        AttemptGuard {
-            target: Some(target),
-            timing,
-        }
-    }
-
-    /// No release on drop.
-    pub fn disarm(mut self) {
-        self.target = None;
-    }
-}
-
-impl Drop for AttemptGuard {
-    fn drop(&mut self) {
-        if let Some(target) = self.target.take() {
-            debug!(claim = %target.describe(), "attempt dropped before hand-over; releasing");
-            spawn_release(target, self.timing);
-        }
-    }
 }
 
 /// Shared between a [`Hold`] and its renew loop.
@@ -358,7 +211,9 @@ impl Hold {
             return hold;
         }
         signals.held.send_replace(true);
-        hold.task = Some(tokio::spawn(run(target, timing, signals, stop_task, inbox)));
+        hold.task = Some(tokio::spawn(renew::run(
+            target, timing, signals, stop_task, inbox,
+        )));
         hold
     }
 
@@ -510,103 +365,9 @@ impl Drop for Hold {
     }
 }
 
-/// The renew loop. Returns whether the claim was still held when it was stopped.
-async fn run(
-    target: Arc<dyn Holdable>,
-    timing: HoldTiming,
-    signals: Arc<Signals>,
-    stop: CancellationToken,
-    mut inbox: mpsc::Receiver<RenewRequest>,
-) -> bool {
-    let mut next = *signals.deadline.borrow() - timing.validity + timing.renew_interval;
-    let mut delays = timing.delays();
-    let mut failing = false;
-    loop {
-        let deadline = *signals.deadline.borrow();
-        let mut reply = None;
-        tokio::select! {
-            biased;
-            _ = stop.cancelled() => return true,
-            request = inbox.recv() => match request {
-                Some(tx) => reply = Some(tx),
-                None => return true,
-            },
-            _ = tokio::time::sleep_until(next.min(deadline)) => {}
-        }
-        let answer = |result: Result<(), HoldError>| {
-            if let Some(tx) = reply {
-                let _ = tx.send(result);
-            }
-        };
-        if Instant::now() >= deadline {
-            let reason = expire(&target, &timing, &signals, failing);
-            answer(Err(HoldError::Lost(reason)));
-            return false;
-        }
-        let sent_at = Instant::now();
-        let outcome = tokio::time::timeout_at(deadline, async {
-            match target.renew().await {
-                Ok(outcome) => Ok(outcome),
-                // A lost answer: one read-back tells whether it is still ours.
-                Err(error) if error.is_unknown() => match target.still_held().await {
-                    Ok(false) => Ok(CasOutcome::NotApplied),
-                    _ => Err(error),
-                },
-                Err(error) => Err(error),
-            }
-        })
-        .await;
-        match outcome {
-            Err(_deadline_passed) => {
-                let reason = expire(&target, &timing, &signals, failing);
-                answer(Err(HoldError::Lost(reason)));
-                return false;
-            }
-            Ok(Ok(CasOutcome::Applied)) => {
-                failing = false;
-                signals.renewals.fetch_add(1, Ordering::Relaxed);
-                signals.deadline.send_replace(sent_at + timing.validity);
-                next = Instant::now() + timing.renew_interval;
-                delays = timing.delays();
-                debug!(claim = %signals.what, "renewed");
-                answer(Ok(()));
-            }
-            Ok(Ok(CasOutcome::NotApplied)) => {
-                signals.lose(LossReason::NotHolder);
-                answer(Err(HoldError::Lost(LossReason::NotHolder)));
-                return false;
-            }
-            Ok(Err(error)) => {
-                failing = true;
-                let delay = delays.next().unwrap_or(timing.retry_interval);
-                warn!(claim = %signals.what, %error, ?delay, "renewal failed; retrying");
-                next = Instant::now() + delay;
-                answer(Err(match error {
-                    StoreError::Unknown(_) => HoldError::OutcomeUnknown(error),
-                    _ => HoldError::Store(error),
-                }));
-            }
-        }
-    }
-}
-
-/// The deadline passed without a successful renewal: stop acting, then free the claim early
-/// in case a late renewal did apply.
-fn expire(
-    target: &Arc<dyn Holdable>,
-    timing: &HoldTiming,
-    signals: &Signals,
-    failing: bool,
-) -> LossReason {
-    let reason = if failing {
-        LossReason::Unreachable
-    } else {
-        LossReason::Expired
-    };
-    signals.lose(reason.clone());
-    spawn_release(Arc::clone(target), *timing);
-    reason
-}
-
+mod renew;
+mod resolve;
 #[cfg(test)]
 mod tests;
+
+pub use resolve::{AttemptGuard, release_target, spawn_release, until_resolved};

@@ -1,7 +1,8 @@
 //! The narrow storage interface every lease backend implements.
 //!
 //! Each method is exactly one round trip to the store: one LWT for the three writes, one
-//! linearizable (SERIAL) read for [`LeaseStore::read`]. Retries, outcome resolution and
+//! linearizable (SERIAL) read for [`LeaseStore::read`], one plain read for
+//! [`LeaseStore::peek`]. Retries, outcome resolution and
 //! timing live above it, in [`crate::LeaseClient`], so every backend gets them the same way.
 
 use std::time::Duration;
@@ -78,4 +79,13 @@ pub trait LeaseStore: Send + Sync + 'static {
 
     /// Linearizable read of the current holder; `None` when free.
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError>;
+
+    /// A plain read of the current holder at the regular consistency level: no Paxos round,
+    /// so it does not contend with the holder's renewals. A hint only (it may miss a claim
+    /// whose commit has not reached the replicas read yet); never the basis of a decision.
+    /// Followers and observers poll with it and send an LWT only when the lease looks free.
+    /// The default sends [`LeaseStore::read`] (correct, not cheaper).
+    async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.read(name).await
+    }
 }

@@ -261,7 +261,10 @@ impl Job {
                 maybe_applied.store(true, Ordering::Relaxed);
             }
             warn!(id = %key.id, %error, operation, "answer lost; reading back");
-            let current = store.read(key).await?;
+            // A failed read-back leaves the write's own (unknown) error standing.
+            let Ok(current) = store.read(key).await else {
+                return Err(error);
+            };
             if applied(&current) {
                 return Ok(Some(true));
             }

@@ -21,6 +21,11 @@ use crate::queue::WorkQueue;
 /// workers must back off). Store errors are logged and retried; the stream ends only when
 /// [`Worker::shutdown_token`] is cancelled.
 ///
+/// # Cancel safety
+/// Dropping the stream (or a `next()` future) while a claim is in flight undoes that claim
+/// in a spawned task, restoring the item's state and attempt number: see
+/// [`WorkQueue::claim`].
+///
 /// ```
 /// use std::sync::Arc;
 /// use futures::StreamExt;

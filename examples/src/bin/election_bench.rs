@@ -4,7 +4,8 @@
 //! timing, 200 runs each. `--wire RUNS`: the scylla backend over the CQL test server in real
 //! time, with a short timing. Prints failover after a crash and after a resignation
 //! (min / median / max, in seconds and in units of the lease TTL and the retry interval), and
-//! store operations per second of an idle leader, a follower and an observer.
+//! the Paxos rounds per second of an idle election for 3, 30 and 300 candidates (3 and 30 on
+//! the wire) with 0 and 50 observers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 runs,
                 factory,
                 Duration::from_secs(600),
+                &[3, 30, 300],
             ))
         }
         Some(runs) => {
@@ -86,7 +88,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     config,
                     runs,
                     factory,
-                    Duration::from_secs(20),
+                    Duration::from_secs(10),
+                    &[3, 30],
                 )
                 .await
             })
@@ -100,6 +103,7 @@ async fn bench(
     runs: usize,
     stores: Factory,
     window: Duration,
+    fleets: &[usize],
 ) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{label}: lease ttl {:?} (leader acts {:?} past each renewal), renew {:?}, retry {:?} (jittered 50-100%), skew {:?}; {runs} runs",
@@ -143,7 +147,7 @@ async fn bench(
             bound.as_secs_f64(),
         );
     }
-    idle_load(&config, stores().await?, window).await
+    idle_load(&config, &stores, window, fleets).await
 }
 
 /// One leader and two followers; the leader crashes (or resigns) at a random point of its
@@ -186,51 +190,50 @@ async fn failover(
     Ok(took)
 }
 
-/// Store operations per second of an idle leader, a follower and an observer.
+/// Paxos rounds per second of an idle election (a healthy leader) by fleet size: every
+/// LWT and every SERIAL read counts as a round; plain reads (followers' and observers'
+/// polls) do not contend in Paxos and are shown apart.
 async fn idle_load(
     config: &ElectionConfig,
-    store: Arc<dyn LeaseStore>,
+    stores: &Factory,
     window: Duration,
+    fleets: &[usize],
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let counted = |s: &Arc<dyn LeaseStore>| Arc::new(CountingStore::new(Arc::clone(s)));
-    let (leader_store, follower_store, observer_store) =
-        (counted(&store), counted(&store), counted(&store));
-    let leader = Election::new(leader_store.clone(), "idle", *config)?.campaign("leader", None)?;
-    let mut leader = leader;
-    while !matches!(leader.next().await, Some(ElectionEvent::Elected { .. })) {}
-    let follower =
-        Election::new(follower_store.clone(), "idle", *config)?.campaign("follower", None)?;
-    let mut observer = Election::new(observer_store.clone(), "idle", *config)?.observe();
-    let (l0, f0, o0) = (
-        leader_store.calls(),
-        follower_store.calls(),
-        observer_store.calls(),
+    println!(
+        "\n| candidates | observers | Paxos rounds/s | LWTs/s | SERIAL reads/s | plain reads/s |"
     );
-    let drain = async { while observer.next().await.is_some() {} };
-    let _ = tokio::time::timeout(window, drain).await;
-    let per_second = |c: cql_lease::CallCounts| {
-        (
-            c.writes() as f64 / window.as_secs_f64(),
-            c.read as f64 / window.as_secs_f64(),
-        )
-    };
-    println!("\n| idle role | LWTs per second | SERIAL reads per second |");
-    println!("|---|---|---|");
-    for (role, calls) in [
-        ("leader", leader_store.calls().since(l0)),
-        ("follower", follower_store.calls().since(f0)),
-        ("observer", observer_store.calls().since(o0)),
-    ] {
-        let (writes, reads) = per_second(calls);
-        println!("| {role} | {writes:.3} | {reads:.3} |");
+    println!("|---|---|---|---|---|---|");
+    for &candidates in fleets {
+        for observers in [0, 50] {
+            let counting = Arc::new(CountingStore::new(stores().await?));
+            let election = Election::new(counting.clone(), "idle", *config)?;
+            let mut leader = election.campaign("c0", None)?;
+            while !matches!(leader.next().await, Some(ElectionEvent::Elected { .. })) {}
+            let others = (1..candidates)
+                .map(|i| election.campaign(&format!("c{i}"), None))
+                .collect::<Result<Vec<_>, _>>()?;
+            let watchers: Vec<_> = (0..observers).map(|_| election.observe()).collect();
+            // Let every follower and observer see the leader once.
+            tokio::time::sleep(config.retry_interval * 2).await;
+            let (before, peeks) = (counting.calls(), counting.peeks());
+            tokio::time::sleep(window).await;
+            let calls = counting.calls().since(before);
+            let rate = |n: u64| n as f64 / window.as_secs_f64();
+            println!(
+                "| {candidates} | {observers} | {:.3} | {:.3} | {:.3} | {:.1} |",
+                rate(calls.paxos_rounds()),
+                rate(calls.writes()),
+                rate(calls.read),
+                rate(counting.peeks() - peeks),
+            );
+            drop(watchers);
+            drop(others);
+            leader.resign().await?;
+        }
     }
     println!(
-        "(measured over {:?}; expected: leader 1 / renew interval = {:.3}, follower and observer about 1 / (0.75 x retry interval) = {:.3})",
-        window,
-        1.0 / config.renew_interval.as_secs_f64(),
-        1.0 / (0.75 * config.retry_interval.as_secs_f64())
+        "(measured over {window:?} each; expected: the leader's renewals only, 1 / renew interval = {:.3}, whatever the fleet)",
+        1.0 / config.renew_interval.as_secs_f64()
     );
-    leader.resign().await?;
-    follower.resign().await?;
     Ok(())
 }

@@ -4,14 +4,17 @@
 //! [`lease_suite!`](crate::lease_suite) stamps out one `#[tokio::test]` per scenario for a
 //! backend factory; later primitives add their scenarios here the same way.
 
+pub mod cancel_safety;
 pub mod contention;
 pub mod election;
 pub mod global_time;
+pub mod hardening;
 pub mod lease_basic;
 pub mod lease_faults;
 pub mod lock;
 pub mod lock_scenarios;
 pub mod queue;
+pub mod queue_hardening;
 
 use std::time::Duration;
 
@@ -89,6 +92,13 @@ macro_rules! lease_suite {
             election::bad_input_is_rejected,
             election::shutdown_is_clean,
             election::terms_never_overlap_under_chaos,
+            hardening::late_acquire_answer_is_given_back,
+            hardening::late_election_win_is_not_elected,
+            hardening::never_sent_errors_are_not_read_back,
+            hardening::own_orphan_is_released_not_reported,
+            hardening::idle_election_costs_only_renewals,
+            cancel_safety::dropped_lease_futures_leave_no_lease,
+            cancel_safety::dropped_campaign_leaves_no_lease,
         );
     };
     (@tests #[$attr:meta], $make:expr, $($module:ident :: $case:ident),+ $(,)?) => {
@@ -118,6 +128,9 @@ macro_rules! queue_suite {
             queue::store_refuses_claims_it_must,
             queue::bad_queue_input_is_rejected,
             queue::claims_are_exclusive_under_contention,
+            queue_hardening::late_claim_is_undone,
+            queue_hardening::every_job_exit_cancels_its_token,
+            queue_hardening::dropped_queue_futures_leave_no_claim,
         );
     };
 }

@@ -18,6 +18,8 @@ pub enum Op {
     Release,
     /// [`crate::LeaseStore::read`]
     Read,
+    /// [`crate::LeaseStore::peek`]
+    Peek,
 }
 
 /// What goes wrong.

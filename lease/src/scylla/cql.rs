@@ -68,6 +68,11 @@ pub const RELEASE: &str =
 pub const READ: &str =
     "SELECT holder, owner, value, fence, TTL(holder) FROM {keyspace}.{table} WHERE name = ?";
 
+/// Peeks at the holder: a plain read at the regular consistency level (no Paxos round), for
+/// followers' and observers' polls. Binds: name. (`TTL(owner)`: written with the holder.)
+pub const PEEK: &str =
+    "SELECT holder, owner, value, fence, TTL(owner) FROM {keyspace}.{table} WHERE name = ?";
+
 /// Every statement template the backend sends.
 pub const ALL: &[&str] = &[
     CREATE_KEYSPACE,
@@ -78,6 +83,7 @@ pub const ALL: &[&str] = &[
     RENEW,
     RELEASE,
     READ,
+    PEEK,
 ];
 
 /// Substitutes the keyspace and table names into a template.

@@ -57,6 +57,7 @@ pub struct ScyllaLeaseStore {
     renew: PreparedStatement,
     release: PreparedStatement,
     read: PreparedStatement,
+    peek: PreparedStatement,
 }
 
 impl std::fmt::Debug for ScyllaLeaseStore {
@@ -82,6 +83,7 @@ impl ScyllaLeaseStore {
             renew: prepare(cql::RENEW, Kind::Lwt).await?,
             release: prepare(cql::RELEASE, Kind::Lwt).await?,
             read: prepare(cql::READ, Kind::SerialRead).await?,
+            peek: prepare(cql::PEEK, Kind::Read).await?,
             session,
         })
     }
@@ -203,6 +205,22 @@ impl LeaseStore for ScyllaLeaseStore {
 
     #[instrument(level = "debug", skip(self))]
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.select(&self.read, name).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.select(&self.peek, name).await
+    }
+}
+
+impl ScyllaLeaseStore {
+    /// Runs [`cql::READ`] or [`cql::PEEK`] (same columns) for `name`.
+    async fn select(
+        &self,
+        statement: &PreparedStatement,
+        name: &str,
+    ) -> Result<Option<StoredLease>, StoreError> {
         type ReadRow = (
             Option<String>,
             Option<String>,
@@ -212,7 +230,7 @@ impl LeaseStore for ScyllaLeaseStore {
         );
         let result = self
             .session
-            .execute_unpaged(&self.read, (name,))
+            .execute_unpaged(statement, (name,))
             .await
             .map_err(|e| classify(e, false))?;
         let rows = result

@@ -1,0 +1,192 @@
+//! Regression scenarios of the hardening review (issue 7): nothing is handed out past its
+//! deadline, never-sent errors are not read back, own orphans are not reported as leaders.
+
+use std::time::Duration;
+
+use cql_election::{Election, ElectionConfig, ElectionEvent};
+use cql_lease::memory::{Fault, Op, Times};
+use cql_lease::{LeaseError, LossReason, StoreError, TryAcquire};
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use super::election::{election_config, next_elected};
+use super::{client, faults_or_skip, test_config};
+use crate::backend::Backend;
+
+/// An acquire answered after the holder's validity is not handed out: the caller gets
+/// `Lost { Expired }` and the claim is given back at once, not after its TTL.
+pub async fn late_acquire_answer_is_given_back(b: &dyn Backend) {
+    if !faults_or_skip(b, "late_acquire_answer_is_given_back") {
+        return;
+    }
+    let c = client(b);
+    let late = test_config().validity() + Duration::from_millis(50);
+    b.inject(Some(Op::TryAcquire), Fault::Latency(late), Times::Next(1));
+    match c.try_acquire("late-answer", "alice", None).await {
+        Err(LeaseError::Lost {
+            reason: LossReason::Expired,
+            ..
+        }) => {}
+        Ok(TryAcquire::Acquired(lease)) => panic!(
+            "{}: a lease past its deadline was handed out (valid: {})",
+            b.name(),
+            lease.is_valid()
+        ),
+        other => panic!("{}: expected Lost(Expired), got {other:?}", b.name()),
+    }
+    b.sleep(test_config().retry_interval).await;
+    assert!(
+        matches!(
+            c.try_acquire("late-answer", "bob", None).await,
+            Ok(TryAcquire::Acquired(_))
+        ),
+        "{}: the late claim was given back well before its TTL",
+        b.name()
+    );
+}
+
+/// While every claim is answered after its deadline, the candidate is never `Elected` (and
+/// so never handed a live `stop` token past its deadline); once answers are timely it is.
+pub async fn late_election_win_is_not_elected(b: &dyn Backend) {
+    if !faults_or_skip(b, "late_election_win_is_not_elected") {
+        return;
+    }
+    let e = Election::new(b.store(), "late-win", election_config()).expect("election");
+    let late = election_config().lease_config().validity() + Duration::from_millis(50);
+    b.inject(Some(Op::TryAcquire), Fault::Latency(late), Times::Always);
+    let mut c = e.campaign("a", None).expect("campaign");
+    let until = Instant::now() + late * 3;
+    while let Ok(event) = tokio::time::timeout_at(until, c.next()).await {
+        if let Some(ElectionEvent::Elected {
+            stop, must_stop_by, ..
+        }) = event
+        {
+            panic!(
+                "{}: Elected for a late claim (stop cancelled: {}, past deadline: {})",
+                b.name(),
+                stop.is_cancelled(),
+                Instant::now() >= must_stop_by
+            );
+        }
+    }
+    assert!(!c.is_leader());
+    b.clear_faults();
+    let (_, at, stop) = next_elected(&mut c).await;
+    assert!(!stop.is_cancelled() && c.is_leader());
+    assert!(at < Instant::now() + election_config().lease_ttl);
+    c.resign().await.expect("resign");
+}
+
+/// A request that never left the client (no connection, no node) is a definite failure:
+/// no read-back, so a poll during an outage costs one attempt, not `resolve_timeout`.
+pub async fn never_sent_errors_are_not_read_back(b: &dyn Backend) {
+    if !faults_or_skip(b, "never_sent_errors_are_not_read_back") || !b.simulated_time() {
+        // Over the wire the injected `Unavailable` is a server answer to a sent LWT, which
+        // is rightly an unknown outcome; the driver-side cases are unit-tested in cql-lease.
+        return;
+    }
+    let c = client(b);
+    b.inject(None, Fault::Unavailable, Times::Always);
+    let before = b.calls();
+    let started = Instant::now();
+    let err = c
+        .try_acquire("outage", "alice", None)
+        .await
+        .expect_err("unavailable");
+    let calls = b.calls().since(before);
+    assert!(
+        matches!(
+            err,
+            LeaseError::Store {
+                source: StoreError::Unavailable(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!((calls.try_acquire, calls.read), (1, 0), "{calls:?}");
+    assert!(started.elapsed() < test_config().resolve_timeout);
+    b.clear_faults();
+}
+
+/// A candidate whose ended term's claim outlives it (its background release failed) never
+/// reports itself as another leader, and releases that claim instead of waiting its TTL.
+pub async fn own_orphan_is_released_not_reported(b: &dyn Backend) {
+    if !faults_or_skip(b, "own_orphan_is_released_not_reported") {
+        return;
+    }
+    // A wide gap between the holder's validity and the store's TTL: the orphan's window.
+    let config = ElectionConfig {
+        lease_ttl: Duration::from_secs(6),
+        renew_interval: Duration::from_millis(500),
+        retry_interval: Duration::from_millis(200),
+        max_clock_skew: Duration::from_secs(2),
+    };
+    let e = Election::new(b.store(), "orphan", config).expect("election");
+    let mut c = e.campaign("a", None).expect("campaign");
+    let (term, _, _) = next_elected(&mut c).await;
+    b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
+    b.inject(Some(Op::Release), Fault::Unavailable, Times::Always);
+    let deposed_at = match c.next().await {
+        Some(ElectionEvent::Deposed { term: t, .. }) if t == term => Instant::now(),
+        other => panic!("expected Deposed, got {other:?}"),
+    };
+    // The old claim is still in the store for a while; the releases keep failing.
+    b.sleep(Duration::from_millis(600)).await;
+    b.clear_faults();
+    let store_expiry = deposed_at + config.lease_ttl - config.lease_config().validity();
+    loop {
+        match c.next().await {
+            Some(ElectionEvent::LeaderChanged { leader }) => {
+                let me = leader.as_ref().is_some_and(|l| l.candidate == "a");
+                assert!(
+                    !me,
+                    "{}: reported its own orphan as another leader",
+                    b.name()
+                );
+            }
+            Some(ElectionEvent::Elected { term: next, .. }) => {
+                assert!(next > term);
+                assert!(
+                    Instant::now() < store_expiry,
+                    "{}: waited for the orphan's TTL instead of releasing it",
+                    b.name()
+                );
+                break;
+            }
+            other => panic!("expected Elected, got {other:?}"),
+        }
+    }
+    c.resign().await.expect("resign");
+}
+
+/// While a leader is healthy, the election's Paxos load is its renewals alone: followers and
+/// observers poll with plain reads, whatever their number.
+pub async fn idle_election_costs_only_renewals(b: &dyn Backend) {
+    let config = election_config();
+    let e = Election::new(b.store(), "idle-cost", config).expect("election");
+    let mut leader = e.campaign("leader", None).expect("campaign");
+    next_elected(&mut leader).await;
+    let followers: Vec<_> = (0..4)
+        .map(|i| e.campaign(&format!("f{i}"), None).expect("campaign"))
+        .collect();
+    let observers: Vec<_> = (0..3).map(|_| e.observe()).collect();
+    b.sleep(config.retry_interval * 2).await;
+    let before = b.calls();
+    let periods = 5;
+    b.sleep(config.renew_interval * periods).await;
+    let calls = b.calls().since(before);
+    assert_eq!(
+        (calls.try_acquire, calls.read, calls.release),
+        (0, 0, 0),
+        "{}: idle followers and observers sent Paxos rounds: {calls:?}",
+        b.name()
+    );
+    assert!(
+        calls.renew.abs_diff(u64::from(periods)) <= 1,
+        "{}: {calls:?}",
+        b.name()
+    );
+    drop((followers, observers));
+    leader.resign().await.expect("resign");
+}

@@ -1,0 +1,202 @@
+//! Work-queue regressions of the hardening review (issue 7): late claims are undone, every
+//! exit of a job cancels its token, and dropped futures leave no claim and spend no attempt.
+
+use std::time::Duration;
+
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::QueueOp;
+use cql_workqueue::{JobState, QueueError, StoredItem, WorkQueue};
+use futures::StreamExt;
+
+use super::cancel_safety::cut_points;
+use super::queue::queue;
+use super::{faults_or_skip, test_config};
+use crate::backend::Backend;
+
+/// How long a read-back of a lost claim answer is made to take.
+const READ_BACK: Duration = Duration::from_millis(200);
+
+/// The only item of `q`.
+async fn only_item(q: &WorkQueue) -> StoredItem {
+    let mut items = q.items().await.expect("items");
+    assert_eq!(items.len(), 1, "{items:?}");
+    items.remove(0)
+}
+
+/// Asserts the item is unclaimed and has spent no attempt.
+async fn assert_untouched(b: &dyn Backend, q: &WorkQueue, what: &str) {
+    b.clear_faults();
+    b.sleep(READ_BACK + Duration::from_millis(300)).await;
+    let item = only_item(q).await;
+    assert!(
+        item.claim.is_none() && item.attempt == 0 && item.state == JobState::Available,
+        "{}: {what} left {item:?}",
+        b.name()
+    );
+}
+
+/// A claim answered after its deadline is undone at once, reported as no job, and spends no
+/// attempt.
+pub async fn late_claim_is_undone(b: &dyn Backend) {
+    if !faults_or_skip(b, "late_claim_is_undone") {
+        return;
+    }
+    let q = queue(b, "late-claim");
+    q.enqueue("work").await.expect("enqueue");
+    let late = test_config().validity() + Duration::from_millis(50);
+    b.inject_queue(Some(QueueOp::Claim), Fault::Latency(late), Times::Next(1));
+    if let Some(job) = q.claim("w").await.expect("claim") {
+        panic!(
+            "{}: a job past its deadline was handed out (held: {}, cancelled: {})",
+            b.name(),
+            job.is_held(),
+            job.cancellation_token().is_cancelled()
+        );
+    }
+    assert_untouched(b, &q, "a late claim").await;
+    let job = q.claim("w").await.expect("claim").expect("item");
+    assert_eq!(job.attempt(), 1);
+    job.complete().await.expect("complete");
+}
+
+/// `complete` whose outcome stays unknown still tells the worker to stop.
+pub async fn every_job_exit_cancels_its_token(b: &dyn Backend) {
+    if !faults_or_skip(b, "every_job_exit_cancels_its_token") {
+        return;
+    }
+    let q = queue(b, "exits");
+    q.enqueue("work").await.expect("enqueue");
+    let job = q.claim("w").await.expect("claim").expect("item");
+    let (token, held) = (job.cancellation_token(), job.held());
+    b.inject_queue(
+        Some(QueueOp::Complete),
+        Fault::TimeoutWithoutApply,
+        Times::Always,
+    );
+    b.inject_queue(Some(QueueOp::Read), Fault::Unavailable, Times::Always);
+    let result = job.complete().await;
+    assert!(
+        matches!(result, Err(QueueError::OutcomeUnknown { .. })),
+        "{result:?}"
+    );
+    assert!(token.is_cancelled() && !*held.borrow(), "{}", b.name());
+    b.clear_faults();
+}
+
+/// `claim`, the `Worker` stream, `complete`, `fail` and `enqueue`, dropped at every cut-off
+/// point: no claim remains, no attempt is spent (a claim never handed over is undone, not
+/// counted), and an item is enqueued at most once.
+pub async fn dropped_queue_futures_leave_no_claim(b: &dyn Backend) {
+    if !faults_or_skip(b, "dropped_queue_futures_leave_no_claim") {
+        return;
+    }
+    let mut dropped = 0;
+    for (n, cut) in cut_points().enumerate() {
+        let lose_next_claim = || {
+            b.clear_faults();
+            b.inject_queue(
+                Some(QueueOp::Claim),
+                Fault::TimeoutAfterApply,
+                Times::Next(1),
+            );
+            b.inject_queue(
+                Some(QueueOp::Read),
+                Fault::Latency(READ_BACK),
+                Times::Next(1),
+            );
+        };
+
+        let q = queue(b, &format!("cut-claim-{n}"));
+        q.enqueue("work").await.expect("enqueue");
+        lose_next_claim();
+        match tokio::time::timeout(cut, q.claim("w")).await {
+            Err(_) => {
+                dropped += 1;
+                assert_untouched(b, &q, &format!("claim dropped after {cut:?}")).await;
+            }
+            Ok(job) => job
+                .expect("claim")
+                .expect("item")
+                .complete()
+                .await
+                .expect("complete"),
+        }
+
+        let q = queue(b, &format!("cut-worker-{n}"));
+        q.enqueue("work").await.expect("enqueue");
+        lose_next_claim();
+        let mut worker = q.worker("w").expect("worker");
+        match tokio::time::timeout(cut, worker.next()).await {
+            Err(_) => {
+                drop(worker);
+                assert_untouched(b, &q, &format!("worker dropped after {cut:?}")).await;
+            }
+            Ok(job) => job.expect("a job").complete().await.expect("complete"),
+        }
+
+        let q = queue(b, &format!("cut-complete-{n}"));
+        q.enqueue("work").await.expect("enqueue");
+        let job = q.claim("w").await.expect("claim").expect("item");
+        b.inject_queue(
+            Some(QueueOp::Complete),
+            Fault::TimeoutWithoutApply,
+            Times::Next(1),
+        );
+        b.inject_queue(
+            Some(QueueOp::Read),
+            Fault::Latency(READ_BACK),
+            Times::Next(1),
+        );
+        if tokio::time::timeout(cut, job.complete()).await.is_err() {
+            b.clear_faults();
+            b.sleep(READ_BACK + Duration::from_millis(300)).await;
+            let items = q.items().await.expect("items");
+            assert!(
+                items.iter().all(|i| i.claim.is_none()),
+                "{}: complete dropped after {cut:?} left {items:?}",
+                b.name()
+            );
+        }
+
+        let q = queue(b, &format!("cut-fail-{n}"));
+        q.enqueue("work").await.expect("enqueue");
+        let job = q.claim("w").await.expect("claim").expect("item");
+        let token = job.cancellation_token();
+        b.inject_queue(
+            Some(QueueOp::Reschedule),
+            Fault::TimeoutWithoutApply,
+            Times::Next(1),
+        );
+        b.inject_queue(
+            Some(QueueOp::Read),
+            Fault::Latency(READ_BACK),
+            Times::Next(1),
+        );
+        let _ = tokio::time::timeout(cut, job.fail("boom")).await;
+        assert!(token.is_cancelled());
+        b.clear_faults();
+        b.sleep(READ_BACK + Duration::from_millis(300)).await;
+        let item = only_item(&q).await;
+        assert!(
+            item.claim.is_none(),
+            "{}: fail dropped after {cut:?} left {item:?}",
+            b.name()
+        );
+
+        let q = queue(b, &format!("cut-enqueue-{n}"));
+        b.inject_queue(
+            Some(QueueOp::Enqueue),
+            Fault::TimeoutAfterApply,
+            Times::Next(1),
+        );
+        let _ = tokio::time::timeout(cut, q.enqueue("work")).await;
+        b.clear_faults();
+        let items = q.items().await.expect("items");
+        assert!(
+            items.len() <= 1,
+            "{}: enqueue dropped after {cut:?} added {items:?}",
+            b.name()
+        );
+    }
+    assert!(dropped > 0, "some cut-off points fell inside the futures");
+}

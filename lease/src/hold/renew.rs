@@ -1,0 +1,111 @@
+//! The renew loop of a [`Hold`](super::Hold).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::{HoldError, HoldTiming, Holdable, RenewRequest, Signals, spawn_release};
+use crate::error::{LossReason, StoreError};
+use crate::store::CasOutcome;
+
+/// The renew loop. Returns whether the claim was still held when it was stopped.
+pub(super) async fn run(
+    target: Arc<dyn Holdable>,
+    timing: HoldTiming,
+    signals: Arc<Signals>,
+    stop: CancellationToken,
+    mut inbox: mpsc::Receiver<RenewRequest>,
+) -> bool {
+    let mut next = *signals.deadline.borrow() - timing.validity + timing.renew_interval;
+    let mut delays = timing.delays();
+    let mut failing = false;
+    loop {
+        let deadline = *signals.deadline.borrow();
+        let mut reply = None;
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return true,
+            request = inbox.recv() => match request {
+                Some(tx) => reply = Some(tx),
+                None => return true,
+            },
+            _ = tokio::time::sleep_until(next.min(deadline)) => {}
+        }
+        let answer = |result: Result<(), HoldError>| {
+            if let Some(tx) = reply {
+                let _ = tx.send(result);
+            }
+        };
+        if Instant::now() >= deadline {
+            let reason = expire(&target, &timing, &signals, failing);
+            answer(Err(HoldError::Lost(reason)));
+            return false;
+        }
+        let sent_at = Instant::now();
+        let outcome = tokio::time::timeout_at(deadline, async {
+            match target.renew().await {
+                Ok(outcome) => Ok(outcome),
+                // A lost answer: one read-back tells whether it is still ours.
+                Err(error) if error.is_unknown() => match target.still_held().await {
+                    Ok(false) => Ok(CasOutcome::NotApplied),
+                    _ => Err(error),
+                },
+                Err(error) => Err(error),
+            }
+        })
+        .await;
+        match outcome {
+            Err(_deadline_passed) => {
+                let reason = expire(&target, &timing, &signals, failing);
+                answer(Err(HoldError::Lost(reason)));
+                return false;
+            }
+            Ok(Ok(CasOutcome::Applied)) => {
+                failing = false;
+                signals.renewals.fetch_add(1, Ordering::Relaxed);
+                signals.deadline.send_replace(sent_at + timing.validity);
+                next = Instant::now() + timing.renew_interval;
+                delays = timing.delays();
+                debug!(claim = %signals.what, "renewed");
+                answer(Ok(()));
+            }
+            Ok(Ok(CasOutcome::NotApplied)) => {
+                signals.lose(LossReason::NotHolder);
+                answer(Err(HoldError::Lost(LossReason::NotHolder)));
+                return false;
+            }
+            Ok(Err(error)) => {
+                failing = true;
+                let delay = delays.next().unwrap_or(timing.retry_interval);
+                warn!(claim = %signals.what, %error, ?delay, "renewal failed; retrying");
+                next = Instant::now() + delay;
+                answer(Err(match error {
+                    StoreError::Unknown(_) => HoldError::OutcomeUnknown(error),
+                    _ => HoldError::Store(error),
+                }));
+            }
+        }
+    }
+}
+
+/// The deadline passed without a successful renewal: stop acting, then free the claim early
+/// in case a late renewal did apply.
+fn expire(
+    target: &Arc<dyn Holdable>,
+    timing: &HoldTiming,
+    signals: &Signals,
+    failing: bool,
+) -> LossReason {
+    let reason = if failing {
+        LossReason::Unreachable
+    } else {
+        LossReason::Expired
+    };
+    signals.lose(reason.clone());
+    spawn_release(Arc::clone(target), *timing);
+    reason
+}

@@ -1,0 +1,158 @@
+//! Settling lost answers, and giving back claims nobody will use: the one read-back loop
+//! and the cancel-safety guard of the hold machine.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::{HoldError, HoldTiming, Holdable};
+use crate::error::{LossReason, StoreError};
+use crate::store::CasOutcome;
+
+/// Runs `step` until it decides, for at most `timing.resolve_timeout`.
+///
+/// `step` returns `Ok(Some(answer))` when it has the answer, `Ok(None)` when it must be asked
+/// again (a read-back found the claim unchanged), or an error. A [`StoreError::Rejected`]
+/// ends it at once; other errors are retried after a jittered delay. When time runs out,
+/// the last error is returned ([`StoreError::Unknown`] if any attempt may have applied).
+///
+/// # Cancel safety
+/// Cancel-safe if `step` is: each step is conditional on a unique id.
+///
+/// # Errors
+/// The rejection, or the last error when `resolve_timeout` passes undecided.
+pub async fn until_resolved<T, F, Fut>(
+    timing: &HoldTiming,
+    what: &str,
+    mut step: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, StoreError>>,
+{
+    let give_up_at = Instant::now() + timing.resolve_timeout;
+    let mut delays = timing.delays();
+    let mut unknown: Option<StoreError> = None;
+    loop {
+        let error = match step().await {
+            Ok(Some(answer)) => return Ok(answer),
+            Ok(None) => StoreError::Unknown(format!("{what}: outcome not settled yet")),
+            Err(error @ StoreError::Rejected(_)) => return Err(error),
+            Err(error) => error,
+        };
+        if error.is_unknown() {
+            unknown = Some(error.clone());
+        }
+        let wake = Instant::now() + delays.next().unwrap_or(timing.retry_interval);
+        if wake >= give_up_at {
+            warn!(what, %error, "giving up settling the outcome");
+            // Once any attempt may have applied, the outcome stays unknown.
+            return Err(match (unknown, error) {
+                (Some(unknown), StoreError::Unavailable(_)) => unknown,
+                (_, error) => error,
+            });
+        }
+        debug!(what, %error, "not settled; trying again");
+        tokio::time::sleep_until(wake).await;
+    }
+}
+
+/// Releases `target` conditionally, settling lost answers by asking again and reading back.
+///
+/// `Ok` when the claim is gone (released by this call or no longer this one's at read-back);
+/// [`HoldError::Lost`] when the store said it was not this one's.
+///
+/// # Cancel safety
+/// Cancel-safe: the release is conditional on the claim's id; a dropped call leaves at most
+/// the claim to its TTL.
+///
+/// # Errors
+/// [`HoldError::Lost`], [`HoldError::Store`] on a rejection or a definite failure, and
+/// [`HoldError::OutcomeUnknown`] when the outcome could not be settled in time.
+pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Result<(), HoldError> {
+    let what = target.describe();
+    let result = until_resolved(timing, &what, || async {
+        match target.release().await {
+            Ok(outcome) => Ok(Some(outcome)),
+            Err(error @ StoreError::Rejected(_)) => Err(error),
+            Err(error) => match target.still_held().await {
+                Ok(false) => Ok(Some(CasOutcome::Applied)),
+                Ok(true) => Err(error),
+                Err(_) => Err(error),
+            },
+        }
+    })
+    .await;
+    match result {
+        Ok(CasOutcome::Applied) => {
+            info!(claim = %what, "released");
+            Ok(())
+        }
+        Ok(CasOutcome::NotApplied) => Err(HoldError::Lost(LossReason::NotHolder)),
+        Err(error @ StoreError::Unknown(_)) => Err(HoldError::OutcomeUnknown(error)),
+        Err(error) => Err(HoldError::Store(error)),
+    }
+}
+
+/// Spawns [`release_target`] if a runtime is running (best effort; the TTL bounds it anyway).
+pub fn spawn_release(target: Arc<dyn Holdable>, timing: HoldTiming) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let result = release_target(target.as_ref(), &timing).await;
+        debug!(claim = %target.describe(), ?result, "background release");
+    });
+}
+
+/// Makes a future that sent a claim cancel-safe: if it is dropped while armed (the claim may
+/// have applied but was not handed to the caller), it spawns the conditional release of that
+/// claim. [`AttemptGuard::disarm`] once the claim is handed over or known not to exist.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use cql_lease::hold::{AttemptGuard, Holdable, HoldTiming};
+/// # fn demo(target: Arc<dyn Holdable>, timing: HoldTiming) {
+/// let guard = AttemptGuard::new(Arc::clone(&target), timing);
+/// // ... send the claim, settle its answer (each await a possible cancellation point) ...
+/// guard.disarm(); // handed over: no release on drop
+/// # }
+/// ```
+pub struct AttemptGuard {
+    target: Option<Arc<dyn Holdable>>,
+    timing: HoldTiming,
+}
+
+impl std::fmt::Debug for AttemptGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptGuard")
+            .field("armed", &self.target.is_some())
+            .finish()
+    }
+}
+
+impl AttemptGuard {
+    /// Armed for `target`.
+    pub fn new(target: Arc<dyn Holdable>, timing: HoldTiming) -> Self {
+        AttemptGuard {
+            target: Some(target),
+            timing,
+        }
+    }
+
+    /// No release on drop.
+    pub fn disarm(mut self) {
+        self.target = None;
+    }
+}
+
+impl Drop for AttemptGuard {
+    fn drop(&mut self) {
+        if let Some(target) = self.target.take() {
+            debug!(claim = %target.describe(), "attempt dropped before hand-over; releasing");
+            spawn_release(target, self.timing);
+        }
+    }
+}
