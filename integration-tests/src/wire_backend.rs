@@ -20,6 +20,7 @@ pub fn op_label(op: Op) -> &'static str {
         Op::Renew => "lease.renew",
         Op::Release => "lease.release",
         Op::Read => "lease.read",
+        Op::Peek => "lease.peek",
     }
 }
 
@@ -31,6 +32,7 @@ fn lease_label(template: &str) -> &'static str {
         t if t == cql::RENEW => op_label(Op::Renew),
         t if t == cql::RELEASE => op_label(Op::Release),
         t if t == cql::READ => op_label(Op::Read),
+        t if t == cql::PEEK => op_label(Op::Peek),
         t if t == cql::SET_FENCE => "lease.set_fence",
         _ => "lease.schema",
     }
