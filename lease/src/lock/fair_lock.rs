@@ -288,3 +288,56 @@ impl Lock for FairLock {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Mutex;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::cells::memory::MemoryCellStore;
+
+    /// With arrival times from GlobalTime (one replica updating it every 10 ms), contenders
+    /// arriving 50 ms apart are still granted in arrival order.
+    #[tokio::test(start_paused = true)]
+    async fn global_time_arrivals_keep_the_order() {
+        let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
+        let start = (crate::cells::wall_micros(), Instant::now());
+        let clock: crate::global_time::LocalClock =
+            Arc::new(move || start.0 + i64::try_from(start.1.elapsed().as_micros()).unwrap_or(0));
+        let time = Arc::new(GlobalTime::with_clock(Arc::clone(&store), "t", clock));
+        let stop = CancellationToken::new();
+        let replica = {
+            let (time, stop) = (Arc::clone(&time), stop.clone());
+            tokio::spawn(async move { time.run(Duration::from_millis(10), stop).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let lock = |_| {
+            FairLock::new(Arc::clone(&store), LockOptions::default())
+                .unwrap()
+                .with_global_time(Arc::clone(&time))
+        };
+        let first = lock(0).lock("l", Duration::from_secs(60)).await.unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 1..=5 {
+            let (l, order) = (lock(i), Arc::clone(&order));
+            tasks.push(tokio::spawn(async move {
+                let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+                order.lock().unwrap().push(i);
+                guard.release().await.unwrap();
+            }));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        first.release().await.unwrap();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        stop.cancel();
+        replica.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3, 4, 5]);
+    }
+}
