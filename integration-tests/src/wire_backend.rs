@@ -7,6 +7,10 @@ use async_trait::async_trait;
 use cql_lease::memory::{CallCounts, Fault, Op, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseStore};
+use cql_workqueue::QueueStore;
+use cql_workqueue::memory::QueueOp;
+use cql_workqueue::scylla::ScyllaQueueStore;
+use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 
 use crate::backend::Backend;
@@ -76,6 +80,57 @@ pub fn target(op: Option<&'static str>, all: &[&'static str]) -> Target {
     }
 }
 
+/// The label the CQL test server counts and targets a work-queue operation by.
+pub fn queue_label(op: QueueOp) -> &'static str {
+    match op {
+        QueueOp::Enqueue => "queue.enqueue",
+        QueueOp::Scan => "queue.scan",
+        QueueOp::Claim => "queue.claim",
+        QueueOp::Heartbeat => "queue.heartbeat",
+        QueueOp::Complete => "queue.complete",
+        QueueOp::Reschedule => "queue.reschedule",
+        QueueOp::Read => "queue.read",
+        QueueOp::Unclaim => "queue.unclaim",
+    }
+}
+
+fn queue_template_label(template: &str) -> &'static str {
+    use cql_workqueue::scylla::cql as q;
+    match template {
+        t if t == q::ENQUEUE => queue_label(QueueOp::Enqueue),
+        t if t == q::SCAN => queue_label(QueueOp::Scan),
+        t if t == q::CLAIM_LEASE => queue_label(QueueOp::Claim),
+        t if t == q::CLAIM_MARK => "queue.claim_mark",
+        t if t == q::HEARTBEAT => queue_label(QueueOp::Heartbeat),
+        t if t == q::COMPLETE => queue_label(QueueOp::Complete),
+        t if t == q::RESCHEDULE => queue_label(QueueOp::Reschedule),
+        t if t == q::READ => queue_label(QueueOp::Read),
+        t if t == q::UNCLAIM => queue_label(QueueOp::Unclaim),
+        _ => "queue.schema",
+    }
+}
+
+/// Teaches `server` every statement of the work-queue backend for `keyspace.table`.
+pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
+    for template in cql_workqueue::scylla::cql::ALL {
+        server.register(
+            queue_template_label(template),
+            &cql::render(template, keyspace, table),
+        );
+    }
+}
+
+const QUEUE_OPS: [&str; 8] = [
+    "queue.enqueue",
+    "queue.scan",
+    "queue.claim",
+    "queue.heartbeat",
+    "queue.complete",
+    "queue.reschedule",
+    "queue.read",
+    "queue.unclaim",
+];
+
 const LEASE_OPS: [&str; 4] = [
     "lease.try_acquire",
     "lease.renew",
@@ -101,7 +156,20 @@ pub struct WireBackend {
     /// The server.
     pub server: CqlTestServer,
     store: Arc<ScyllaLeaseStore>,
+    queue: Arc<ScyllaQueueStore>,
     flavor: Flavor,
+}
+
+/// The work-queue store on `options`' table, created if missing.
+async fn queue_store(session: &Arc<Session>, options: ScyllaOptions) -> Arc<ScyllaQueueStore> {
+    ScyllaQueueStore::create_schema(session, &options)
+        .await
+        .expect("queue schema");
+    Arc::new(
+        ScyllaQueueStore::new(Arc::clone(session), options)
+            .await
+            .expect("prepare the queue statements"),
+    )
 }
 
 impl WireBackend {
@@ -117,9 +185,11 @@ impl WireBackend {
     ) -> WireBackend {
         let server = CqlTestServer::start(ServerOptions::strict(flavor)).await;
         register_lease(&server, "coordination", "leases");
+        register_queue(&server, "coordination", "work_items");
         let session = Arc::new(server.session().await);
         let options = test_options("coordination", "leases");
         options.create_schema(&session).await.expect("schema");
+        let queue = queue_store(&session, test_options("coordination", "work_items")).await;
         let store = Arc::new(adjust(
             ScyllaLeaseStore::new(session, options)
                 .await
@@ -128,6 +198,7 @@ impl WireBackend {
         WireBackend {
             server,
             store,
+            queue,
             flavor,
         }
     }
@@ -163,6 +234,16 @@ impl Backend for WireBackend {
     fn clear_faults(&self) {
         self.server.clear_faults();
     }
+    fn queue_store(&self) -> Option<Arc<dyn QueueStore>> {
+        Some(self.queue.clone())
+    }
+    fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
+        self.server.inject(
+            target(op.map(queue_label), &QUEUE_OPS),
+            wire_fault(fault),
+            wire_times(times),
+        );
+    }
     fn calls(&self) -> CallCounts {
         let get = |op| self.server.calls(op_label(op));
         CallCounts {
@@ -187,43 +268,45 @@ impl Backend for WireBackend {
     }
 }
 
-/// The scylla backend on the cluster named by `SCYLLA_URI` (`host:port`), in a fresh table.
+/// Why the real-cluster tests are ignored by default; run them with `SCYLLA_URI=host:port
+/// cargo test --workspace -- --include-ignored`.
+pub const NEEDS_SCYLLA_URI: &str =
+    "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored";
+
+/// The scylla backend on the cluster named by `SCYLLA_URI` (`host:port`), in fresh tables.
 #[derive(Debug)]
 pub struct RealCluster {
     store: Arc<CountingStore<ScyllaLeaseStore>>,
+    queue: Arc<ScyllaQueueStore>,
 }
 
 impl RealCluster {
-    /// Connects when `SCYLLA_URI` is set; `None` (and a message saying the suite is skipped)
-    /// otherwise.
-    pub async fn from_env() -> Option<RealCluster> {
-        let Ok(uri) = std::env::var("SCYLLA_URI") else {
-            static SAID: std::sync::Once = std::sync::Once::new();
-            // Straight to stderr, past the test harness's capture, so CI logs show it.
-            SAID.call_once(|| {
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SCYLLA_URI is not set: the conformance suite against a real cluster is skipped"
-                );
-            });
-            return None;
-        };
+    /// Connects to `SCYLLA_URI`. Panics when it is not set: these tests are `#[ignore]`d, and
+    /// one that was asked to run must not pass without a cluster.
+    pub async fn from_env() -> RealCluster {
+        let uri = std::env::var("SCYLLA_URI")
+            .unwrap_or_else(|_| panic!("SCYLLA_URI is not set: {NEEDS_SCYLLA_URI}"));
         let session = SessionBuilder::new()
             .known_node(&uri)
             .build()
             .await
             .expect("connect to SCYLLA_URI");
         let session = Arc::new(session);
-        let table = format!("leases_{}", uuid::Uuid::new_v4().simple());
-        let options = test_options("cql_lease_tests", &table);
+        let suffix = uuid::Uuid::new_v4().simple();
+        let options = test_options("cql_lease_tests", &format!("leases_{suffix}"));
         options.create_schema(&session).await.expect("schema");
+        let queue = queue_store(
+            &session,
+            test_options("cql_lease_tests", &format!("items_{suffix}")),
+        )
+        .await;
         let store = ScyllaLeaseStore::new(session, options)
             .await
             .expect("prepare");
-        Some(RealCluster {
+        RealCluster {
             store: Arc::new(CountingStore::new(Arc::new(store))),
-        })
+            queue,
+        }
     }
 }
 
@@ -249,5 +332,8 @@ impl Backend for RealCluster {
     }
     fn simulated_time(&self) -> bool {
         false
+    }
+    fn queue_store(&self) -> Option<Arc<dyn QueueStore>> {
+        Some(self.queue.clone())
     }
 }

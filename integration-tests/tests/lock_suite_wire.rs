@@ -35,6 +35,6 @@ mod real_cluster {
 
     integration_tests::lock_suite!(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)] #[ignore = "needs SCYLLA_URI=host:port of a ScyllaDB/Cassandra cluster"],
-        RealClusterLocks::from_env().await.expect("SCYLLA_URI")
+        RealClusterLocks::from_env().await
     );
 }

@@ -24,14 +24,19 @@
 //! The statements the server understands and every known difference from Cassandra are
 //! listed in this crate's README.
 
+mod apply;
 mod ast;
 mod clock;
+mod clustering;
+mod ddl;
 pub mod driver_log;
 mod engine;
 mod exec;
+mod frames;
 mod keys;
 mod lexer;
 mod lwt;
+mod paging;
 mod parser;
 mod query;
 mod read;
@@ -250,6 +255,16 @@ impl CqlTestServer {
     /// Statements refused because they were not registered (strict mode).
     pub fn refused(&self) -> Vec<String> {
         lock_or_default(&self.shared.refused)
+    }
+
+    /// Texts of every accepted statement received so far (prepared or run, also when it then
+    /// failed), sorted, each once.
+    pub fn received(&self) -> Vec<String> {
+        self.shared
+            .received
+            .lock()
+            .map(|e| e.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Texts of every statement executed so far, sorted, each once.

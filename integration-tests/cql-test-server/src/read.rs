@@ -5,20 +5,14 @@ use scylla_cql::Consistency;
 use scylla_cql::frame::response::error::DbError;
 
 use super::engine::{
-    Bound as SliceBound, Cell, Clustering, Component, DbErr, Engine, Partition, Row, Slice, Table,
+    Bound as SliceBound, Cell, Clustering, DbErr, Engine, Partition, Row, Slice, Table,
 };
 use super::exec::{Bound, Outcome, Request, Rows, eval};
 use super::keys::restrict;
+use super::paging::{decode_clustering, decode_position, encode_position};
 use super::parser::{Selector, Statement};
 use super::query::select_columns;
 use super::values::{CqlType, Value};
-
-/// Where a page ends: the partition and the last clustering key returned.
-struct Position {
-    remaining: Option<i32>,
-    partition: Vec<u8>,
-    after: Option<Vec<Option<Vec<u8>>>>,
-}
 
 impl Engine {
     pub(super) fn select(
@@ -405,70 +399,4 @@ fn overlaps(a: &Slice, b: &Slice) -> bool {
         ) => super::engine::compare_prefix(x, y).is_lt(),
     };
     starts_before_end(&a.start, &b.end) && starts_before_end(&b.start, &a.end)
-}
-
-fn encode_position(remaining: Option<i32>, pk: &[u8], ck: Option<&Clustering>) -> Vec<u8> {
-    let mut out = remaining.unwrap_or(-1).to_be_bytes().to_vec();
-    out.extend_from_slice(&(pk.len() as u32).to_be_bytes());
-    out.extend_from_slice(pk);
-    match ck {
-        None => out.push(0),
-        Some(ck) => {
-            out.push(1);
-            for c in &ck.0 {
-                let bytes = c.value.encode().unwrap_or_default();
-                out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-                out.extend_from_slice(&bytes);
-            }
-        }
-    }
-    out
-}
-
-fn decode_position(bytes: &[u8]) -> Result<Position, DbErr> {
-    let bad = || DbErr {
-        error: DbError::ProtocolError,
-        message: "invalid paging state".into(),
-    };
-    let int = |b: &[u8], at: usize| -> Result<u32, DbErr> {
-        b.get(at..at + 4)
-            .and_then(|s| s.try_into().ok())
-            .map(u32::from_be_bytes)
-            .ok_or_else(bad)
-    };
-    let remaining = int(bytes, 0)? as i32;
-    let pk_len = int(bytes, 4)? as usize;
-    let partition = bytes.get(8..8 + pk_len).ok_or_else(bad)?.to_vec();
-    let mut at = 8 + pk_len;
-    let after = match bytes.get(at).ok_or_else(bad)? {
-        0 => None,
-        _ => {
-            at += 1;
-            let mut parts = Vec::new();
-            while at < bytes.len() {
-                let len = int(bytes, at)? as usize;
-                parts.push(Some(
-                    bytes.get(at + 4..at + 4 + len).ok_or_else(bad)?.to_vec(),
-                ));
-                at += 4 + len;
-            }
-            Some(parts)
-        }
-    };
-    Ok(Position {
-        remaining: (remaining >= 0).then_some(remaining),
-        partition,
-        after,
-    })
-}
-
-fn decode_clustering(table: &Table, parts: &[Option<Vec<u8>>]) -> Result<Clustering, DbErr> {
-    let mut out = Vec::new();
-    for ((col, desc), bytes) in table.clustering.iter().zip(parts) {
-        let ty = table.column_type(col)?;
-        let value =
-            Value::decode(ty, bytes.as_deref().unwrap_or_default()).map_err(DbErr::invalid)?;
-        out.push(Component { value, desc: *desc });
-    }
-    Ok(Clustering(out))
 }

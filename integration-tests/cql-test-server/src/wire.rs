@@ -10,11 +10,12 @@ use scylla_cql::frame::types::RawValue;
 use scylla_proxy::{RequestFrame, RequestOpcode, ResponseFrame, ResponseOpcode};
 
 use super::engine::{DbErr, Engine};
-use super::exec::{Outcome, Request, Rows};
+use super::exec::{Outcome, Request};
+use super::frames::{encode, push_columns, write_metadata};
 use super::parser::{Statement, parse};
 use super::registry::{Needles, Registry, statement_id};
 use super::stats::ConsistencyUse;
-use super::values::{CqlType, push_bytes, push_string};
+use super::values::push_string;
 
 /// What the handler does with a request, beyond answering it.
 #[derive(Debug, Clone)]
@@ -44,6 +45,9 @@ pub struct Shared {
     pub refused: Mutex<Vec<String>>,
     /// Texts of the statements executed so far.
     pub executed: Mutex<std::collections::BTreeSet<String>>,
+    /// Texts of the accepted statements received so far (prepared or run, even if they
+    /// then failed).
+    pub received: Mutex<std::collections::BTreeSet<String>>,
     /// Consistency levels of the requests executed so far.
     pub consistencies: Mutex<Vec<ConsistencyUse>>,
 }
@@ -59,6 +63,7 @@ impl Shared {
             calls: Mutex::default(),
             refused: Mutex::default(),
             executed: Mutex::default(),
+            received: Mutex::default(),
             consistencies: Mutex::default(),
         }
     }
@@ -104,6 +109,9 @@ impl Shared {
             return Err(DbErr::invalid(format!(
                 "the CQL test server does not know this statement (register it): {text}"
             )));
+        }
+        if let Ok(mut received) = self.received.lock() {
+            received.insert(text.to_owned());
         }
         parse(text).map_err(|e| DbErr::syntax(format!("line 1: {e} (in: {text})")))
     }
@@ -384,61 +392,4 @@ fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, DbErr> {
         error: DbError::ServerError,
         message: "poisoned".into(),
     })
-}
-
-fn push_columns(out: &mut Vec<u8>, columns: &[(String, CqlType)]) {
-    for (name, ty) in columns {
-        push_string(out, name);
-        ty.write_option(out);
-    }
-}
-
-fn write_metadata(out: &mut Vec<u8>, rows: &Rows) {
-    out.extend_from_slice(&1i32.to_be_bytes()); // GLOBAL_TABLES_SPEC
-    out.extend_from_slice(&(rows.columns.len() as i32).to_be_bytes());
-    push_string(out, &rows.keyspace);
-    push_string(out, &rows.table);
-    push_columns(out, &rows.columns);
-}
-
-fn encode(outcome: Outcome) -> Vec<u8> {
-    let mut out = Vec::new();
-    match outcome {
-        Outcome::Void => out.extend_from_slice(&1i32.to_be_bytes()),
-        Outcome::Rows(rows) => {
-            out.extend_from_slice(&2i32.to_be_bytes());
-            write_metadata(&mut out, &rows);
-            if let Some(state) = &rows.paging_state {
-                // Patch the flags: HAS_MORE_PAGES, and the state after the column count.
-                out[4..8].copy_from_slice(&3i32.to_be_bytes());
-                let tail = out.split_off(12);
-                push_bytes(&mut out, Some(state.clone()));
-                out.extend_from_slice(&tail);
-            }
-            out.extend_from_slice(&(rows.rows.len() as i32).to_be_bytes());
-            for row in &rows.rows {
-                for value in row {
-                    push_bytes(&mut out, value.encode());
-                }
-            }
-        }
-        Outcome::SetKeyspace(ks) => {
-            out.extend_from_slice(&3i32.to_be_bytes());
-            push_string(&mut out, &ks);
-        }
-        Outcome::SchemaChange {
-            target,
-            keyspace,
-            name,
-        } => {
-            out.extend_from_slice(&5i32.to_be_bytes());
-            push_string(&mut out, "CREATED");
-            push_string(&mut out, target);
-            push_string(&mut out, &keyspace);
-            if let Some(name) = name {
-                push_string(&mut out, &name);
-            }
-        }
-    }
-    out
 }

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cql_lease::scylla::{Kind, LwtRow, SchemaError, ScyllaOptions, classify, lwt_batch, prepare};
+use cql_lease::scylla::{
+    Kind, LwtRow, SchemaError, ScyllaOptions, check_lwt_support, classify, lwt_batch, prepare,
+};
 use cql_lease::{CasOutcome, StoreError};
 use scylla::client::session::Session;
 use scylla::statement::batch::Batch;
@@ -79,10 +81,26 @@ impl ScyllaQueueStore {
         options.create_schema_with(session, cql::CREATE_TABLE).await
     }
 
-    /// Prepares every statement against the existing table.
+    /// Prepares every statement against the existing table and checks that the keyspace
+    /// accepts LWTs.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options; [`SchemaError::Store`] when a
+    /// statement cannot be prepared; [`SchemaError::LwtsRejectedByTablets`] when the keyspace
+    /// uses ScyllaDB tablets on a version that refuses LWTs on them (6.0 to 2025.3).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only prepares and reads.
     pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
         options.validate()?;
         let p = |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
+        let read = p(cql::READ, Kind::SerialRead).await?;
+        check_lwt_support(&session, &options, || async {
+            session.execute_unpaged(&read, ("", "")).await.map(|_| ())
+        })
+        .await?;
         let claim = lwt_batch(
             &options,
             [
@@ -98,7 +116,7 @@ impl ScyllaQueueStore {
             complete: p(cql::COMPLETE, Kind::Lwt).await?,
             reschedule: p(cql::RESCHEDULE, Kind::Lwt).await?,
             unclaim: p(cql::UNCLAIM, Kind::Lwt).await?,
-            read: p(cql::READ, Kind::SerialRead).await?,
+            read,
             session,
         })
     }
