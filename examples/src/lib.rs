@@ -60,6 +60,32 @@ impl Args {
         Ok(Args(out))
     }
 
+    /// Parses `--name value` arguments of `allowed`, and bare `--flag` switches of `flags`
+    /// (read back with [`Args::get`] as `Some("")`).
+    pub fn parse_flags(allowed: &[&str], flags: &[&str]) -> Result<Args, String> {
+        let mut out = std::collections::HashMap::new();
+        let mut args = std::env::args().skip(1);
+        let usage = || {
+            let mut u: Vec<String> = allowed.iter().map(|a| format!("[--{a} VALUE]")).collect();
+            u.extend(flags.iter().map(|f| format!("[--{f}]")));
+            u.join(" ")
+        };
+        while let Some(arg) = args.next() {
+            let name = arg.strip_prefix("--").unwrap_or_default();
+            if flags.contains(&name) {
+                out.insert(name.to_owned(), String::new());
+            } else if allowed.contains(&name) {
+                let value = args
+                    .next()
+                    .ok_or_else(|| format!("usage: {}; --{name} needs a value", usage()))?;
+                out.insert(name.to_owned(), value);
+            } else {
+                return Err(format!("usage: {}; got {arg:?}", usage()));
+            }
+        }
+        Ok(Args(out))
+    }
+
     /// A value, if given.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)

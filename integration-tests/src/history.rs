@@ -40,6 +40,28 @@ pub fn check_exclusive(tenures: &[Tenure]) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that no two tenures overlap in time, whatever their tokens (for locks that give
+/// no fencing token): sorted by start, each must end before the next begins.
+pub fn check_disjoint(tenures: &[Tenure]) -> Result<(), String> {
+    let mut by_start = tenures.to_vec();
+    by_start.sort_by_key(|t| (t.start, t.end));
+    for t in &by_start {
+        if t.end < t.start {
+            return Err(format!("tenure ends before it starts: {t:?}"));
+        }
+    }
+    for pair in by_start.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        if a.end > b.start {
+            return Err(format!(
+                "overlap: {} held until {:?} after {} started at {:?}",
+                a.holder, a.end, b.holder, b.start
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -62,5 +84,7 @@ mod tests {
         assert!(check_exclusive(&[tenure(1, 0, 11, base), tenure(2, 10, 20, base)]).is_err());
         assert!(check_exclusive(&[tenure(2, 0, 5, base), tenure(1, 10, 20, base)]).is_err());
         assert!(check_exclusive(&[tenure(1, 0, 5, base), tenure(1, 10, 20, base)]).is_err());
+        assert!(check_disjoint(&[tenure(1, 10, 20, base), tenure(1, 0, 10, base)]).is_ok());
+        assert!(check_disjoint(&[tenure(2, 0, 11, base), tenure(1, 10, 20, base)]).is_err());
     }
 }

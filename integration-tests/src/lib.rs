@@ -13,3 +13,4 @@ pub mod conformance;
 pub use cql_test_server::driver_log;
 pub mod history;
 pub mod wire_backend;
+pub mod wire_lock_backend;

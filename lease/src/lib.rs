@@ -34,14 +34,17 @@
 //! # }).unwrap();
 //! ```
 
+pub mod cells;
 mod client;
 mod config;
 mod counting;
 mod error;
 pub mod fencing;
+pub mod global_time;
 pub mod hold;
 mod keepalive;
 mod lease;
+pub mod lock;
 pub mod memory;
 mod orphans;
 pub mod scylla;

@@ -7,9 +7,12 @@
 pub mod cancel_safety;
 pub mod contention;
 pub mod election;
+pub mod global_time;
 pub mod hardening;
 pub mod lease_basic;
 pub mod lease_faults;
+pub mod lock;
+pub mod lock_scenarios;
 pub mod queue;
 pub mod queue_hardening;
 

@@ -1,0 +1,282 @@
+//! The benchmark the thesis left empty: every lock algorithm at 1, 4, 16 and 64 contenders.
+//!
+//! Default: the scylla backends over the CQL test server, real time. `--memory`: the embedded
+//! stores with `--latency-us` (default 300) added to every call. `--scylla HOST:PORT`: a real
+//! cluster (keyspace `lock_bench`, replication factor 1). `--seconds S` per measurement
+//! (default 5), `--contenders 1,4,16,64`, `--algorithms bakery,fair,shadow,lease`.
+//!
+//! Each contender is its own lock object (its own process key), loops lock → hold
+//! (`--hold-ms`, default 0) → release → think (`--think-ms`, default 0), and counts its
+//! acquisitions. Printed per row: acquisitions per second,
+//! wait for the lock p50 / p99, store round trips per acquisition (every call of every
+//! contender, waiting and renewing included), and Jain's fairness index over the
+//! contenders' acquisition counts (1 = perfectly even, 1/n = one contender got them all).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use cql_lease::cells::CellStore;
+use cql_lease::cells::faulty::FaultyCellStore;
+use cql_lease::cells::memory::MemoryCellStore;
+use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
+use cql_lease::lock::{BakeryLock, Contenders, FairLock, LeaseLock, Lock, LockOptions, ShadowLock};
+use cql_lease::memory::{Fault, Times};
+use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
+use cql_lease::{CountingStore, LeaseClient, LeaseConfig, LeaseStore, MemoryStore};
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
+use examples::Args;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::statement::Consistency;
+use tokio::time::Instant;
+
+struct Stores {
+    cells: Arc<dyn CellStore>,
+    leases: Arc<CountingStore<dyn LeaseStore>>,
+    label: String,
+    _server: Option<CqlTestServer>,
+}
+
+fn options() -> LockOptions {
+    LockOptions {
+        timing: LeaseConfig {
+            ttl: Duration::from_secs(5),
+            renew_interval: Duration::from_secs(1),
+            retry_interval: Duration::from_millis(50),
+            max_clock_skew: Duration::from_millis(100),
+            resolve_timeout: Duration::from_secs(2),
+        },
+        poll_interval: Duration::from_millis(20),
+    }
+}
+
+async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
+    if args.get("memory").is_some() {
+        let latency = Duration::from_micros(args.get("latency-us").map_or(Ok(300), str::parse)?);
+        let cells = MemoryCellStore::new();
+        let leases = MemoryStore::new();
+        if !latency.is_zero() {
+            cells.inject(None, Fault::Latency(latency), Times::Always);
+            leases.inject(None, Fault::Latency(latency), Times::Always);
+        }
+        return Ok(Stores {
+            cells: Arc::new(cells),
+            leases: Arc::new(CountingStore::new(Arc::new(leases) as Arc<dyn LeaseStore>)),
+            label: format!("embedded stores, {latency:?} per call, real time"),
+            _server: None,
+        });
+    }
+    let (session, server, label) = match args.get("scylla") {
+        Some(addr) => (
+            SessionBuilder::new().known_node(addr).build().await?,
+            None,
+            format!("ScyllaDB/Cassandra at {addr}"),
+        ),
+        None => {
+            let server = CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await;
+            let session = server.session().await;
+            (
+                session,
+                Some(server),
+                "CQL test server (Cassandra mode), real time".into(),
+            )
+        }
+    };
+    let session = Arc::new(session);
+    let location = ScyllaOptions {
+        keyspace: "lock_bench".into(),
+        table: "leases".into(),
+        replication: Replication::Simple(1),
+        request_timeout: Some(Duration::from_secs(2)),
+        ..ScyllaOptions::default()
+    };
+    location.create_schema(&session).await?;
+    let leases = ScyllaLeaseStore::new(Arc::clone(&session), location.clone()).await?;
+    let cell_options = CellOptions {
+        location: ScyllaOptions {
+            table: "lock_cells".into(),
+            ..location
+        },
+        consistency: Consistency::Quorum,
+    };
+    ScyllaCellStore::create_schema(&session, &cell_options).await?;
+    let cells = ScyllaCellStore::new(session, cell_options).await?;
+    Ok(Stores {
+        cells: Arc::new(cells),
+        leases: Arc::new(CountingStore::new(Arc::new(leases) as Arc<dyn LeaseStore>)),
+        label,
+        _server: server,
+    })
+}
+
+fn make(
+    algorithm: &str,
+    stores: &Stores,
+    view: &FaultyCellStore,
+    i: usize,
+) -> Result<Arc<dyn Lock>, Box<dyn std::error::Error>> {
+    let store: Arc<dyn CellStore> = Arc::new(view.clone());
+    let contenders = Contenders::new(&format!("bench{i:03}"))?;
+    Ok(match algorithm {
+        "bakery" => Arc::new(BakeryLock::with_contenders(store, options(), contenders)?),
+        "fair" => Arc::new(FairLock::with_contenders(store, options(), contenders)?),
+        "shadow" => Arc::new(ShadowLock::new(store, options())?),
+        "lease" => {
+            let leases: Arc<dyn LeaseStore> = stores.leases.clone();
+            Arc::new(LeaseLock::new(
+                LeaseClient::new(leases, options().timing)?,
+                &format!("bench{i:03}"),
+            )?)
+        }
+        other => return Err(format!("unknown algorithm {other}").into()),
+    })
+}
+
+struct Row {
+    per_second: f64,
+    p50: Duration,
+    p99: Duration,
+    round_trips: f64,
+    jain: f64,
+}
+
+async fn measure(
+    stores: &Stores,
+    algorithm: &str,
+    n: usize,
+    seconds: Duration,
+    (hold, think): (Duration, Duration),
+) -> Result<Row, Box<dyn std::error::Error>> {
+    let name = format!("{algorithm}-{n}-{}", std::process::id());
+    let stop = Arc::new(AtomicBool::new(false));
+    let lease_calls_before = stores.leases.calls();
+    let mut tasks = Vec::new();
+    let mut views = Vec::new();
+    for i in 0..n {
+        let view = FaultyCellStore::new(Arc::clone(&stores.cells));
+        let lock = make(algorithm, stores, &view, i)?;
+        views.push(view);
+        let (stop, name) = (Arc::clone(&stop), name.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut waits = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                match lock.lock(&name, Duration::from_secs(60)).await {
+                    Ok(guard) => {
+                        if stop.load(Ordering::Relaxed) {
+                            let _ = guard.release().await;
+                            break; // granted after the window: not counted
+                        }
+                        waits.push(asked.elapsed());
+                        if !hold.is_zero() {
+                            tokio::time::sleep(hold).await;
+                        }
+                        let _ = guard.release().await;
+                        if !think.is_zero() {
+                            tokio::time::sleep(think).await;
+                        }
+                    }
+                    Err(e) => eprintln!("{name}: {e}"),
+                }
+            }
+            waits
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(seconds).await;
+    stop.store(true, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    let mut counts = Vec::new();
+    let mut waits = Vec::new();
+    for t in tasks {
+        let w = t.await?;
+        counts.push(w.len() as f64);
+        waits.extend(w);
+    }
+    waits.sort();
+    let total = waits.len().max(1) as f64;
+    let cell_trips: u64 = views.iter().map(FaultyCellStore::round_trips).sum();
+    let lease_calls = stores.leases.calls().since(lease_calls_before);
+    let trips = cell_trips + lease_calls.writes() + lease_calls.read;
+    let pick = |q: f64| {
+        waits
+            .get(((waits.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    let sum: f64 = counts.iter().sum();
+    let squares: f64 = counts.iter().map(|c| c * c).sum();
+    Ok(Row {
+        per_second: waits.len() as f64 / elapsed.as_secs_f64(),
+        p50: pick(0.5),
+        p99: pick(0.99),
+        round_trips: trips as f64 / total,
+        jain: if squares > 0.0 {
+            sum * sum / (counts.len() as f64 * squares)
+        } else {
+            0.0
+        },
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse_flags(
+        &[
+            "scylla",
+            "seconds",
+            "contenders",
+            "algorithms",
+            "latency-us",
+            "hold-ms",
+            "think-ms",
+        ],
+        &["memory"],
+    )?;
+    let seconds = args.seconds("seconds")?.unwrap_or(Duration::from_secs(5));
+    let contenders: Vec<usize> = args
+        .get("contenders")
+        .unwrap_or("1,4,16,64")
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let algorithms: Vec<String> = args
+        .get("algorithms")
+        .unwrap_or("bakery,fair,shadow,lease")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let ms = |name: &str| -> Result<Duration, Box<dyn std::error::Error>> {
+        Ok(Duration::from_millis(
+            args.get(name).map_or(Ok(0), str::parse)?,
+        ))
+    };
+    let pace = (ms("hold-ms")?, ms("think-ms")?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let stores = open(&args).await?;
+        println!(
+            "lock_bench on {}, {seconds:?} per row, hold {:?}, think {:?}",
+            stores.label, pace.0, pace.1
+        );
+        println!("| algorithm | contenders | acquisitions/s | wait p50 | wait p99 | round trips/acq | Jain |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for algorithm in &algorithms {
+            for &n in &contenders {
+                let row = measure(&stores, algorithm, n, seconds, pace).await?;
+                println!(
+                    "| {algorithm} | {n} | {:.1} | {:.1} ms | {:.1} ms | {:.1} | {:.3} |",
+                    row.per_second,
+                    row.p50.as_secs_f64() * 1e3,
+                    row.p99.as_secs_f64() * 1e3,
+                    row.round_trips,
+                    row.jain
+                );
+                // Let the last holders' releases and the TTLs of stragglers settle.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+        Ok(())
+    })
+}

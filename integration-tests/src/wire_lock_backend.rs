@@ -1,0 +1,127 @@
+//! The lock suite's backends over the CQL wire: the scylla cell store and lease store on the
+//! CQL test server, or on the cluster named by `SCYLLA_URI`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cql_lease::cells::CellStore;
+use cql_lease::cells::scylla::{self as cells, CellOptions, ScyllaCellStore};
+use cql_lease::scylla::cql::render;
+use cql_test_server::{CqlTestServer, Flavor};
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::statement::Consistency;
+
+use crate::backend::Backend;
+use crate::conformance::lock::LockBackend;
+use crate::wire_backend::{RealCluster, WireBackend, test_options};
+
+/// Every statement of the cell store, with the label the server counts it under.
+pub const CELL_STATEMENTS: [(&str, &str); 5] = [
+    ("cells.schema", cells::CREATE_TABLE),
+    ("cells.write", cells::WRITE),
+    ("cells.delete", cells::DELETE),
+    ("cells.read_row", cells::READ_ROW),
+    ("cells.read_cell", cells::READ_CELL),
+];
+
+/// Cell options for tests: one replica, QUORUM, a client-side timeout.
+pub fn cell_options(keyspace: &str, table: &str) -> CellOptions {
+    CellOptions {
+        location: test_options(keyspace, table),
+        consistency: Consistency::Quorum,
+    }
+}
+
+async fn cell_store(session: Arc<Session>, options: CellOptions) -> Arc<ScyllaCellStore> {
+    ScyllaCellStore::create_schema(&session, &options)
+        .await
+        .expect("cell schema");
+    Arc::new(
+        ScyllaCellStore::new(session, options)
+            .await
+            .expect("prepare cells"),
+    )
+}
+
+/// Locks over the CQL test server (strict: only registered statements are served).
+#[derive(Debug)]
+pub struct WireLockBackend {
+    leases: WireBackend,
+    cells: Arc<ScyllaCellStore>,
+}
+
+impl WireLockBackend {
+    /// Starts a server of `flavor` with the lease and cell statements registered.
+    pub async fn start(flavor: Flavor) -> Self {
+        let leases = WireBackend::start(flavor).await;
+        register_cells(&leases.server, "coordination", "lock_cells");
+        let session = Arc::new(leases.server.session().await);
+        let cells = cell_store(session, cell_options("coordination", "lock_cells")).await;
+        WireLockBackend { leases, cells }
+    }
+}
+
+/// Teaches `server` the cell store's statements for `keyspace.table`.
+pub fn register_cells(server: &CqlTestServer, keyspace: &str, table: &str) {
+    for (label, template) in CELL_STATEMENTS {
+        server.register(label, &render(template, keyspace, table));
+    }
+}
+
+impl LockBackend for WireLockBackend {
+    fn name(&self) -> String {
+        format!("locks over the CQL test server ({})", self.leases.name())
+    }
+    fn cells(&self) -> Arc<dyn CellStore> {
+        self.cells.clone()
+    }
+    fn leases(&self) -> &dyn Backend {
+        &self.leases
+    }
+    fn tombstones_walked(&self) -> Option<u64> {
+        let refused = self.leases.server.refused();
+        assert!(
+            refused.is_empty(),
+            "statements the server does not know: {refused:?}"
+        );
+        Some(self.leases.server.tombstones().total)
+    }
+}
+
+/// Locks on the cluster named by `SCYLLA_URI`, in fresh tables.
+#[derive(Debug)]
+pub struct RealClusterLocks {
+    leases: RealCluster,
+    cells: Arc<ScyllaCellStore>,
+}
+
+impl RealClusterLocks {
+    /// Connects to `SCYLLA_URI`; panics when it is not set (these tests are `#[ignore]`d).
+    pub async fn from_env() -> Self {
+        let leases = RealCluster::from_env().await;
+        let uri = std::env::var("SCYLLA_URI").expect("SCYLLA_URI");
+        let session = SessionBuilder::new()
+            .known_node(&uri)
+            .build()
+            .await
+            .expect("connect to SCYLLA_URI");
+        let table = format!("cells_{}", uuid::Uuid::new_v4().simple());
+        let mut options = cell_options("cql_lease_tests", &table);
+        options.location.request_timeout = Some(Duration::from_secs(5));
+        let cells = cell_store(Arc::new(session), options).await;
+        RealClusterLocks { leases, cells }
+    }
+}
+
+impl LockBackend for RealClusterLocks {
+    fn name(&self) -> String {
+        "locks on SCYLLA_URI".into()
+    }
+    fn cells(&self) -> Arc<dyn CellStore> {
+        self.cells.clone()
+    }
+    fn leases(&self) -> &dyn Backend {
+        &self.leases
+    }
+}

@@ -1,0 +1,288 @@
+//! Lamport's bakery lock on plain cells (seeds 000 and 004's "Locking a row", with seed 002's
+//! refinements from QCassandraLock).
+//!
+//! Per lock name, two rows: `choosing` (who is picking a number) and `number` (the tickets),
+//! each cell keyed by the contender id ([`ContenderId`](super::ContenderId), ordered like 002's
+//! `host/pid`). To lock: mark yourself choosing; read every ticket and take max + 1; stop
+//! choosing; then, as 002 does, read the list of choosing cells **once** and poll only those
+//! cells until each is gone, and read the tickets **once** and poll only the cells that beat
+//! yours (lower number, or equal number and lower id) until each is gone or renumbered.
+//! Nobody who starts choosing after your ticket was written can draw a number as low as
+//! yours, which is why the lists need not be read again.
+//!
+//! From 002: named locks, a configurable table (the cell store's), a lock timeout, a
+//! consistency level on the store (QUORUM default, LOCAL_QUORUM within a data centre, ONE
+//! only when every contender uses the same node), a short TTL on every cell.
+//!
+//! # Guarantees
+//! Mutual exclusion while every read sees every write that completed before it began (QUORUM
+//! reads and writes) and while holders stop at their local deadline; a waiting contender's
+//! own cells are rewritten while it waits, and if one ever outlives its validity the
+//! contender starts again. Crashed holders and stuck choosers are freed by the TTL.
+//! Requests are served roughly in ticket order.
+//!
+//! # Limits
+//! - **No fencing token**: tickets restart at 1 whenever the bakery empties.
+//! - Each acquisition reads the whole `number` row and waits on every lower ticket: cost
+//!   grows with the number of contenders; a crashed contender blocks the rest for a TTL.
+//! - [`Lock::try_lock`] gives up if anyone holds a ticket or is choosing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use tracing::{debug, info, instrument};
+
+use super::plain::{Attempt, Cells};
+use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
+use crate::cells::CellStore;
+use crate::cells::durable::Durable;
+use crate::cells::rows::{CHOOSING, NUMBER};
+
+/// Most cells one row read returns (more contenders than this on one lock is a misuse).
+const ROW_LIMIT: usize = 100_000;
+
+/// The bakery lock. One object serves any number of concurrent acquisitions (each gets its
+/// own contender id).
+#[derive(Debug, Clone)]
+pub struct BakeryLock {
+    durable: Durable,
+    contenders: Contenders,
+    options: LockOptions,
+}
+
+enum Entry {
+    Entered,
+    Held,
+    Restart,
+    TimedOut,
+}
+
+impl BakeryLock {
+    /// A bakery lock on `store`, with a random process key.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidArgument`] for bad timing.
+    pub fn new(store: Arc<dyn CellStore>, options: LockOptions) -> Result<Self, LockError> {
+        Self::with_contenders(store, options, Contenders::random())
+    }
+
+    /// As [`BakeryLock::new`] with the given contender ids (e.g. host number and pid).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidArgument`] for bad timing.
+    pub fn with_contenders(
+        store: Arc<dyn CellStore>,
+        options: LockOptions,
+        contenders: Contenders,
+    ) -> Result<Self, LockError> {
+        options.validate()?;
+        Ok(BakeryLock {
+            durable: Durable::new(store, options.timing.retry_interval),
+            contenders,
+            options,
+        })
+    }
+
+    async fn acquire(
+        &self,
+        name: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let started = Instant::now();
+        let cells = Cells::new(
+            self.durable.clone(),
+            name,
+            self.contenders.take(),
+            self.options,
+        );
+        let attempt = Attempt::new(&cells);
+        loop {
+            let entry = self.enter(&cells, deadline).await;
+            match entry {
+                Ok(Entry::Entered) => {
+                    attempt.disarm();
+                    info!(lock = name, id = cells.id(), "bakery lock held");
+                    return Ok(Some(cells.into_guard("bakery")));
+                }
+                Ok(Entry::Restart) => {
+                    debug!(
+                        lock = name,
+                        id = cells.id(),
+                        "own cells outlived their validity; starting again"
+                    );
+                    cells.clear().await;
+                }
+                Ok(Entry::Held) => {
+                    cells.clear().await;
+                    attempt.disarm();
+                    return Ok(None);
+                }
+                Ok(Entry::TimedOut) => {
+                    cells.clear().await;
+                    attempt.disarm();
+                    return Err(LockError::Timeout {
+                        name: name.to_owned(),
+                        waited: started.elapsed(),
+                    });
+                }
+                Err(error) => {
+                    cells.clear().await;
+                    attempt.disarm();
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    /// One pass of the bakery. `deadline == None` is `try_lock`: never wait.
+    #[instrument(level = "debug", skip(self, cells), fields(lock = %cells.lock, id = cells.id()))]
+    async fn enter(&self, cells: &Cells, deadline: Option<Instant>) -> Result<Entry, LockError> {
+        let id = cells.id().to_owned();
+        cells.put(CHOOSING, &id, 1).await?;
+        let tickets = self.read(cells, NUMBER).await?;
+        let mine = tickets.iter().map(|c| c.value).max().unwrap_or(0) + 1;
+        cells.put(NUMBER, &id, mine).await?;
+        cells.remove(CHOOSING, &id).await;
+
+        // 002's optimisation: the list once, then only those cells.
+        let choosing: Vec<String> = self
+            .read(cells, CHOOSING)
+            .await?
+            .into_iter()
+            .filter(|c| c.name != id)
+            .map(|c| c.name)
+            .collect();
+        if deadline.is_none() && !choosing.is_empty() {
+            return Ok(Entry::Held);
+        }
+        for other in &choosing {
+            match self
+                .wait_gone(cells, CHOOSING, other, None, deadline)
+                .await?
+            {
+                Entry::Entered => {}
+                other => return Ok(other),
+            }
+        }
+        let ahead: Vec<(String, i64)> = self
+            .read(cells, NUMBER)
+            .await?
+            .into_iter()
+            .filter(|c| (c.value, c.name.as_str()) < (mine, id.as_str()))
+            .map(|c| (c.name, c.value))
+            .collect();
+        if deadline.is_none() && !ahead.is_empty() {
+            return Ok(Entry::Held);
+        }
+        debug!(
+            ticket = mine,
+            ahead = ahead.len(),
+            "waiting for lower tickets"
+        );
+        for (other, number) in &ahead {
+            match self
+                .wait_gone(cells, NUMBER, other, Some(*number), deadline)
+                .await?
+            {
+                Entry::Entered => {}
+                other => return Ok(other),
+            }
+        }
+        // Entering on a ticket that may have expired would break exclusion.
+        Ok(if cells.keep_fresh().await {
+            Entry::Entered
+        } else {
+            Entry::Restart
+        })
+    }
+
+    async fn read(&self, cells: &Cells, row: &str) -> Result<Vec<crate::cells::Cell>, LockError> {
+        self.durable
+            .read_row(&cells.lock, row, "", ROW_LIMIT, cells.read_deadline())
+            .await
+            .map_err(|e| cells.store_error(e))
+    }
+
+    /// Polls one cell until it is gone (or, for a ticket, holds another number: its owner
+    /// left and came back behind us). `Entered` means "gone".
+    async fn wait_gone(
+        &self,
+        cells: &Cells,
+        row: &'static str,
+        cell: &str,
+        expected: Option<i64>,
+        deadline: Option<Instant>,
+    ) -> Result<Entry, LockError> {
+        let Some(deadline) = deadline else {
+            return Ok(Entry::Held);
+        };
+        let at = crate::cells::CellRef {
+            lock: &cells.lock,
+            row,
+            cell,
+        };
+        loop {
+            let value = self
+                .durable
+                .read_cell(at, cells.read_deadline())
+                .await
+                .map_err(|e| cells.store_error(e))?;
+            match (value, expected) {
+                (None, _) => return Ok(Entry::Entered),
+                (Some(v), Some(e)) if v != e => return Ok(Entry::Entered),
+                _ => {}
+            }
+            if !cells.keep_fresh().await {
+                return Ok(Entry::Restart);
+            }
+            let wake = Instant::now() + poll_delay(self.options.poll_interval);
+            if wake >= deadline {
+                return Ok(Entry::TimedOut);
+            }
+            tokio::time::sleep_until(wake).await;
+        }
+    }
+}
+
+/// A poll pause, jittered between half and all of `interval`.
+pub(crate) fn poll_delay(interval: Duration) -> Duration {
+    interval.mul_f64(rand::random_range(0.5..1.0))
+}
+
+#[async_trait]
+impl Lock for BakeryLock {
+    fn algorithm(&self) -> &'static str {
+        "bakery"
+    }
+
+    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
+        check_request(name, Some(timeout))?;
+        let deadline = Instant::now() + timeout;
+        match self.acquire(name, Some(deadline)).await? {
+            Some(guard) => Ok(guard),
+            None => Err(LockError::Timeout {
+                name: name.to_owned(),
+                waited: timeout,
+            }),
+        }
+    }
+
+    async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
+        check_request(name, None)?;
+        let deadline = Instant::now() + self.options.timing.resolve_timeout;
+        let tickets = self
+            .durable
+            .read_row(name, NUMBER, "", 1, deadline)
+            .await
+            .map_err(|source| LockError::Store {
+                name: name.to_owned(),
+                source,
+            })?;
+        if !tickets.is_empty() {
+            return Ok(None);
+        }
+        self.acquire(name, None).await
+    }
+}

@@ -1,0 +1,343 @@
+//! The fair queue lock of seed 003 (§5): a queue row ordered by arrival time, and a main row.
+//!
+//! Per lock name, a `queue` row whose cells are named by the 20-digit zero-padded
+//! microsecond arrival time followed by the contender id, so the store's clustering order is
+//! the queue order, and a `main` row with one cell per contender trying to own the lock.
+//!
+//! - [`Lock::lock`] (the thesis's GetLock): enqueue; wait until your cell is the first in the
+//!   queue; write yourself into the main row and read it back; alone there, you own the lock;
+//!   otherwise delete your main cell and try again.
+//! - [`Lock::try_lock`] (TryGetLock): fail at once if the main row is not empty; else enqueue;
+//!   if you are not first, dequeue and fail; if first, proceed as GetLock (a few immediate
+//!   retries at most, never a wait).
+//! - While waiting and while held, the contender's cells are rewritten with their TTL (the
+//!   thesis's §5.3 lease; the guard does it through the shared hold machine); release
+//!   deletes both cells.
+//!
+//! Arrival times come from the process's monotonic microsecond clock
+//! ([`ClientClock`]) or, with [`FairLock::with_global_time`], from
+//! [`GlobalTime`], the thesis's non-decreasing cluster time.
+//!
+//! # Guarantees
+//! Mutual exclusion rests on the main row alone (the thesis's Lemma 1): of two contenders
+//! that each write a cell and then read the row, at least one sees both, so two cannot both
+//! see themselves alone. The queue only orders them: contenders whose arrival times differ
+//! by more than the clock skew are granted in arrival order. A crashed holder or waiter is
+//! removed by the TTL.
+//!
+//! # Limits
+//! - **No fencing token**: arrival times come from clocks and are not unique per grant.
+//! - Fairness depends on clocks: a contender whose clock is behind jumps ahead (use
+//!   GlobalTime to bound this); same-microsecond arrivals are ordered by id.
+//! - Waiters poll (the thesis names notification as future work); the contender next in
+//!   line polls ten times as often as the rest, so a hand-over waits about a tenth of
+//!   `poll_interval` without every waiter loading the store.
+//! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
+//!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
+//!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
+//!   this object; it can only collide in the main row (safe, then retried).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use tracing::{debug, info, instrument};
+
+use super::bakery::poll_delay;
+use super::plain::{Attempt, Cells};
+use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
+use crate::cells::durable::Durable;
+use crate::cells::rows::{MAIN, QUEUE};
+use crate::cells::{CellStore, ClientClock};
+use crate::global_time::{GlobalTime, LocalClock};
+
+/// Immediate main-row retries of `try_lock` before it reports the lock held.
+const TRY_ROUNDS: usize = 3;
+
+/// The fair queue lock.
+#[derive(Clone)]
+pub struct FairLock {
+    durable: Durable,
+    contenders: Contenders,
+    options: LockOptions,
+    global_time: Option<Arc<GlobalTime>>,
+    arrival_clock: Option<LocalClock>,
+    /// The queue head last seen, per lock name: where queue reads start.
+    heads: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl std::fmt::Debug for FairLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairLock")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Step {
+    Owned,
+    NextInLine,
+    NotFirst,
+    Collided,
+}
+
+impl FairLock {
+    /// A fair lock on `store`, with a random process key.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidArgument`] for bad timing.
+    pub fn new(store: Arc<dyn CellStore>, options: LockOptions) -> Result<Self, LockError> {
+        Self::with_contenders(store, options, Contenders::random())
+    }
+
+    /// As [`FairLock::new`] with the given contender ids.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidArgument`] for bad timing.
+    pub fn with_contenders(
+        store: Arc<dyn CellStore>,
+        options: LockOptions,
+        contenders: Contenders,
+    ) -> Result<Self, LockError> {
+        options.validate()?;
+        Ok(FairLock {
+            durable: Durable::new(store, options.timing.retry_interval),
+            contenders,
+            options,
+            global_time: None,
+            arrival_clock: None,
+            heads: Arc::default(),
+        })
+    }
+
+    /// Takes arrival times from `time` (the cluster's non-decreasing time) instead of the
+    /// local clock.
+    pub fn with_global_time(mut self, time: Arc<GlobalTime>) -> Self {
+        self.global_time = Some(time);
+        self
+    }
+
+    /// Takes arrival times from `clock` (microseconds) instead of the process's
+    /// [`ClientClock`]: tests use it to model processes whose clocks disagree.
+    pub fn with_arrival_clock(mut self, clock: LocalClock) -> Self {
+        self.arrival_clock = Some(clock);
+        self
+    }
+
+    async fn arrival_time(&self) -> Result<i64, LockError> {
+        if let Some(clock) = &self.arrival_clock {
+            return Ok(clock());
+        }
+        match &self.global_time {
+            None => Ok(ClientClock::next()),
+            Some(time) => time.now().await.map_err(|source| LockError::Store {
+                name: "GlobalTime".into(),
+                source,
+            }),
+        }
+    }
+
+    /// Enqueues: the queue cell's name is the arrival time, 20 digits, then the id.
+    async fn enqueue(&self, cells: &Cells) -> Result<String, LockError> {
+        let micros = self.arrival_time().await?.max(0);
+        let name = format!("{micros:020}{}", cells.id());
+        cells.put(QUEUE, &name, 1).await?;
+        Ok(name)
+    }
+
+    /// Whether `mine` is the first live queue cell, reading from the last head seen.
+    /// Our place in the queue: 0 first, 1 next in line, 2 further back (or unknown).
+    async fn place_in_queue(&self, cells: &Cells, mine: &str) -> Result<usize, LockError> {
+        let hint = self
+            .heads
+            .lock()
+            .ok()
+            .and_then(|h| h.get(&cells.lock).cloned())
+            .unwrap_or_default();
+        let from = hint.as_str().min(mine);
+        let head = self
+            .durable
+            .read_row(&cells.lock, QUEUE, from, 2, cells.read_deadline())
+            .await
+            .map_err(|e| cells.store_error(e))?;
+        let Some(first) = head.first() else {
+            return Ok(2); // our own cell is gone: keep_fresh restores it
+        };
+        if let Ok(mut heads) = self.heads.lock() {
+            heads.insert(cells.lock.clone(), first.name.clone());
+        }
+        Ok(head.iter().position(|c| c.name == mine).unwrap_or(2))
+    }
+
+    /// One round: if first, claim the main row and check that we are alone there.
+    #[instrument(level = "debug", skip(self, cells), fields(lock = %cells.lock, id = cells.id()))]
+    async fn round(&self, cells: &Cells, mine: &str) -> Result<Step, LockError> {
+        match self.place_in_queue(cells, mine).await? {
+            0 => {}
+            1 => return Ok(Step::NextInLine),
+            _ => return Ok(Step::NotFirst),
+        }
+        let id = cells.id().to_owned();
+        cells.put(MAIN, &id, 1).await?;
+        let main = self
+            .durable
+            .read_row(&cells.lock, MAIN, "", 2, cells.read_deadline())
+            .await
+            .map_err(|e| cells.store_error(e))?;
+        if main.len() == 1 && main[0].name == id {
+            return Ok(Step::Owned);
+        }
+        debug!(others = main.len(), "main row not ours alone; backing off");
+        cells.remove(MAIN, &id).await;
+        Ok(Step::Collided)
+    }
+
+    fn granted(&self, cells: Arc<Cells>, attempt: Attempt) -> LockGuard {
+        attempt.disarm();
+        info!(lock = %cells.lock, id = cells.id(), "fair lock held");
+        cells.into_guard("fair")
+    }
+}
+
+#[async_trait]
+impl Lock for FairLock {
+    fn algorithm(&self) -> &'static str {
+        "fair"
+    }
+
+    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
+        check_request(name, Some(timeout))?;
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let cells = Cells::new(
+            self.durable.clone(),
+            name,
+            self.contenders.take(),
+            self.options,
+        );
+        let attempt = Attempt::new(&cells);
+        let mine = self.enqueue(&cells).await?;
+        loop {
+            let pause = match self.round(&cells, &mine).await? {
+                Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
+                Step::Owned => Duration::ZERO,
+                // The next in line polls faster: the hand-over waits on it alone.
+                Step::NextInLine => poll_delay(self.options.poll_interval / 10),
+                Step::NotFirst => poll_delay(self.options.poll_interval),
+                Step::Collided => poll_delay(self.options.poll_interval * 2),
+            };
+            if !cells.keep_fresh().await {
+                // Our queue cell may have expired: write it again under the same name, which
+                // keeps our place in the queue.
+                cells.clear().await;
+                cells.put(QUEUE, &mine, 1).await?;
+            }
+            let wake = Instant::now() + pause;
+            if wake >= deadline {
+                cells.clear().await;
+                attempt.disarm();
+                return Err(LockError::Timeout {
+                    name: name.to_owned(),
+                    waited: started.elapsed(),
+                });
+            }
+            tokio::time::sleep_until(wake).await;
+        }
+    }
+
+    async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
+        check_request(name, None)?;
+        let main = self
+            .durable
+            .read_row(
+                name,
+                MAIN,
+                "",
+                1,
+                Instant::now() + self.options.timing.resolve_timeout,
+            )
+            .await
+            .map_err(|source| LockError::Store {
+                name: name.to_owned(),
+                source,
+            })?;
+        if !main.is_empty() {
+            return Ok(None);
+        }
+        let cells = Cells::new(
+            self.durable.clone(),
+            name,
+            self.contenders.take(),
+            self.options,
+        );
+        let attempt = Attempt::new(&cells);
+        let mine = self.enqueue(&cells).await?;
+        for _ in 0..TRY_ROUNDS {
+            match self.round(&cells, &mine).await? {
+                Step::Owned if cells.keep_fresh().await => {
+                    return Ok(Some(self.granted(cells, attempt)));
+                }
+                Step::Owned | Step::Collided => continue,
+                Step::NotFirst | Step::NextInLine => break,
+            }
+        }
+        cells.clear().await;
+        attempt.disarm();
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Mutex;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::cells::memory::MemoryCellStore;
+
+    /// With arrival times from GlobalTime (one replica updating it every 10 ms), contenders
+    /// arriving 50 ms apart are still granted in arrival order.
+    #[tokio::test(start_paused = true)]
+    async fn global_time_arrivals_keep_the_order() {
+        let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
+        let start = (crate::cells::wall_micros(), Instant::now());
+        let clock: crate::global_time::LocalClock =
+            Arc::new(move || start.0 + i64::try_from(start.1.elapsed().as_micros()).unwrap_or(0));
+        let time = Arc::new(GlobalTime::with_clock(Arc::clone(&store), "t", clock));
+        let stop = CancellationToken::new();
+        let replica = {
+            let (time, stop) = (Arc::clone(&time), stop.clone());
+            tokio::spawn(async move { time.run(Duration::from_millis(10), stop).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let lock = |_| {
+            FairLock::new(Arc::clone(&store), LockOptions::default())
+                .unwrap()
+                .with_global_time(Arc::clone(&time))
+        };
+        let first = lock(0).lock("l", Duration::from_secs(60)).await.unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 1..=5 {
+            let (l, order) = (lock(i), Arc::clone(&order));
+            tasks.push(tokio::spawn(async move {
+                let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+                order.lock().unwrap().push(i);
+                guard.release().await.unwrap();
+            }));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        first.release().await.unwrap();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        stop.cancel();
+        replica.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3, 4, 5]);
+    }
+}

@@ -1,0 +1,168 @@
+//! Distributed locks behind one object-safe API, built from the source documents.
+//!
+//! | algorithm | module | store | fencing token |
+//! |---|---|---|---|
+//! | Lamport's bakery (seeds 000, 002, 004) | [`bakery`] | plain cells | **no** |
+//! | fair queue lock (seed 003 §5) | [`fair_lock`] | plain cells | **no** |
+//! | shadow-row lock (seed 003 §4, the baseline) | [`shadow`] | plain cells | **no** |
+//! | lease lock (seed 001) | [`lease_lock`] | one LWT per acquisition | **yes** |
+//!
+//! Every lock is a lease: its cells carry a TTL, a [`LockGuard`] keeps them alive through the
+//! shared [`hold`](crate::hold) machine (rewriting them every `renew_interval`, TTL/2 or
+//! less), tells the holder to stop (the `held` watch turns `false`, then the
+//! cancellation token fires) before the TTL can run out for anyone else, and releases on
+//! drop. A crashed holder blocks the others for at most `ttl + max_clock_skew`.
+//!
+//! Only the lease lock gives a fencing token. The plain-cell algorithms cannot: their
+//! numbers (bakery tickets, queue times) restart or depend on wall clocks, so a holder that
+//! stalled past its TTL cannot be fenced off by a resource; use them only where the holder's
+//! own deadline (the `held` watch) is enough.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use cql_lease::cells::memory::MemoryCellStore;
+//! use cql_lease::lock::{FairLock, Lock, LockOptions};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+//! let store = Arc::new(MemoryCellStore::new());
+//! let lock: Arc<dyn Lock> = Arc::new(FairLock::new(store, LockOptions::default())?);
+//! let guard = lock.lock("users::snap", Duration::from_secs(5)).await?;
+//! assert!(guard.is_held() && guard.token().is_none());
+//! assert!(lock.try_lock("users::snap").await?.is_none()); // held: answered at once
+//! guard.release().await?;
+//! # Ok::<(), cql_lease::lock::LockError>(())
+//! # }).unwrap();
+//! ```
+
+pub mod bakery;
+mod contender;
+pub mod fair_lock;
+mod guard;
+pub mod lease_lock;
+mod plain;
+pub mod shadow;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+pub use bakery::BakeryLock;
+pub use contender::{ContenderId, Contenders};
+pub use fair_lock::FairLock;
+pub use guard::LockGuard;
+pub use lease_lock::LeaseLock;
+pub use shadow::{ShadowLock, ShadowStats, TryLockResult};
+
+use crate::config::{LeaseConfig, check_name};
+use crate::error::{InvalidArgument, LeaseError, StoreError};
+use crate::hold::HoldError;
+
+/// Timing of every lock: the TTL on its cells, renewal, polling, assumed clock skew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockOptions {
+    /// TTL, renewal interval (at most half the TTL is wise), retry pause, clock skew and
+    /// resolve timeout, with [`LeaseConfig`]'s meaning and validation.
+    pub timing: LeaseConfig,
+    /// How often a waiting contender polls the cells it waits on.
+    pub poll_interval: Duration,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        LockOptions {
+            timing: LeaseConfig::default(),
+            poll_interval: Duration::from_millis(20),
+        }
+    }
+}
+
+impl LockOptions {
+    /// Checks the timing ([`LeaseConfig::validate`]) and `poll_interval > 0`.
+    ///
+    /// # Errors
+    /// [`InvalidArgument::Timing`].
+    pub fn validate(&self) -> Result<(), InvalidArgument> {
+        self.timing.validate()?;
+        if self.poll_interval.is_zero() {
+            return Err(InvalidArgument::Timing(
+                "poll_interval must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a lock operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LockError {
+    /// Bad input; nothing was written.
+    #[error(transparent)]
+    InvalidArgument(#[from] InvalidArgument),
+    /// `lock` gave up waiting; the contender's cells were removed.
+    #[error("timed out after {waited:?} waiting for lock {name:?}")]
+    Timeout {
+        /// The lock name.
+        name: String,
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// The store failed beyond the retries.
+    #[error("store error on lock {name:?}: {source}")]
+    Store {
+        /// The lock name.
+        name: String,
+        /// The store's error.
+        source: StoreError,
+    },
+    /// The lease lock's lease layer failed.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+    /// Releasing failed, or the lock was already lost.
+    #[error("releasing lock {name:?}: {source}")]
+    Release {
+        /// The lock name.
+        name: String,
+        /// What the hold machine said.
+        source: HoldError,
+    },
+}
+
+/// A distributed lock: one contender per call. Object safe: use `Arc<dyn Lock>`.
+#[async_trait]
+pub trait Lock: Send + Sync {
+    /// The algorithm's name, for reports.
+    fn algorithm(&self) -> &'static str;
+
+    /// Waits until the lock is held (the thesis's GetLock), at most `timeout`.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidArgument`] (nothing written), [`LockError::Timeout`], or a store
+    /// failure beyond the retries.
+    ///
+    /// # Cancel safety
+    /// Dropping the future removes the contender's cells in the background (TTL bounds them
+    /// otherwise); it never leaves a lock held.
+    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError>;
+
+    /// Takes the lock only if nobody holds it (TryGetLock): `Ok(None)` when held. Never
+    /// waits for another contender.
+    ///
+    /// # Errors
+    /// As [`Lock::lock`], without the timeout.
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError>;
+}
+
+/// Checks a lock name and a wait timeout before anything is written.
+pub(crate) fn check_request(name: &str, timeout: Option<Duration>) -> Result<(), InvalidArgument> {
+    check_name(name)?;
+    if timeout.is_some_and(|t| t.is_zero()) {
+        return Err(InvalidArgument::Timing(
+            "lock timeout must be greater than zero (use try_lock not to wait)".into(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,279 @@
+//! What the three plain-cell locks share: one contender's cells, written with client
+//! timestamps and a TTL, kept alive while it waits, cleaned up by later-timestamped deletes,
+//! and handed to the [`hold`](crate::hold) machine once the lock is held.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+use tracing::{debug, instrument};
+
+use super::contender::Slot;
+use super::{LockError, LockGuard, LockOptions};
+use crate::cells::durable::Durable;
+use crate::cells::{CellRef, ClientClock};
+use crate::error::StoreError;
+use crate::hold::{Hold, HoldTiming, Holdable};
+use crate::store::CasOutcome;
+
+#[derive(Debug, Clone)]
+struct Owned {
+    row: &'static str,
+    cell: String,
+    value: i64,
+    /// When the last confirmed write of it was sent.
+    sent_at: Instant,
+}
+
+/// One contender's cells on one lock.
+pub(crate) struct Cells {
+    pub(crate) durable: Durable,
+    pub(crate) lock: String,
+    pub(crate) slot: Slot,
+    pub(crate) options: LockOptions,
+    owned: Mutex<Vec<Owned>>,
+}
+
+impl Cells {
+    pub(crate) fn new(durable: Durable, lock: &str, slot: Slot, options: LockOptions) -> Arc<Self> {
+        Arc::new(Cells {
+            durable,
+            lock: lock.to_owned(),
+            slot,
+            options,
+            owned: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        self.slot.id.as_str()
+    }
+
+    fn at<'a>(&'a self, row: &'a str, cell: &'a str) -> CellRef<'a> {
+        CellRef {
+            lock: &self.lock,
+            row,
+            cell,
+        }
+    }
+
+    fn ttl(&self) -> Duration {
+        self.options.timing.store_ttl()
+    }
+
+    fn validity(&self) -> Duration {
+        self.options.timing.validity()
+    }
+
+    /// The latest moment every owned cell is certainly still in the store (minus skew).
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        let owned = self.owned.lock().ok()?;
+        owned.iter().map(|o| o.sent_at + self.validity()).min()
+    }
+
+    /// Writes (or rewrites) one of this contender's cells, retrying with the same timestamp
+    /// while the cell's previous write is still valid. On giving up, deletes it with a later
+    /// timestamp so the lost write cannot surface later.
+    #[instrument(level = "debug", skip(self), fields(lock = %self.lock, id = self.id()))]
+    pub(crate) async fn put(
+        &self,
+        row: &'static str,
+        cell: &str,
+        value: i64,
+    ) -> Result<(), LockError> {
+        let sent_at = Instant::now();
+        let timestamp = ClientClock::next();
+        let give_up_at = sent_at + self.validity();
+        match self
+            .durable
+            .write(
+                self.at(row, cell),
+                value,
+                Some(self.ttl()),
+                timestamp,
+                give_up_at,
+            )
+            .await
+        {
+            Ok(()) => {
+                if let Ok(mut owned) = self.owned.lock() {
+                    owned.retain(|o| !(o.row == row && o.cell == cell));
+                    owned.push(Owned {
+                        row,
+                        cell: cell.to_owned(),
+                        value,
+                        sent_at,
+                    });
+                }
+                Ok(())
+            }
+            Err(source) => {
+                self.remove(row, cell).await;
+                Err(self.store_error(source))
+            }
+        }
+    }
+
+    /// Deletes one cell with a fresh (later) timestamp; retried until the cell would have
+    /// expired anyway.
+    #[instrument(level = "debug", skip(self), fields(lock = %self.lock, id = self.id()))]
+    pub(crate) async fn remove(&self, row: &'static str, cell: &str) {
+        if let Ok(mut owned) = self.owned.lock() {
+            owned.retain(|o| !(o.row == row && o.cell == cell));
+        }
+        let timestamp = ClientClock::next();
+        let give_up_at = Instant::now() + self.options.timing.takeover_bound();
+        if let Err(error) = self
+            .durable
+            .delete(self.at(row, cell), timestamp, give_up_at)
+            .await
+        {
+            debug!(%error, "delete gave up; the TTL removes the cell");
+        }
+    }
+
+    /// Deletes every owned cell.
+    pub(crate) async fn clear(&self) {
+        let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
+        for o in owned {
+            self.remove(o.row, &o.cell).await;
+        }
+    }
+
+    /// Rewrites every owned cell once (one attempt each, fresh timestamps).
+    async fn rewrite_all(&self) -> Result<(), StoreError> {
+        let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
+        for o in owned {
+            let sent_at = Instant::now();
+            self.durable
+                .store()
+                .write(
+                    self.at(o.row, &o.cell),
+                    o.value,
+                    Some(self.ttl()),
+                    ClientClock::next(),
+                )
+                .await?;
+            if let Ok(mut owned) = self.owned.lock()
+                && let Some(slot) = owned
+                    .iter_mut()
+                    .find(|x| x.row == o.row && x.cell == o.cell)
+            {
+                slot.sent_at = sent_at;
+            }
+        }
+        Ok(())
+    }
+
+    /// While waiting: rewrites the cells when the oldest is `renew_interval` old. Returns
+    /// `false` if a cell's validity ran out (the contender must start again).
+    pub(crate) async fn keep_fresh(&self) -> bool {
+        let Some(until) = self.valid_until() else {
+            return true;
+        };
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        let oldest = until - self.validity();
+        if now >= oldest + self.options.timing.renew_interval
+            && let Err(error) = self.rewrite_all().await
+        {
+            debug!(lock = %self.lock, %error, "refresh while waiting failed; will retry");
+        }
+        self.valid_until()
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    pub(crate) fn store_error(&self, source: StoreError) -> LockError {
+        LockError::Store {
+            name: self.lock.clone(),
+            source,
+        }
+    }
+
+    /// A read's deadline: reads retry for at most the resolve timeout.
+    pub(crate) fn read_deadline(&self) -> Instant {
+        Instant::now() + self.options.timing.resolve_timeout
+    }
+
+    /// Hands the cells to the hold machine: the guard's deadline counts from the oldest
+    /// cell's last confirmed write.
+    pub(crate) fn into_guard(self: Arc<Self>, algorithm: &'static str) -> LockGuard {
+        let timing = HoldTiming::from(&self.options.timing);
+        let sent_at = self
+            .valid_until()
+            .map(|until| until - timing.validity)
+            .unwrap_or_else(Instant::now);
+        let name = self.lock.clone();
+        let hold = Hold::start(self, timing, sent_at, None);
+        LockGuard::new(name, algorithm, None, hold)
+    }
+}
+
+/// Removes the contender's cells if an acquisition is abandoned (error, timeout, or the
+/// future dropped) before it became a guard.
+pub(crate) struct Attempt(Option<Arc<Cells>>);
+
+impl Attempt {
+    pub(crate) fn new(cells: &Arc<Cells>) -> Self {
+        Attempt(Some(Arc::clone(cells)))
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Attempt {
+    fn drop(&mut self) {
+        if let Some(cells) = self.0.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { cells.clear().await });
+        }
+    }
+}
+
+#[async_trait]
+impl Holdable for Cells {
+    fn describe(&self) -> String {
+        format!("lock {:?} ({})", self.lock, self.id())
+    }
+
+    async fn renew(&self) -> Result<CasOutcome, StoreError> {
+        self.rewrite_all().await.map(|()| CasOutcome::Applied)
+    }
+
+    async fn still_held(&self) -> Result<bool, StoreError> {
+        let last = self.owned.lock().ok().and_then(|o| o.last().cloned());
+        match last {
+            Some(o) => Ok(self
+                .durable
+                .store()
+                .read_cell(self.at(o.row, &o.cell))
+                .await?
+                .is_some()),
+            None => Ok(false),
+        }
+    }
+
+    async fn release(&self) -> Result<CasOutcome, StoreError> {
+        let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
+        let timestamp = ClientClock::next();
+        // All at once: a hand-over waits for the last of them.
+        let deletes = owned.iter().map(|o| {
+            self.durable
+                .store()
+                .delete(self.at(o.row, &o.cell), timestamp)
+        });
+        for result in futures::future::join_all(deletes).await {
+            result?;
+        }
+        if let Ok(mut owned) = self.owned.lock() {
+            owned.clear();
+        }
+        Ok(CasOutcome::Applied)
+    }
+}
