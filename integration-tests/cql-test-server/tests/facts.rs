@@ -2,62 +2,23 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
+mod common;
+
 use std::time::Duration;
 
+use common::{applied, fails, names, run_named as run, text};
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 use scylla::client::session::Session;
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::statement::batch::{Batch, BatchType};
-use scylla::value::{CqlValue, Row};
+use scylla::value::CqlValue;
 
 async fn setup(flavor: Flavor) -> (CqlTestServer, Session) {
-    let server = CqlTestServer::start(ServerOptions::lenient(flavor)).await;
-    let session = server.session().await;
-    for ddl in [
-        "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-        "CREATE TABLE ks.t (k text PRIMARY KEY, a text, b text, n int)",
-    ] {
-        session.query_unpaged(ddl, ()).await.expect(ddl);
-    }
-    (server, session)
-}
-
-async fn run(session: &Session, cql: &str) -> Vec<Vec<(String, Option<CqlValue>)>> {
-    let result = session
-        .query_unpaged(cql, ())
-        .await
-        .unwrap_or_else(|e| panic!("{cql}: {e}"));
-    let Ok(rows) = result.into_rows_result() else {
-        return Vec::new();
-    };
-    let names: Vec<String> = rows
-        .column_specs()
-        .iter()
-        .map(|c| c.name().to_owned())
-        .collect();
-    rows.rows::<Row>()
-        .expect("rows")
-        .map(|r| names.iter().cloned().zip(r.expect("row").columns).collect())
-        .collect()
-}
-
-async fn fails(session: &Session, cql: &str) -> (DbError, String) {
-    match session.query_unpaged(cql, ()).await {
-        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(e, msg))) => (e, msg),
-        other => panic!("{cql} should fail with a database error: {other:?}"),
-    }
-}
-
-fn text(s: &str) -> Option<CqlValue> {
-    Some(CqlValue::Text(s.into()))
-}
-
-fn applied(row: &[(String, Option<CqlValue>)]) -> bool {
-    row[0] == ("[applied]".into(), Some(CqlValue::Boolean(true)))
-}
-
-fn names(row: &[(String, Option<CqlValue>)]) -> Vec<&str> {
-    row.iter().map(|(n, _)| n.as_str()).collect()
+    common::setup(
+        ServerOptions::lenient(flavor),
+        &["CREATE TABLE ks.t (k text PRIMARY KEY, a text, b text, n int)"],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,7 +297,9 @@ async fn reserved_keywords_are_not_identifiers_unless_quoted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strict_server_names_the_statements_it_does_not_know() {
-    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra)).await;
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra))
+        .await
+        .expect("server");
     let s = server.session().await;
     for (label, ddl) in [
         (
@@ -374,4 +337,80 @@ async fn a_strict_server_names_the_statements_it_does_not_know() {
         "{message}"
     );
     assert_eq!(server.refused(), ["SELECT owner FROM coordination.leases"]);
+}
+
+/// ScyllaDB returns the whole old row for `IF EXISTS` as for `IF NOT EXISTS`, applied or
+/// not (null when there is no row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scylla_if_exists_returns_every_column() {
+    let (_server, s) = setup(Flavor::Scylla).await;
+    run(&s, "INSERT INTO ks.t (k, a) VALUES ('e', '1')").await;
+    let r = &run(&s, "UPDATE ks.t SET a = '2' WHERE k = 'e' IF EXISTS").await[0];
+    assert_eq!(names(r), ["[applied]", "k", "a", "b", "n"]);
+    assert!(applied(r));
+    assert_eq!((&r[1].1, &r[2].1), (&text("e"), &text("1")));
+    let r = &run(&s, "DELETE FROM ks.t WHERE k = 'none' IF EXISTS").await[0];
+    assert_eq!(names(r), ["[applied]", "k", "a", "b", "n"]);
+    assert!(
+        !applied(r) && r[1..].iter().all(|(_, v)| v.is_none()),
+        "{r:?}"
+    );
+}
+
+/// A conditional batch over two rows of a partition: ScyllaDB answers one row per
+/// statement; Cassandra, when it fails, one row per existing conditioned row, and
+/// `[applied]` alone when it applies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_batch_results_are_shaped_per_flavor() {
+    for flavor in [Flavor::Cassandra, Flavor::Scylla] {
+        let (_server, s) = setup(flavor).await;
+        run(
+            &s,
+            "CREATE TABLE ks.c (p text, c int, v text, PRIMARY KEY (p, c))",
+        )
+        .await;
+        run(&s, "INSERT INTO ks.c (p, c, v) VALUES ('p', 1, 'one')").await;
+        run(&s, "INSERT INTO ks.c (p, c, v) VALUES ('p', 2, 'two')").await;
+        let mut b = Batch::new(BatchType::Logged);
+        b.append_statement("UPDATE ks.c SET v = 'x' WHERE p = 'p' AND c = 1 IF v = 'one'");
+        b.append_statement("UPDATE ks.c SET v = 'y' WHERE p = 'p' AND c = 2 IF v = 'nope'");
+        b.append_statement("UPDATE ks.c SET v = 'z' WHERE p = 'p' AND c = 3");
+        let rows = s
+            .batch(&b, ((), (), ()))
+            .await
+            .expect("batch")
+            .into_rows_result()
+            .expect("rows");
+        let names: Vec<_> = rows
+            .column_specs()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect();
+        assert_eq!(names, ["[applied]", "p", "c", "v"], "{flavor:?}");
+        let got: Vec<(bool, Option<String>, Option<i32>, Option<String>)> = rows
+            .rows()
+            .expect("typed")
+            .map(|r| r.expect("row"))
+            .collect();
+        let row = |c: i32, v: &str| (false, Some("p".to_owned()), Some(c), Some(v.to_owned()));
+        let expected = match flavor {
+            Flavor::Cassandra => vec![row(1, "one"), row(2, "two")],
+            _ => vec![row(1, "one"), row(2, "two"), (false, None, None, None)],
+        };
+        assert_eq!(got, expected, "{flavor:?}");
+        let mut ok = Batch::new(BatchType::Logged);
+        ok.append_statement("UPDATE ks.c SET v = 'x' WHERE p = 'p' AND c = 1 IF v = 'one'");
+        let rows = s
+            .batch(&ok, ((),))
+            .await
+            .expect("batch")
+            .into_rows_result()
+            .expect("rows");
+        let width = rows.column_specs().len();
+        assert_eq!(
+            width,
+            if flavor == Flavor::Cassandra { 1 } else { 4 },
+            "{flavor:?}"
+        );
+    }
 }
