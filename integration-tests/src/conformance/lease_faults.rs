@@ -7,18 +7,16 @@ use cql_lease::{LeaseConfig, LeaseError, TryAcquire};
 use tokio::time::Instant;
 
 use super::lease_basic::{must_acquire, must_be_held};
-use super::{client, client_with, faults_or_skip, test_config};
+use super::{client, client_with, test_config};
 use crate::backend::Backend;
 
 /// With the holder's renewals failing, the keep-alive cancels it at its deadline at the
 /// latest, and a contender polling all along acquires only after that.
 pub async fn keepalive_signals_loss_before_expiry_when_store_unavailable(b: &dyn Backend) {
-    if faults_or_skip(b, "keepalive outage") {
-        holder_stops_before_anyone_else_acquires(b, "outage", || {
-            b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
-        })
-        .await;
-    }
+    holder_stops_before_anyone_else_acquires(b, "outage", || {
+        b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
+    })
+    .await;
 }
 
 /// Holds `name` with a keep-alive, calls `break_renewals` (which must make every renewal
@@ -83,9 +81,6 @@ pub async fn holder_stops_before_anyone_else_acquires(
 
 /// The acquire applied but its answer was lost: the caller is told it holds the lease.
 pub async fn lost_answer_of_applied_acquire_is_resolved(b: &dyn Backend) {
-    if !faults_or_skip(b, "lost_answer_of_applied_acquire_is_resolved") {
-        return;
-    }
     let c = client(b);
     b.inject(
         Some(Op::TryAcquire),
@@ -117,9 +112,6 @@ pub async fn lost_answer_of_applied_acquire_is_resolved(b: &dyn Backend) {
 /// The acquire did not apply and its answer was lost: the caller is not told it holds the
 /// lease; it tries again when free, and reports the real holder otherwise.
 pub async fn lost_answer_of_unapplied_acquire_is_resolved(b: &dyn Backend) {
-    if !faults_or_skip(b, "lost_answer_of_unapplied_acquire_is_resolved") {
-        return;
-    }
     let c = client(b);
     b.inject(
         Some(Op::TryAcquire),
@@ -162,9 +154,6 @@ pub async fn lost_answer_of_unapplied_acquire_is_resolved(b: &dyn Backend) {
 /// The acquire applied, the answer and every read-back were lost: an error, and the claim
 /// is deleted in the background instead of lingering until its TTL.
 pub async fn unresolvable_acquire_leaves_no_lease_behind(b: &dyn Backend) {
-    if !faults_or_skip(b, "unresolvable_acquire_leaves_no_lease_behind") {
-        return;
-    }
     let config = LeaseConfig {
         ttl: Duration::from_secs(30),
         renew_interval: Duration::from_secs(10),
@@ -202,9 +191,6 @@ pub async fn unresolvable_acquire_leaves_no_lease_behind(b: &dyn Backend) {
 
 /// Lost answers on renew and release: the lease stays correct, and release still frees it.
 pub async fn lost_answers_on_renew_and_release_are_resolved(b: &dyn Backend) {
-    if !faults_or_skip(b, "lost_answers_on_renew_and_release_are_resolved") {
-        return;
-    }
     let c = client(b);
     let mut lease = must_acquire(&c, "ambiguous-renew", "alice").await;
     for fault in [Fault::TimeoutAfterApply, Fault::TimeoutWithoutApply] {
