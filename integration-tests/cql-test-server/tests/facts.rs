@@ -357,6 +357,9 @@ async fn scylla_if_exists_returns_every_column() {
     );
 }
 
+/// `[applied]`, p, c, v.
+type BatchRow = (bool, Option<String>, Option<i32>, Option<String>);
+
 /// A conditional batch over two rows of a partition: ScyllaDB answers one row per
 /// statement; Cassandra, when it fails, one row per existing conditioned row, and
 /// `[applied]` alone when it applies.
@@ -387,7 +390,7 @@ async fn conditional_batch_results_are_shaped_per_flavor() {
             .map(|c| c.name().to_owned())
             .collect();
         assert_eq!(names, ["[applied]", "p", "c", "v"], "{flavor:?}");
-        let got: Vec<(bool, Option<String>, Option<i32>, Option<String>)> = rows
+        let got: Vec<BatchRow> = rows
             .rows()
             .expect("typed")
             .map(|r| r.expect("row"))

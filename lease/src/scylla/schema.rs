@@ -138,12 +138,34 @@ impl ScyllaOptions {
     }
 
     /// Creates the keyspace (with `replication`) and the lease table if they are missing.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options (nothing is sent);
+    /// [`SchemaError::Store`] when the cluster refuses or fails a statement, including a
+    /// ScyllaDB that refuses `tablets = {'enabled': false}` for another reason than not
+    /// knowing the option.
+    ///
+    /// # Cancel safety
+    ///
+    /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
     pub async fn create_schema(&self, session: &Session) -> Result<(), SchemaError> {
         self.create_schema_with(session, cql::CREATE_TABLE).await
     }
 
     /// Creates the keyspace and the table of `create_table` (a template with `{keyspace}`
     /// and `{table}`, as other crates' stores have their own tables) if they are missing.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options (nothing is sent);
+    /// [`SchemaError::Store`] when the cluster refuses or fails a statement, including a
+    /// ScyllaDB that refuses `tablets = {'enabled': false}` for another reason than not
+    /// knowing the option.
+    ///
+    /// # Cancel safety
+    ///
+    /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
     pub async fn create_schema_with(
         &self,
         session: &Session,
