@@ -10,6 +10,7 @@
 
 pub mod backend;
 pub mod conformance;
+pub mod golden;
 pub use cql_test_server::driver_log;
 pub mod history;
 pub mod wire_backend;

@@ -14,6 +14,7 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 
 use crate::backend::Backend;
+use crate::golden;
 use cql_lease::scylla::cql;
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions, Target, WireFault};
 
@@ -28,27 +29,14 @@ pub fn op_label(op: Op) -> &'static str {
     }
 }
 
-/// The label of each lease backend statement (the schema and the fence write, sent only with
-/// a claim, have their own).
-fn lease_label(template: &str) -> &'static str {
-    match template {
-        t if t == cql::CLAIM_ABOVE || t == cql::CLAIM_EXACT => op_label(Op::TryAcquire),
-        t if t == cql::RENEW => op_label(Op::Renew),
-        t if t == cql::RELEASE => op_label(Op::Release),
-        t if t == cql::READ => op_label(Op::Read),
-        t if t == cql::PEEK => op_label(Op::Peek),
-        t if t == cql::SET_FENCE => "lease.set_fence",
-        _ => "lease.schema",
-    }
-}
-
-/// Teaches `server` every statement of the lease backend for `keyspace.table`.
+/// Teaches `server` every statement of the lease backend for `keyspace.table`, from the
+/// golden list (not from the backend's own `cql::ALL`).
 pub fn register_lease(server: &CqlTestServer, keyspace: &str, table: &str) {
-    for template in cql::ALL {
+    for (label, template) in golden::LEASE {
         let rendered = cql::render(template, keyspace, table);
         match rendered.split_once(cql::REPLICATION) {
-            Some((prefix, _)) => server.register_prefix(lease_label(template), prefix),
-            None => server.register(lease_label(template), &rendered),
+            Some((prefix, _)) => server.register_prefix(label, prefix),
+            None => server.register(label, &rendered),
         }
     }
 }
@@ -94,29 +82,11 @@ pub fn queue_label(op: QueueOp) -> &'static str {
     }
 }
 
-fn queue_template_label(template: &str) -> &'static str {
-    use cql_workqueue::scylla::cql as q;
-    match template {
-        t if t == q::ENQUEUE => queue_label(QueueOp::Enqueue),
-        t if t == q::SCAN => queue_label(QueueOp::Scan),
-        t if t == q::CLAIM_LEASE => queue_label(QueueOp::Claim),
-        t if t == q::CLAIM_MARK => "queue.claim_mark",
-        t if t == q::HEARTBEAT => queue_label(QueueOp::Heartbeat),
-        t if t == q::COMPLETE => queue_label(QueueOp::Complete),
-        t if t == q::RESCHEDULE => queue_label(QueueOp::Reschedule),
-        t if t == q::READ => queue_label(QueueOp::Read),
-        t if t == q::UNCLAIM => queue_label(QueueOp::Unclaim),
-        _ => "queue.schema",
-    }
-}
-
-/// Teaches `server` every statement of the work-queue backend for `keyspace.table`.
+/// Teaches `server` every statement of the work-queue backend for `keyspace.table`, from
+/// the golden list.
 pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
-    for template in cql_workqueue::scylla::cql::ALL {
-        server.register(
-            queue_template_label(template),
-            &cql::render(template, keyspace, table),
-        );
+    for (label, template) in golden::QUEUE {
+        server.register(label, &cql::render(template, keyspace, table));
     }
 }
 
@@ -184,7 +154,9 @@ impl WireBackend {
         flavor: Flavor,
         adjust: impl FnOnce(ScyllaLeaseStore) -> ScyllaLeaseStore,
     ) -> WireBackend {
-        let server = CqlTestServer::start(ServerOptions::strict(flavor)).await;
+        let server = CqlTestServer::start(ServerOptions::strict(flavor))
+            .await
+            .expect("CQL test server");
         register_lease(&server, "coordination", "leases");
         register_queue(&server, "coordination", "work_items");
         let session = Arc::new(server.session().await);
@@ -325,7 +297,14 @@ impl Backend for RealCluster {
     fn supports_faults(&self) -> bool {
         false
     }
-    fn inject(&self, _: Option<Op>, _: Fault, _: Times) {}
+    fn inject(&self, op: Option<Op>, fault: Fault, _: Times) {
+        // Fault scenarios are not generated for this backend (see `lease_suite!`): a call
+        // here is a scenario that would pass without its fault.
+        panic!("no fault injection on a real cluster ({op:?}, {fault:?})");
+    }
+    fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, _: Times) {
+        panic!("no fault injection on a real cluster ({op:?}, {fault:?})");
+    }
     fn clear_faults(&self) {}
     fn calls(&self) -> CallCounts {
         // Store calls, not LWTs: the extra round of a brand-new name is inside one call.

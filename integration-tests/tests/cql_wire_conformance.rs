@@ -29,14 +29,15 @@ mod scylla_mode {
 mod real_cluster {
     use integration_tests::wire_backend::RealCluster;
 
-    integration_tests::lease_suite!(
+    // Scenarios that need fault injection are not generated here (`portable:`).
+    integration_tests::lease_suite!(portable:
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         #[ignore = "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored"],
         RealCluster::from_env().await
     );
     mod queue {
         use super::*;
-        integration_tests::queue_suite!(
+        integration_tests::queue_suite!(portable:
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             #[ignore = "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored"],
             RealCluster::from_env().await

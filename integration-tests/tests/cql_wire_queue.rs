@@ -62,7 +62,9 @@ async fn every_queue_statement_is_known_and_exercised() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_altered_queue_statement_is_refused_by_name() {
-    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra)).await;
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra))
+        .await
+        .expect("server");
     register_queue(&server, "coordination", "work_items");
     let session = server.session().await;
     let altered = cql_lease::scylla::cql::render(cql::SCAN, "coordination", "work_items")
@@ -98,11 +100,11 @@ async fn a_shard_is_one_partition_of_paxos_rounds() {
     use cql_workqueue::{QueueConfig, WorkQueue};
     use integration_tests::wire_backend::{register_lease, test_options};
 
-    let server = CqlTestServer::start(ServerOptions {
-        paxos_round: Duration::from_secs(3600),
-        ..ServerOptions::strict(Flavor::Cassandra)
-    })
-    .await;
+    let server = CqlTestServer::start(
+        ServerOptions::strict(Flavor::Cassandra).with_paxos_round(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("server");
     register_lease(&server, "coordination", "leases");
     register_queue(&server, "coordination", "work_items");
     let session = Arc::new(server.session().await);

@@ -19,7 +19,9 @@ fn network_options(keyspace: &str) -> ScyllaOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tablets_keyspace_is_refused_when_the_store_is_built() {
-    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Scylla)).await;
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Scylla))
+        .await
+        .expect("server");
     register_lease(&server, "tab", "leases");
     register_queue(&server, "tab", "items");
     let session = Arc::new(server.session().await);
@@ -58,7 +60,9 @@ async fn a_tablets_keyspace_is_refused_when_the_store_is_built() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schema_helper_turns_tablets_off_on_scylla_only() {
     for flavor in [Flavor::Scylla, Flavor::Cassandra] {
-        let server = CqlTestServer::start(ServerOptions::strict(flavor)).await;
+        let server = CqlTestServer::start(ServerOptions::strict(flavor))
+            .await
+            .expect("server");
         register_lease(&server, "ks", "leases");
         let session = Arc::new(server.session().await);
         let options = network_options("ks");
@@ -81,4 +85,56 @@ async fn the_schema_helper_turns_tablets_off_on_scylla_only() {
         assert_eq!(sent_tablets, flavor == Flavor::Scylla, "{flavor:?}");
         assert!(server.refused().is_empty(), "{:?}", server.refused());
     }
+}
+
+/// ScyllaDB 2025.4+ accepts LWTs on tablets: the stores are built on a tablets keyspace,
+/// after a probing SERIAL read on a real (non-empty) key, and work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tablets_keyspace_that_accepts_lwts_is_used() {
+    let server =
+        CqlTestServer::start(ServerOptions::strict(Flavor::Scylla).with_lwt_on_tablets(true))
+            .await
+            .expect("server");
+    register_lease(&server, "tab", "leases");
+    register_queue(&server, "tab", "items");
+    let session = Arc::new(server.session().await);
+    for ddl in [
+        "CREATE KEYSPACE IF NOT EXISTS tab WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 1}",
+        "CREATE TABLE IF NOT EXISTS tab.leases (name text PRIMARY KEY, holder text, owner text, value text, lease_ttl int, fence bigint)",
+    ] {
+        session.query_unpaged(ddl, ()).await.expect(ddl);
+    }
+    let options = network_options("tab");
+    let store = ScyllaLeaseStore::new(Arc::clone(&session), options.clone())
+        .await
+        .expect("LWTs accepted on tablets");
+    let probe = (
+        "tab".to_owned(),
+        "leases".to_owned(),
+        cql_lease::scylla::PROBE_KEY.to_owned(),
+    );
+    assert_eq!(
+        server.paxos().rounds.get(&probe),
+        Some(&1),
+        "{:?}",
+        server.paxos()
+    );
+    let client = cql_lease::LeaseClient::new(Arc::new(store), cql_lease::LeaseConfig::default())
+        .expect("client");
+    let lease = client
+        .try_acquire("x", "alice", None)
+        .await
+        .expect("acquire");
+    assert!(matches!(lease, cql_lease::TryAcquire::Acquired(_)));
+    let queue_options = ScyllaOptions {
+        table: "items".into(),
+        ..options
+    };
+    ScyllaQueueStore::create_schema(&session, &queue_options)
+        .await
+        .expect("table");
+    ScyllaQueueStore::new(Arc::clone(&session), queue_options)
+        .await
+        .expect("queue store on tablets");
+    assert!(server.refused().is_empty(), "{:?}", server.refused());
 }

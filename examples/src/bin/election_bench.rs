@@ -54,8 +54,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 max_clock_skew: Duration::ZERO,
             };
             runtime.block_on(async move {
-                let server =
-                    Arc::new(CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await);
+                let server = Arc::new(
+                    CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await?,
+                );
                 let session = Arc::new(server.session().await);
                 let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 let factory: Factory = Box::new(move || {

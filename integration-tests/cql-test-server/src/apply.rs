@@ -1,13 +1,14 @@
-//! Applying a resolved mutation with Cassandra's rules: last write wins per cell (a tombstone
-//! on a tie), and deletions of rows, ranges and partitions that shadow older writes.
+//! Applying a resolved mutation with Cassandra's rules: last write wins per cell (ties as
+//! the flavor breaks them), and deletions of rows, ranges and partitions that shadow older writes.
 
-use super::engine::{Cell, Deletion, Engine, Liveness, Partition, RangeTombstone, Row};
+use super::engine::{Cell, Deletion, Engine, Flavor, Liveness, Partition, RangeTombstone, Row};
 use super::lwt::{Effect, Mutation, Place};
 use super::values::Value;
 
 impl Engine {
     pub(super) fn apply(&mut self, m: &Mutation, timestamp: i64) {
         let now = self.clock.now_secs();
+        let flavor = self.flavor;
         let Some(table) = self.tables.get_mut(&m.table) else {
             return;
         };
@@ -63,7 +64,7 @@ impl Engine {
                     } else {
                         row_at(partition, place)
                     };
-                    row.merge(c, tombstone.clone(), now);
+                    row.merge(c, tombstone.clone(), flavor);
                 }
             }
             (Effect::Set { cells, marker, ttl }, place) => {
@@ -94,7 +95,7 @@ impl Engine {
                     } else {
                         row_at(partition, place)
                     };
-                    row.merge(col, cell, now);
+                    row.merge(col, cell, flavor);
                 }
             }
         }
@@ -110,9 +111,9 @@ fn row_at<'p>(partition: &'p mut Partition, place: &Place) -> &'p mut Row {
 
 impl Row {
     /// Stores `cell` in `column` unless the stored one wins over it.
-    fn merge(&mut self, column: &str, cell: Cell, now_sec: i64) {
+    fn merge(&mut self, column: &str, cell: Cell, flavor: Flavor) {
         match self.cells.get(column) {
-            Some(old) if old.wins_over(&cell, now_sec) => {}
+            Some(old) if old.wins_over(&cell, flavor) => {}
             _ => {
                 self.cells.insert(column.to_owned(), cell);
             }
@@ -120,7 +121,7 @@ impl Row {
     }
 
     /// Drops what a deletion at `timestamp` shadows for good.
-    fn shadow(&mut self, timestamp: i64) {
+    pub(super) fn shadow(&mut self, timestamp: i64) {
         self.cells.retain(|_, c| c.live.timestamp > timestamp);
         if self.marker.is_some_and(|m| m.timestamp <= timestamp) {
             self.marker = None;

@@ -98,21 +98,49 @@ impl Cell {
         }
     }
 
-    /// Cassandra's reconciliation: the higher timestamp wins; on a tie a tombstone (or an
-    /// expired cell) wins, then the greater value.
-    pub fn wins_over(&self, other: &Cell, now_sec: i64) -> bool {
+    /// Last write wins: the higher timestamp. On a tie the rules differ. Cassandra: a
+    /// tombstone or expiring cell beats a plain one, then a tombstone beats an expiring
+    /// cell, then the later local deletion (or expiry) time, then the greater value as
+    /// signed bytes. ScyllaDB: a tombstone beats a value (two tombstones: the later
+    /// deletion), then the greater value as unsigned bytes, then an expiring cell, then the
+    /// later expiry.
+    pub fn wins_over(&self, other: &Cell, flavor: Flavor) -> bool {
         if self.live.timestamp != other.live.timestamp {
             return self.live.timestamp > other.live.timestamp;
         }
-        let (a_dead, b_dead) = (
-            self.dead_since(now_sec).is_some(),
-            other.dead_since(now_sec).is_some(),
-        );
-        if a_dead != b_dead {
-            return a_dead;
-        }
+        let (a_tomb, b_tomb) = (self.value.is_none(), other.value.is_none());
+        let (a_ldt, b_ldt) = (self.live.expires_at_sec, other.live.expires_at_sec);
         let bytes = |c: &Cell| c.value.as_ref().and_then(Value::encode).unwrap_or_default();
-        bytes(self) >= bytes(other)
+        match flavor {
+            Flavor::Cassandra => {
+                if a_ldt.is_some() != b_ldt.is_some() {
+                    return a_ldt.is_some();
+                }
+                if a_tomb != b_tomb {
+                    return a_tomb;
+                }
+                if a_ldt != b_ldt {
+                    return a_ldt > b_ldt;
+                }
+                let signed = |b: Vec<u8>| b.into_iter().map(|x| x as i8).collect::<Vec<_>>();
+                signed(bytes(self)) >= signed(bytes(other))
+            }
+            Flavor::Scylla => {
+                if a_tomb != b_tomb {
+                    return a_tomb;
+                }
+                if a_tomb {
+                    return a_ldt >= b_ldt;
+                }
+                match bytes(self).cmp(&bytes(other)) {
+                    std::cmp::Ordering::Equal => match (a_ldt, b_ldt) {
+                        (Some(a), Some(b)) => a >= b,
+                        (a, _) => a.is_some(),
+                    },
+                    ord => ord.is_gt(),
+                }
+            }
+        }
     }
 }
 
@@ -287,6 +315,8 @@ pub struct Engine {
     pub tombstone_stats: TombstoneStats,
     /// Paxos rounds per partition.
     pub paxos: PaxosTracker,
+    /// The node's address, as errors name it.
+    pub address: IpAddr,
     last_timestamp: i64,
 }
 
@@ -301,6 +331,7 @@ impl Engine {
             options: options.clone(),
             tombstone_stats: TombstoneStats::default(),
             paxos: PaxosTracker::default(),
+            address,
             last_timestamp: 0,
         };
         engine.install_system_tables(address);

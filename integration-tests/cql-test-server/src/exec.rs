@@ -1,6 +1,8 @@
 //! Executing statements: dispatch, schema changes, and evaluating terms.
 
+use scylla_cql::Consistency;
 use scylla_cql::frame::response::error::DbError;
+use scylla_cql::frame::types::SerialConsistency;
 
 use super::engine::{DbErr, Engine, Flavor, Table};
 use super::parser::{Statement, Term};
@@ -19,6 +21,8 @@ pub struct Rows {
     pub rows: Vec<Vec<Value>>,
     /// Where the next page starts, when there is one.
     pub paging_state: Option<Vec<u8>>,
+    /// Warnings for the client (sent in the response frame, as Cassandra does).
+    pub warnings: Vec<String>,
 }
 
 /// What a statement returns.
@@ -57,6 +61,21 @@ pub struct Request {
     pub paging_state: Option<Vec<u8>>,
     /// The request's default timestamp (client-side timestamps).
     pub timestamp: Option<i64>,
+    /// The request's consistency.
+    pub consistency: Consistency,
+    /// The request's serial consistency (`None`: `SERIAL`).
+    pub serial: Option<SerialConsistency>,
+}
+
+impl Request {
+    /// The level of the request's Paxos phase, as error answers carry it.
+    pub fn paxos_consistency(&self) -> Consistency {
+        match (self.serial_read, self.serial) {
+            (true, _) => self.consistency,
+            (false, Some(SerialConsistency::LocalSerial)) => Consistency::LocalSerial,
+            (false, _) => Consistency::Serial,
+        }
+    }
 }
 
 pub(super) fn eval(term: &Term, ty: &CqlType, bound: &Bound) -> Result<Value, DbErr> {

@@ -61,6 +61,10 @@ pub fn restrict(
             if keys.contains(&Value::Null) {
                 return Err(DbErr::invalid("Invalid null value for partition key"));
             }
+            // An empty serialized partition key has no token: Cassandra refuses it.
+            if keys.iter().any(|k| k.key_bytes().is_empty()) {
+                return Err(DbErr::invalid("Key may not be empty"));
+            }
             partitions = Some(keys);
         }
     }

@@ -10,7 +10,7 @@
 //! ```no_run
 //! # async fn demo() {
 //! use cql_test_server::{CqlTestServer, ServerOptions, Target, Times, WireFault};
-//! let server = CqlTestServer::start(ServerOptions::default()).await;
+//! let server = CqlTestServer::start(ServerOptions::default()).await.expect("server");
 //! server.register("claim", "UPDATE ks.t SET v = ? WHERE k = ? IF v = null");
 //! server.inject(Target::Label("claim".into()), WireFault::Unavailable, Times::Next(1));
 //! let session = server.session().await;
@@ -28,28 +28,33 @@ mod apply;
 mod ast;
 mod clock;
 mod clustering;
+mod consistency;
 mod ddl;
 pub mod driver_log;
 mod engine;
 mod exec;
+mod faults;
 mod frames;
 mod keys;
 mod lexer;
 mod lwt;
+mod options;
 mod paging;
 mod parser;
+mod prepare;
 mod query;
 mod read;
 mod registry;
 mod stats;
 mod system;
+mod tombstone;
 mod values;
+mod walk;
 mod wire;
 mod write;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -66,105 +71,8 @@ pub use registry::DRIVER_STATEMENTS;
 pub use stats::{ConsistencyUse, PartitionId, PaxosStats, TombstoneStats};
 use wire::{Reaction, Shared};
 
-/// A fault the server can inject on a statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WireFault {
-    /// Answer late (the statement runs after the delay).
-    Latency(Duration),
-    /// `Unavailable`, not applied.
-    Unavailable,
-    /// A CAS `WriteTimeout` after applying.
-    CasTimeoutAfterApply,
-    /// A CAS `WriteTimeout` without applying.
-    CasTimeoutWithoutApply,
-    /// The connection breaks after the statement applied.
-    DropConnectionAfterApply,
-    /// The connection breaks before the statement runs.
-    DropConnectionWithoutApply,
-}
-
-/// How often an injected fault fires.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Times {
-    /// Every matching request.
-    Always,
-    /// The next `n` matching requests.
-    Next(usize),
-    /// Each matching request with this probability.
-    Random(f64),
-}
-
-/// Which requests a fault is aimed at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// Every statement registered under this label (prepared or not, alone or first in a
-    /// batch).
-    Label(String),
-    /// Requests carrying this exact statement text (or its prepared id).
-    Statement(String),
-    /// Every statement registered under any of these labels.
-    AnyLabel(Vec<String>),
-    /// Every registered statement except the driver's own.
-    AllRegistered,
-}
-
-/// How the server is set up. `ServerOptions::default()` is a strict Cassandra with
-/// Cassandra's default thresholds.
-#[derive(Debug, Clone)]
-pub struct ServerOptions {
-    /// Cassandra or ScyllaDB behaviour where they differ.
-    pub flavor: Flavor,
-    /// Refuse, with an error naming it, any statement that was not registered (the driver's
-    /// own statements are always registered).
-    pub strict: bool,
-    /// A read scanning more tombstones than this records a warning (Cassandra: 1000).
-    pub tombstone_warn_threshold: u64,
-    /// A read scanning more tombstones than this fails with `ReadFailure` (Cassandra: 100000).
-    pub tombstone_failure_threshold: u64,
-    /// How long, in seconds of the server clock, tombstones are kept (Cassandra: 864000).
-    pub gc_grace_seconds: i64,
-    /// When set, an LWT that finds this many other LWTs of its partition in flight (or more)
-    /// answers with a CAS `WriteTimeout` without applying, as a contended Paxos round does
-    /// when `cas_contention_timeout` runs out.
-    pub cas_contention_budget: Option<u32>,
-    /// How long one Paxos round holds its partition: an LWT on a partition within this time
-    /// of another one's start counts as contended (a local cluster needs about 1-2 ms for
-    /// the four message rounds of Paxos).
-    pub paxos_round: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            flavor: Flavor::Cassandra,
-            strict: true,
-            tombstone_warn_threshold: 1000,
-            tombstone_failure_threshold: 100_000,
-            gc_grace_seconds: 864_000,
-            cas_contention_budget: None,
-            paxos_round: Duration::from_millis(2),
-        }
-    }
-}
-
-impl ServerOptions {
-    /// A lenient server (any statement the parser understands) of `flavor`.
-    pub fn lenient(flavor: Flavor) -> Self {
-        ServerOptions {
-            flavor,
-            strict: false,
-            ..ServerOptions::default()
-        }
-    }
-
-    /// A strict server of `flavor`.
-    pub fn strict(flavor: Flavor) -> Self {
-        ServerOptions {
-            flavor,
-            ..ServerOptions::default()
-        }
-    }
-}
+pub use faults::{Target, Times, WireFault};
+pub use options::{ServerOptions, StartError};
 
 /// A running CQL test server.
 pub struct CqlTestServer {
@@ -183,28 +91,40 @@ impl std::fmt::Debug for CqlTestServer {
 }
 
 impl CqlTestServer {
-    /// Starts a server on a fresh loopback address, port 9042. Panics when no loopback
-    /// address is free (a test-harness failure).
-    pub async fn start(options: ServerOptions) -> CqlTestServer {
+    /// Starts a server on a fresh loopback address (127.0.0.x), port 9042.
+    ///
+    /// # Errors
+    ///
+    /// [`StartError::NoFreeAddress`] when no loopback address could be bound.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a server that was not returned is dropped, and its port freed.
+    pub async fn start(options: ServerOptions) -> Result<CqlTestServer, StartError> {
         let clock = Arc::new(ServerClock::default());
+        let mut last = String::new();
         // Loopback addresses are handed out per process; another process (a second test
         // binary, a benchmark) may hold one already, so move on to the next.
-        for _ in 0..256 {
+        const TRIES: usize = 256;
+        for _ in 0..TRIES {
             let address = SocketAddr::new(scylla_proxy::get_exclusive_local_address(), 9042);
             let engine = engine::Engine::new(&options, Arc::clone(&clock), address.ip());
             let shared = Arc::new(Shared::new(engine, options.strict));
             let base = base_rule(&shared);
             let node = Node::new_dry_mode(address, Some(vec![base]));
-            if let Ok(proxy) = Proxy::new([node]).run().await {
-                return CqlTestServer {
-                    address,
-                    shared,
-                    clock,
-                    proxy: Mutex::new(proxy),
-                };
+            match Proxy::new([node]).run().await {
+                Ok(proxy) => {
+                    return Ok(CqlTestServer {
+                        address,
+                        shared,
+                        clock,
+                        proxy: Mutex::new(proxy),
+                    });
+                }
+                Err(e) => last = e.to_string(),
             }
         }
-        panic!("the CQL test server found no free loopback address");
+        Err(StartError::NoFreeAddress { tried: TRIES, last })
     }
 
     /// Where the server listens.

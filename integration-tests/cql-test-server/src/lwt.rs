@@ -1,7 +1,7 @@
 //! What makes a write lightweight: resolved mutations, their conditions, and the
 //! `[applied]` row they answer with.
 
-use super::engine::{Clustering, DbErr, Engine, Flavor, Row, Slice};
+use super::engine::{Clustering, DbErr, Engine, Flavor, Row, Slice, Table};
 use super::exec::Rows;
 use super::parser::Op;
 use super::values::{CqlType, Value};
@@ -49,75 +49,121 @@ pub(super) struct Mutation {
 }
 
 impl Engine {
-    /// The `[applied]` row. Cassandra: `[applied]` alone when applied or when the row is
-    /// missing, else the conditioned columns (all columns for `IF NOT EXISTS`, plus the key
-    /// in a batch). Scylla: those columns always, with the old values.
+    /// The `[applied]` rows of a conditional statement or batch, shaped as each database
+    /// returns them. Columns: the primary key in a batch, then the conditioned columns (all
+    /// columns for `IF NOT EXISTS`, and in Scylla mode for `IF EXISTS` too).
+    /// Cassandra: `[applied]` alone when applied or when no conditioned row exists, else one
+    /// row per existing conditioned row. ScyllaDB: always the old values, one row per
+    /// statement of a batch.
     pub(super) fn cas_result(
         &self,
-        first: &Mutation,
-        applied: bool,
-        old: Option<&Row>,
         mutations: &[Mutation],
+        olds: &[Option<Row>],
+        applied: bool,
         is_batch: bool,
     ) -> Result<Rows, DbErr> {
-        let key = &first.table;
-        let pk = &first.pk;
-        let table = self.table(key)?;
-        let mut columns: Vec<(String, CqlType)> = vec![("[applied]".into(), CqlType::Boolean)];
-        let mut values = vec![Value::Bool(applied)];
-        let show = match self.flavor {
-            Flavor::Cassandra => !applied && old.is_some(),
-            Flavor::Scylla => true,
-        };
-        if show {
-            let mut names: Vec<String> = Vec::new();
-            if is_batch {
-                names.push(table.partition_key.clone());
-                names.extend(table.clustering.iter().map(|(c, _)| c.clone()));
-            }
-            for m in mutations {
-                match &m.check {
-                    Check::NotExists => names.extend(table.wildcard().into_iter().map(|(n, _)| n)),
-                    Check::Columns(conds) => names.extend(conds.iter().map(|c| match c {
-                        Cond::Compare(col, ..) | Cond::In(col, _) => col.clone(),
-                    })),
-                    Check::None | Check::Exists => {}
+        let first = &mutations[0];
+        let table = self.table(&first.table)?;
+        let mut names: Vec<String> = Vec::new();
+        if is_batch {
+            names.push(table.partition_key.clone());
+            names.extend(table.clustering.iter().map(|(c, _)| c.clone()));
+        }
+        for m in mutations {
+            match &m.check {
+                Check::NotExists => names.extend(table.wildcard().into_iter().map(|(n, _)| n)),
+                Check::Exists if self.flavor == Flavor::Scylla => {
+                    names.extend(table.wildcard().into_iter().map(|(n, _)| n));
                 }
-            }
-            let mut seen = std::collections::HashSet::new();
-            names.retain(|n| seen.insert(n.clone()));
-            for name in names {
-                let clustering_at = table.clustering.iter().position(|(c, _)| *c == name);
-                let value = if name == table.partition_key {
-                    if old.is_some() {
-                        pk.clone()
-                    } else {
-                        Value::Null
-                    }
-                } else if let Some(i) = clustering_at {
-                    match (&first.place, old) {
-                        (Place::Row(ck), Some(_)) => {
-                            ck.0.get(i).map_or(Value::Null, |c| c.value.clone())
-                        }
-                        _ => Value::Null,
-                    }
-                } else {
-                    old.and_then(|r| r.cells.get(&name))
-                        .and_then(|c| c.value.clone())
-                        .unwrap_or(Value::Null)
-                };
-                columns.push((name.clone(), table.column_type(&name)?.clone()));
-                values.push(value);
+                Check::Columns(conds) => names.extend(conds.iter().map(|c| match c {
+                    Cond::Compare(col, ..) | Cond::In(col, _) => col.clone(),
+                })),
+                Check::None | Check::Exists => {}
             }
         }
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|n| seen.insert(n.clone()));
+        let shown: Vec<(&Mutation, Option<&Row>)> = match self.flavor {
+            Flavor::Cassandra if applied => Vec::new(),
+            Flavor::Cassandra => {
+                let mut places = Vec::new();
+                mutations
+                    .iter()
+                    .zip(olds)
+                    .filter(|(m, old)| !matches!(m.check, Check::None) && old.is_some())
+                    .filter(|(m, _)| {
+                        let place = row_key(&m.place);
+                        let new = !places.contains(&place);
+                        places.push(place);
+                        new
+                    })
+                    .map(|(m, old)| (m, old.as_ref()))
+                    .collect()
+            }
+            Flavor::Scylla if is_batch => mutations
+                .iter()
+                .zip(olds.iter().map(Option::as_ref))
+                .collect(),
+            Flavor::Scylla => vec![(first, olds[0].as_ref())],
+        };
+        let mut columns: Vec<(String, CqlType)> = vec![("[applied]".into(), CqlType::Boolean)];
+        if shown.is_empty() {
+            return Ok(Rows {
+                keyspace: first.table.0.clone(),
+                table: first.table.1.clone(),
+                columns,
+                rows: vec![vec![Value::Bool(applied)]],
+                paging_state: None,
+                warnings: Vec::new(),
+            });
+        }
+        for name in &names {
+            columns.push((name.clone(), table.column_type(name)?.clone()));
+        }
+        let rows = shown
+            .into_iter()
+            .map(|(m, old)| {
+                let mut values = vec![Value::Bool(applied)];
+                values.extend(names.iter().map(|name| old_value(table, name, m, old)));
+                values
+            })
+            .collect();
         Ok(Rows {
-            keyspace: key.0.clone(),
-            table: key.1.clone(),
+            keyspace: first.table.0.clone(),
+            table: first.table.1.clone(),
             columns,
-            rows: vec![values],
+            rows,
             paging_state: None,
+            warnings: Vec::new(),
         })
     }
+}
+
+/// Which row of the partition a mutation conditions (`None`: the static row).
+fn row_key(place: &Place) -> Option<Clustering> {
+    match place {
+        Place::Row(ck) => Some(ck.clone()),
+        _ => None,
+    }
+}
+
+/// The old value of `name` in the row `m` conditions (null when that row does not exist).
+fn old_value(table: &Table, name: &str, m: &Mutation, old: Option<&Row>) -> Value {
+    if old.is_none() {
+        return Value::Null;
+    }
+    if name == table.partition_key {
+        return m.pk.clone();
+    }
+    if let Some(i) = table.clustering.iter().position(|(c, _)| c == name) {
+        return match &m.place {
+            Place::Row(ck) => ck.0.get(i).map_or(Value::Null, |c| c.value.clone()),
+            _ => Value::Null,
+        };
+    }
+    old.and_then(|r| r.cells.get(name))
+        .and_then(|c| c.value.clone())
+        .unwrap_or(Value::Null)
 }
 
 pub(super) fn check(check: &Check, row: Option<&Row>) -> Result<bool, DbErr> {

@@ -131,6 +131,7 @@ impl Engine {
                 columns: select_columns(table, selectors)?.1,
                 rows: Vec::new(),
                 paging_state: None,
+                warnings: Vec::new(),
             }),
             _ => None,
         };

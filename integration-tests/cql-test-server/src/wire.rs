@@ -9,9 +9,10 @@ use scylla_cql::frame::response::error::DbError;
 use scylla_cql::frame::types::RawValue;
 use scylla_proxy::{RequestFrame, RequestOpcode, ResponseFrame, ResponseOpcode};
 
+use super::consistency::check_consistency;
 use super::engine::{DbErr, Engine};
 use super::exec::{Outcome, Request};
-use super::frames::{encode, push_columns, write_metadata};
+use super::frames::encode;
 use super::parser::{Statement, parse};
 use super::registry::{Needles, Registry, statement_id};
 use super::stats::ConsistencyUse;
@@ -37,7 +38,7 @@ pub enum Reaction {
 pub struct Shared {
     /// The data.
     pub engine: Mutex<Engine>,
-    prepared: Mutex<HashMap<Vec<u8>, (String, Statement)>>,
+    pub(super) prepared: Mutex<HashMap<Vec<u8>, (String, Statement)>>,
     strict: bool,
     registry: Mutex<Registry>,
     calls: Mutex<HashMap<String, u64>>,
@@ -96,7 +97,7 @@ impl Shared {
         self.engine.lock().map(|e| f(&e)).unwrap_or_default()
     }
 
-    fn parse_known(&self, text: &str) -> Result<Statement, DbErr> {
+    pub(super) fn parse_known(&self, text: &str) -> Result<Statement, DbErr> {
         let known = self
             .registry
             .lock()
@@ -145,7 +146,7 @@ pub fn handle(shared: &Shared, frame: RequestFrame, reaction: &Reaction) -> Resp
         RequestOpcode::Startup | RequestOpcode::Register => {
             return ResponseFrame::forged_ready(params);
         }
-        RequestOpcode::Prepare => prepare(shared, &frame),
+        RequestOpcode::Prepare => super::prepare::prepare(shared, &frame),
         RequestOpcode::Query | RequestOpcode::Execute | RequestOpcode::Batch => {
             run(shared, &frame, reaction)
         }
@@ -155,7 +156,20 @@ pub fn handle(shared: &Shared, frame: RequestFrame, reaction: &Reaction) -> Resp
         }),
     };
     match result {
-        Ok(Answer::Body(body)) => respond(ResponseOpcode::Result, body),
+        Ok(Answer::Body(body, warnings)) if warnings.is_empty() => {
+            respond(ResponseOpcode::Result, body)
+        }
+        Ok(Answer::Body(body, warnings)) => {
+            // The WARNING flag, and the warnings as a [string list] before the body.
+            let mut with = params.for_response();
+            with.flags |= 0x08;
+            let mut out = (warnings.len() as u16).to_be_bytes().to_vec();
+            for w in &warnings {
+                push_string(&mut out, w);
+            }
+            out.extend_from_slice(&body);
+            ResponseFrame::new(with, ResponseOpcode::Result, out.into())
+        }
         Ok(Answer::Break) => {
             // A response on a stream nobody waits for: the driver drops the connection, and
             // every request on it fails with a broken-connection error.
@@ -174,8 +188,9 @@ pub fn handle(shared: &Shared, frame: RequestFrame, reaction: &Reaction) -> Resp
 /// A statement of a request: its id, text, parsed form and bound values.
 type Resolved = (Vec<u8>, String, Statement, Vec<Option<Vec<u8>>>);
 
-enum Answer {
-    Body(Vec<u8>),
+pub(super) enum Answer {
+    /// A result body, with the warnings for the client.
+    Body(Vec<u8>, Vec<String>),
     Break,
 }
 
@@ -189,59 +204,6 @@ fn error_frame(frame: &RequestFrame, e: &DbErr) -> ResponseFrame {
             )
         },
     )
-}
-
-fn prepare(shared: &Shared, frame: &RequestFrame) -> Result<Answer, DbErr> {
-    let mut body = &frame.body[..];
-    let text = scylla_cql::frame::types::read_long_string(&mut body)
-        .map_err(|e| DbErr {
-            error: DbError::ProtocolError,
-            message: e.to_string(),
-        })?
-        .to_owned();
-    let statement = shared.parse_known(&text)?;
-    let super::query::BindSpecs {
-        markers: specs,
-        pk_indexes,
-        result,
-    } = lock(&shared.engine)?.bind_specs(&statement)?;
-    let id = statement_id(&text);
-    lock(&shared.prepared)?.insert(id.clone(), (text, statement.clone()));
-    let mut out = 4i32.to_be_bytes().to_vec();
-    out.extend_from_slice(&(id.len() as u16).to_be_bytes());
-    out.extend_from_slice(&id);
-    let (ks, table) = table_of(&statement);
-    out.extend_from_slice(&(if specs.is_empty() { 0i32 } else { 1 }).to_be_bytes());
-    out.extend_from_slice(&(specs.len() as i32).to_be_bytes());
-    out.extend_from_slice(&(pk_indexes.len() as i32).to_be_bytes());
-    for i in &pk_indexes {
-        out.extend_from_slice(&i.to_be_bytes());
-    }
-    if !specs.is_empty() {
-        push_string(&mut out, &ks);
-        push_string(&mut out, &table);
-        push_columns(&mut out, &specs);
-    }
-    match result {
-        Some(rows) => write_metadata(&mut out, &rows),
-        None => {
-            out.extend_from_slice(&4i32.to_be_bytes()); // NO_METADATA
-            out.extend_from_slice(&0i32.to_be_bytes());
-        }
-    }
-    Ok(Answer::Body(out))
-}
-
-fn table_of(statement: &Statement) -> (String, String) {
-    let t = match statement {
-        Statement::Select { table, .. }
-        | Statement::Update { table, .. }
-        | Statement::Insert { table, .. }
-        | Statement::Delete { table, .. }
-        | Statement::CreateTable { table, .. } => table,
-        _ => return (String::new(), String::new()),
-    };
-    (t.keyspace.clone().unwrap_or_default(), t.table.clone())
 }
 
 fn bound(values: &scylla_cql::serialize::row::SerializedValues) -> Vec<Option<Vec<u8>>> {
@@ -324,6 +286,8 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
         page_size,
         paging_state,
         timestamp,
+        consistency,
+        serial,
     };
     if let Some((id, text, ..)) = statements.first() {
         shared.count(id, text);
@@ -334,6 +298,8 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
             serial,
         });
     }
+    let parsed: Vec<&Statement> = statements.iter().map(|(_, _, s, _)| s).collect();
+    check_consistency(&parsed, consistency)?;
     let execute = || -> Result<Outcome, DbErr> {
         let mut engine = lock(&shared.engine)?;
         lock(&shared.executed)?.extend(statements.iter().map(|(_, text, ..)| text.clone()));
@@ -348,16 +314,38 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
             engine.execute(s, b, &context)
         }
     };
+    // An injected CAS timeout carries the level of the request's Paxos phase.
+    let injected = |error: &DbError| match error {
+        DbError::WriteTimeout {
+            received,
+            required,
+            write_type,
+            ..
+        } => DbError::WriteTimeout {
+            consistency: context.paxos_consistency(),
+            received: *received,
+            required: *required,
+            write_type: write_type.clone(),
+        },
+        other => other.clone(),
+    };
     match reaction {
-        Reaction::Normal => Ok(Answer::Body(encode(execute()?))),
+        Reaction::Normal => {
+            let outcome = execute()?;
+            let warnings = match &outcome {
+                Outcome::Rows(rows) => rows.warnings.clone(),
+                _ => Vec::new(),
+            };
+            Ok(Answer::Body(encode(outcome), warnings))
+        }
         Reaction::Fail(error) => Err(DbErr {
-            error: error.clone(),
+            error: injected(error),
             message: "injected by the CQL test server".into(),
         }),
         Reaction::ApplyThenFail(error) => {
             execute()?;
             Err(DbErr {
-                error: error.clone(),
+                error: injected(error),
                 message: "injected by the CQL test server after applying".into(),
             })
         }
@@ -387,7 +375,7 @@ fn params_of(p: &scylla_cql::frame::request::query::QueryParameters<'_>) -> Para
     )
 }
 
-fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, DbErr> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, DbErr> {
     m.lock().map_err(|_| DbErr {
         error: DbError::ServerError,
         message: "poisoned".into(),

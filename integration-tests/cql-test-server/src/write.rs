@@ -1,7 +1,6 @@
 //! Writes: resolving a modification to a mutation, and applying it with Cassandra's
 //! last-write-wins rules (tombstones included).
 
-use scylla_cql::Consistency;
 use scylla_cql::frame::response::error::{DbError, WriteType};
 
 use super::engine::{Clustering, DbErr, Engine, Row};
@@ -55,35 +54,39 @@ impl Engine {
                 "Batch with conditions cannot span multiple partitions",
             ));
         }
-        self.paxos_round(&table, &pk)?;
+        let late_timeout = self.paxos_round(&table, &pk, request)?;
         let mut applied = true;
-        let mut shown = None;
+        let mut olds = Vec::with_capacity(mutations.len());
         for m in &mutations {
             let old = self.old_row(m);
             applied &= check(&m.check, old.as_ref())?;
-            if shown.is_none() && !matches!(m.check, Check::None) {
-                shown = Some((m, old));
-            }
+            olds.push(old);
         }
-        let (first, old) = shown.unwrap_or((&mutations[0], None));
-        let result = self.cas_result(first, applied, old.as_ref(), &mutations, is_batch)?;
+        let result = self.cas_result(&mutations, &olds, applied, is_batch)?;
         if applied {
             let ts = self.next_timestamp();
             for m in &mutations {
                 self.apply(m, ts);
             }
         }
-        Ok(Outcome::Rows(result))
+        match late_timeout {
+            Some(timeout) => Err(timeout),
+            None => Ok(Outcome::Rows(result)),
+        }
     }
 
-    /// Opens a Paxos round on a partition: refused on a tablets keyspace (ScyllaDB), counted,
-    /// and failed with a CAS timeout past the contention budget.
+    /// Opens a Paxos round on a partition: refused on a tablets keyspace (ScyllaDB before
+    /// 2025.4), counted, and timed out past the contention budget. A timed-out round is an
+    /// error; with `cas_timeout_applies` it is returned as `Ok(Some(timeout))` instead, for
+    /// the caller to apply the round and then answer with it (an unknown outcome).
     pub(super) fn paxos_round(
         &mut self,
         table: &(String, String),
         pk: &Value,
-    ) -> Result<(), DbErr> {
-        if self.keyspaces.get(&table.0).is_some_and(|k| k.tablets) {
+        request: &Request,
+    ) -> Result<Option<DbErr>, DbErr> {
+        let tablets = self.keyspaces.get(&table.0).is_some_and(|k| k.tablets);
+        if tablets && !self.options.lwt_on_tablets {
             return Err(DbErr::invalid(format!(
                 "LWT is not yet supported with tablets (keyspace {})",
                 table.0
@@ -93,24 +96,30 @@ impl Engine {
             (table.0.clone(), table.1.clone(), pk.display()),
             self.options.paxos_round,
         );
-        if let Some(budget) = self.options.cas_contention_budget
-            && others >= budget as usize
-        {
-            self.paxos.timed_out();
-            return Err(DbErr {
-                error: DbError::WriteTimeout {
-                    consistency: Consistency::Serial,
-                    received: 0,
-                    required: 1,
-                    write_type: WriteType::Cas,
-                },
-                message: format!(
-                    "CAS operation timed out: {others} other Paxos rounds contend for partition {}",
-                    pk.display()
-                ),
-            });
+        let Some(budget) = self.options.cas_contention_budget else {
+            return Ok(None);
+        };
+        if others < budget as usize {
+            return Ok(None);
         }
-        Ok(())
+        self.paxos.timed_out();
+        let timeout = DbErr {
+            error: DbError::WriteTimeout {
+                consistency: request.paxos_consistency(),
+                received: 0,
+                required: 1,
+                write_type: WriteType::Cas,
+            },
+            message: format!(
+                "CAS operation timed out: {others} other Paxos rounds contend for partition {}",
+                pk.display()
+            ),
+        };
+        if self.options.cas_timeout_applies {
+            Ok(Some(timeout))
+        } else {
+            Err(timeout)
+        }
     }
 
     /// What a condition of `m` is checked against: its live row with the live static cells.

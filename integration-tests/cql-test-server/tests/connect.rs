@@ -9,7 +9,9 @@ use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_driver_connects_and_queries_without_warnings() {
     driver_log::install();
-    let server = CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await;
+    let server = CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra))
+        .await
+        .expect("server");
     let session = server.session().await;
     session
         .query_unpaged("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}", ())

@@ -2,62 +2,23 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
+mod common;
+
 use std::time::Duration;
 
+use common::{applied, fails, names, run_named as run, text};
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 use scylla::client::session::Session;
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::statement::batch::{Batch, BatchType};
-use scylla::value::{CqlValue, Row};
+use scylla::value::CqlValue;
 
 async fn setup(flavor: Flavor) -> (CqlTestServer, Session) {
-    let server = CqlTestServer::start(ServerOptions::lenient(flavor)).await;
-    let session = server.session().await;
-    for ddl in [
-        "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
-        "CREATE TABLE ks.t (k text PRIMARY KEY, a text, b text, n int)",
-    ] {
-        session.query_unpaged(ddl, ()).await.expect(ddl);
-    }
-    (server, session)
-}
-
-async fn run(session: &Session, cql: &str) -> Vec<Vec<(String, Option<CqlValue>)>> {
-    let result = session
-        .query_unpaged(cql, ())
-        .await
-        .unwrap_or_else(|e| panic!("{cql}: {e}"));
-    let Ok(rows) = result.into_rows_result() else {
-        return Vec::new();
-    };
-    let names: Vec<String> = rows
-        .column_specs()
-        .iter()
-        .map(|c| c.name().to_owned())
-        .collect();
-    rows.rows::<Row>()
-        .expect("rows")
-        .map(|r| names.iter().cloned().zip(r.expect("row").columns).collect())
-        .collect()
-}
-
-async fn fails(session: &Session, cql: &str) -> (DbError, String) {
-    match session.query_unpaged(cql, ()).await {
-        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(e, msg))) => (e, msg),
-        other => panic!("{cql} should fail with a database error: {other:?}"),
-    }
-}
-
-fn text(s: &str) -> Option<CqlValue> {
-    Some(CqlValue::Text(s.into()))
-}
-
-fn applied(row: &[(String, Option<CqlValue>)]) -> bool {
-    row[0] == ("[applied]".into(), Some(CqlValue::Boolean(true)))
-}
-
-fn names(row: &[(String, Option<CqlValue>)]) -> Vec<&str> {
-    row.iter().map(|(n, _)| n.as_str()).collect()
+    common::setup(
+        ServerOptions::lenient(flavor),
+        &["CREATE TABLE ks.t (k text PRIMARY KEY, a text, b text, n int)"],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,7 +297,9 @@ async fn reserved_keywords_are_not_identifiers_unless_quoted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strict_server_names_the_statements_it_does_not_know() {
-    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra)).await;
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra))
+        .await
+        .expect("server");
     let s = server.session().await;
     for (label, ddl) in [
         (

@@ -21,10 +21,8 @@ fn part(k: &str) -> (String, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rounds_and_contention_are_counted_per_partition() {
-    let options = ServerOptions {
-        paxos_round: Duration::from_secs(3600),
-        ..ServerOptions::lenient(Flavor::Cassandra)
-    };
+    let options =
+        ServerOptions::lenient(Flavor::Cassandra).with_paxos_round(Duration::from_secs(3600));
     let (server, s) = setup(options, &[TABLE]).await;
     run(&s, "UPDATE ks.t SET v = 1 WHERE k = 'hot' IF v = null").await;
     run(&s, "UPDATE ks.t SET v = 2 WHERE k = 'hot' IF v = 1").await;
@@ -44,11 +42,9 @@ async fn rounds_and_contention_are_counted_per_partition() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_contention_budget_a_round_times_out_without_applying() {
-    let options = ServerOptions {
-        paxos_round: Duration::from_secs(3600),
-        cas_contention_budget: Some(1),
-        ..ServerOptions::lenient(Flavor::Cassandra)
-    };
+    let options = ServerOptions::lenient(Flavor::Cassandra)
+        .with_paxos_round(Duration::from_secs(3600))
+        .with_cas_contention_budget(Some(1));
     let (server, s) = setup(options, &[TABLE]).await;
     run(&s, "UPDATE ks.t SET v = 1 WHERE k = 'hot' IF v = null").await;
     match s
@@ -119,4 +115,51 @@ async fn cassandra_knows_no_tablets() {
     )
     .await;
     assert_eq!(error, DbError::Invalid);
+}
+
+/// A contention timeout carries the serial level the request asked for; by default it never
+/// applies, and with `cas_timeout_applies` it may have (an unknown outcome, as on a cluster).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contention_timeout_names_the_serial_level_and_may_have_applied() {
+    for applies in [false, true] {
+        let options = ServerOptions::lenient(Flavor::Cassandra)
+            .with_paxos_round(Duration::from_secs(3600))
+            .with_cas_contention_budget(Some(1))
+            .with_cas_timeout_applies(applies);
+        let (_server, s) = setup(options, &[TABLE]).await;
+        run(&s, "UPDATE ks.t SET v = 1 WHERE k = 'hot' IF v = null").await;
+        let mut lwt = Statement::new("UPDATE ks.t SET v = 2 WHERE k = 'hot' IF v = 1");
+        lwt.set_serial_consistency(Some(scylla::statement::SerialConsistency::LocalSerial));
+        match s.query_unpaged(lwt, ()).await {
+            Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+                DbError::WriteTimeout { consistency, .. },
+                _,
+            ))) => assert_eq!(consistency, Consistency::LocalSerial),
+            other => panic!("a contended round should time out: {other:?}"),
+        }
+        let rows = run(&s, "SELECT v FROM ks.t WHERE k = 'hot'").await;
+        let expected = if applies { 2 } else { 1 };
+        assert_eq!(rows[0][0], common::int(expected), "applies: {applies}");
+    }
+}
+
+/// ScyllaDB 2025.4 and later accept LWTs on tablets keyspaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scylla_2025_4_accepts_lwts_on_tablets() {
+    let options = ServerOptions::lenient(Flavor::Scylla).with_lwt_on_tablets(true);
+    let (server, s) = setup(options, &[]).await;
+    for ddl in [
+        "CREATE KEYSPACE tab WITH replication = {'class': 'NetworkTopologyStrategy', 'replication_factor': 1}",
+        "CREATE TABLE tab.t (k text PRIMARY KEY, v int)",
+    ] {
+        run(&s, ddl).await;
+    }
+    let rows = run(
+        &s,
+        "SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = 'tab'",
+    )
+    .await;
+    assert_eq!(rows, vec![vec![common::int(0)]], "a tablets keyspace");
+    run(&s, "UPDATE tab.t SET v = 1 WHERE k = 'a' IF v = null").await;
+    assert_eq!(server.paxos().total_rounds(), 1);
 }

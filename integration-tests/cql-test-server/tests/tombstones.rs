@@ -64,11 +64,7 @@ async fn a_queue_read_walks_every_consumed_item_and_warns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_failure_threshold_the_read_fails_as_cassandra_fails_it() {
-    let options = ServerOptions {
-        tombstone_warn_threshold: 100,
-        tombstone_failure_threshold: 1000,
-        ..ServerOptions::lenient(Flavor::Cassandra)
-    };
+    let options = ServerOptions::lenient(Flavor::Cassandra).with_tombstone_thresholds(100, 1000);
     let (server, s) = setup(options, &[TABLE]).await;
     queue_of_5000_with_4999_consumed(&s).await;
     match s.query_unpaged(HEAD, ()).await {
@@ -125,12 +121,14 @@ async fn each_kind_of_tombstone_is_counted() {
     // Expired TTL cells count once the TTL ran out.
     run(
         &s,
-        "UPDATE ks.q USING TTL 1 SET v = 'x' WHERE p = 'k' AND id = 9",
+        "UPDATE ks.q USING TTL 5 SET v = 'x' WHERE p = 'k' AND id = 9",
     )
     .await;
+    // (TTLs count whole seconds of real time too: 5 s, not 1, so that it cannot run out
+    // before this read.)
     run(&s, all).await;
     assert_eq!(server.tombstones().last(), Some(5));
-    server.clock().advance(Duration::from_secs(2));
+    server.clock().advance(Duration::from_secs(6));
     run(&s, all).await;
     assert_eq!(server.tombstones().last(), Some(6));
     // A slice that stops before the tombstones does not walk them.
@@ -200,4 +198,112 @@ async fn a_deleted_partition_hides_older_writes_only() {
         ints(&run(&s, "SELECT id FROM ks.q WHERE p = 'k'").await),
         [3]
     );
+}
+
+/// A purged deletion takes what it shadowed with it (Cassandra merges before purging): a
+/// write older than the deletion must not come back once the tombstone is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_shadowed_write_comes_back_after_the_purge() {
+    let (server, s) = setup(
+        ServerOptions::lenient(Flavor::Cassandra),
+        &["CREATE TABLE ks.z (p text, id int, v text, PRIMARY KEY (p, id)) WITH gc_grace_seconds = 10"],
+    )
+    .await;
+    run(&s, "DELETE FROM ks.z USING TIMESTAMP 20 WHERE p = 'k'").await;
+    run(
+        &s,
+        "INSERT INTO ks.z (p, id, v) VALUES ('k', 1, 'old') USING TIMESTAMP 15",
+    )
+    .await;
+    run(
+        &s,
+        "DELETE FROM ks.z USING TIMESTAMP 40 WHERE p = 'k' AND id >= 5",
+    )
+    .await;
+    run(
+        &s,
+        "INSERT INTO ks.z (p, id, v) VALUES ('k', 6, 'old') USING TIMESTAMP 30",
+    )
+    .await;
+    run(
+        &s,
+        "DELETE FROM ks.z USING TIMESTAMP 60 WHERE p = 'k' AND id = 8",
+    )
+    .await;
+    run(
+        &s,
+        "INSERT INTO ks.z (p, id, v) VALUES ('k', 8, 'old') USING TIMESTAMP 50",
+    )
+    .await;
+    let all = "SELECT id FROM ks.z WHERE p = 'k'";
+    assert!(run(&s, all).await.is_empty());
+    server.clock().advance(Duration::from_secs(12));
+    assert!(run(&s, all).await.is_empty(), "zombie rows after the purge");
+    assert!(run(&s, all).await.is_empty());
+}
+
+/// Cassandra counts rows and range markers, not the partition tombstone; a row or range
+/// deletion shadowed by a newer partition deletion is merged away and not counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_tombstone_and_what_it_shadows_are_not_counted() {
+    let (server, s) = setup(ServerOptions::lenient(Flavor::Cassandra), &[TABLE]).await;
+    let all = "SELECT id FROM ks.q WHERE p = 'k'";
+    run(
+        &s,
+        "DELETE FROM ks.q USING TIMESTAMP 10 WHERE p = 'k' AND id = 1",
+    )
+    .await;
+    run(
+        &s,
+        "DELETE FROM ks.q USING TIMESTAMP 10 WHERE p = 'k' AND id > 5",
+    )
+    .await;
+    run(&s, all).await;
+    assert_eq!(server.tombstones().last(), Some(3), "a row and a range");
+    run(&s, "DELETE FROM ks.q USING TIMESTAMP 20 WHERE p = 'k'").await;
+    run(&s, all).await;
+    assert_eq!(server.tombstones().last(), Some(0));
+    run(
+        &s,
+        "DELETE FROM ks.q USING TIMESTAMP 30 WHERE p = 'k' AND id = 2",
+    )
+    .await;
+    run(&s, all).await;
+    assert_eq!(server.tombstones().last(), Some(1), "a newer row deletion");
+}
+
+/// Over the warning threshold the client gets Cassandra's warning in the response; over
+/// the failure threshold the `ReadFailure` carries the request's consistency.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_sees_the_warning_and_the_failure_at_its_level() {
+    let options = ServerOptions::lenient(Flavor::Cassandra).with_tombstone_thresholds(2, 4);
+    let (_server, s) = setup(options, &[TABLE]).await;
+    for id in 0..4 {
+        run(&s, &format!("DELETE FROM ks.q WHERE p = 'k' AND id = {id}")).await;
+    }
+    let read = "SELECT id FROM ks.q WHERE p = 'k'";
+    let result = s.query_unpaged(read, ()).await.unwrap();
+    let warnings: Vec<&str> = result.warnings().collect();
+    assert_eq!(
+        warnings,
+        [format!(
+            "Read 0 live rows and 4 tombstone cells for query {read} (see tombstone_warn_threshold)"
+        )]
+    );
+    run(&s, "DELETE FROM ks.q WHERE p = 'k' AND id = 9").await;
+    let mut quorum = scylla::statement::unprepared::Statement::new(read);
+    quorum.set_consistency(scylla::statement::Consistency::LocalQuorum);
+    match s.query_unpaged(quorum, ()).await {
+        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::ReadFailure { consistency, .. },
+            message,
+        ))) => {
+            assert_eq!(consistency, scylla::statement::Consistency::LocalQuorum);
+            assert!(
+                message.contains("READ_TOO_MANY_TOMBSTONES from /"),
+                "{message}"
+            );
+        }
+        other => panic!("the read should fail with ReadFailure: {other:?}"),
+    }
 }

@@ -5,8 +5,9 @@
 
 mod common;
 
-use common::{run, setup, text};
+use common::{fails, run, setup, text};
 use cql_test_server::{Flavor, ServerOptions};
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::statement::Consistency;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::unprepared::Statement;
@@ -146,4 +147,146 @@ async fn batches_of_plain_writes_span_partitions() {
         .map(|c| c.consistency)
         .collect();
     assert_eq!(batch_levels, [Consistency::Quorum, Consistency::Quorum]);
+}
+
+/// Equal timestamps, Cassandra: an expiring cell beats a plain one, the later expiry beats
+/// the earlier one, and values compare as signed bytes ('é' = 0xC3.. is below 'z').
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cassandra_breaks_timestamp_ties_by_expiry_then_signed_bytes() {
+    let (_server, s) = setup(ServerOptions::lenient(Flavor::Cassandra), &[TABLE]).await;
+    let read = |k: &str| format!("SELECT v FROM ks.t WHERE k = '{k}'");
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 AND TTL 1000 SET v = 'a' WHERE k = 'x'",
+    )
+    .await;
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 SET v = 'b' WHERE k = 'x'",
+    )
+    .await;
+    assert_eq!(run(&s, &read("x")).await[0][0], text("a"), "expiring wins");
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 AND TTL 2000 SET v = 'a' WHERE k = 'x'",
+    )
+    .await;
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 AND TTL 1000 SET v = 'c' WHERE k = 'x'",
+    )
+    .await;
+    assert_eq!(
+        run(&s, &read("x")).await[0][0],
+        text("a"),
+        "later expiry wins"
+    );
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 SET v = 'z' WHERE k = 'y'",
+    )
+    .await;
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 SET v = 'é' WHERE k = 'y'",
+    )
+    .await;
+    assert_eq!(run(&s, &read("y")).await[0][0], text("z"), "signed bytes");
+}
+
+/// Equal timestamps, ScyllaDB: the greater value as unsigned bytes wins, even over an
+/// expiring cell ('é' = 0xC3.. is above 'z').
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scylla_breaks_timestamp_ties_by_unsigned_bytes_first() {
+    let (_server, s) = setup(ServerOptions::lenient(Flavor::Scylla), &[TABLE]).await;
+    let read = |k: &str| format!("SELECT v FROM ks.t WHERE k = '{k}'");
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 AND TTL 1000 SET v = 'a' WHERE k = 'x'",
+    )
+    .await;
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 SET v = 'b' WHERE k = 'x'",
+    )
+    .await;
+    assert_eq!(
+        run(&s, &read("x")).await[0][0],
+        text("b"),
+        "greater value wins"
+    );
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 SET v = 'z' WHERE k = 'y'",
+    )
+    .await;
+    run(
+        &s,
+        "UPDATE ks.t USING TIMESTAMP 5 SET v = 'é' WHERE k = 'y'",
+    )
+    .await;
+    assert_eq!(run(&s, &read("y")).await[0][0], text("é"), "unsigned bytes");
+    run(&s, "DELETE v FROM ks.t USING TIMESTAMP 5 WHERE k = 'y'").await;
+    assert!(
+        run(&s, &read("y")).await.is_empty(),
+        "a tombstone still wins"
+    );
+}
+
+/// A coordinator checks the level against the kind of statement: no read at `ANY`, no
+/// plain write at a serial level, no serial level for the commit of a conditional write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn levels_are_checked_per_kind_of_statement() {
+    let (_server, s) = setup(ServerOptions::lenient(Flavor::Cassandra), &[TABLE]).await;
+    let at = |cql: &str, level| {
+        let mut st = Statement::new(cql.to_owned());
+        st.set_consistency(level);
+        st
+    };
+    let refused = |r: Result<_, ExecutionError>| match r {
+        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::Invalid,
+            m,
+        ))) => m,
+        other => panic!("should be refused as Invalid: {other:?}"),
+    };
+    let read = "SELECT v FROM ks.t WHERE k = 'a'";
+    let m = refused(s.query_unpaged(at(read, Consistency::Any), ()).await);
+    assert!(m.contains("ANY"), "{m}");
+    for level in [Consistency::Serial, Consistency::LocalSerial] {
+        let write = "UPDATE ks.t SET v = 'x' WHERE k = 'a'";
+        let m = refused(s.query_unpaged(at(write, level), ()).await);
+        assert!(m.contains("conditional updates"), "{m}");
+        let lwt = "UPDATE ks.t SET v = 'x' WHERE k = 'a' IF v = null";
+        refused(s.query_unpaged(at(lwt, level), ()).await);
+        s.query_unpaged(at(read, level), ())
+            .await
+            .expect("a serial read is fine");
+    }
+    s.query_unpaged(
+        at("UPDATE ks.t SET v = 'x' WHERE k = 'a'", Consistency::Any),
+        (),
+    )
+    .await
+    .expect("a plain write at ANY is fine");
+}
+
+/// An empty partition key has no token: refused in reads and writes, as Cassandra does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_partition_key_is_refused() {
+    let (_server, s) = setup(ServerOptions::lenient(Flavor::Cassandra), &[TABLE]).await;
+    for cql in [
+        "SELECT v FROM ks.t WHERE k = ''",
+        "SELECT v FROM ks.t WHERE k IN ('a', '')",
+        "UPDATE ks.t SET v = 'x' WHERE k = ''",
+        "INSERT INTO ks.t (k, v) VALUES ('', 'x')",
+        "UPDATE ks.t SET v = 'x' WHERE k = '' IF v = null",
+    ] {
+        let (error, message) = fails(&s, cql).await;
+        assert_eq!(
+            (error, message.as_str()),
+            (DbError::Invalid, "Key may not be empty"),
+            "{cql}"
+        );
+    }
 }

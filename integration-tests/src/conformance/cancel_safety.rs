@@ -10,8 +10,8 @@ use cql_lease::memory::{Fault, Op, Times};
 use cql_lease::{LeaseClient, TryAcquire};
 use futures::StreamExt;
 
+use super::client;
 use super::election::election_config;
-use super::{client, faults_or_skip};
 use crate::backend::Backend;
 
 /// How long the read-back of a lost answer is made to take: the window in which a dropped
@@ -49,9 +49,6 @@ async fn run_until<F: Future>(cut: Duration, future: F) -> Option<F::Output> {
 
 /// `try_acquire`, `acquire`, `Lease::release` and `LeaseGuard::release`, dropped anywhere.
 pub async fn dropped_lease_futures_leave_no_lease(b: &dyn Backend) {
-    if !faults_or_skip(b, "dropped_lease_futures_leave_no_lease") {
-        return;
-    }
     let c = client(b);
     let mut dropped = 0;
     for (n, cut) in cut_points().enumerate() {
@@ -96,9 +93,6 @@ pub async fn dropped_lease_futures_leave_no_lease(b: &dyn Backend) {
 /// A campaign whose stream is dropped while its claim's answer is being settled leaves no
 /// lease behind.
 pub async fn dropped_campaign_leaves_no_lease(b: &dyn Backend) {
-    if !faults_or_skip(b, "dropped_campaign_leaves_no_lease") {
-        return;
-    }
     let c = client(b);
     for (n, cut) in cut_points().enumerate() {
         let name = format!("cut-campaign-{n}");

@@ -11,7 +11,6 @@ use cql_lease::memory::{Fault, Op, Times};
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use super::faults_or_skip;
 use crate::backend::Backend;
 use crate::history::{Tenure, check_exclusive};
 
@@ -167,9 +166,6 @@ pub async fn observers_see_every_change_in_order(b: &dyn Backend) {
 
 /// A leader whose renewals fail stops before its lease can expire; the next leader comes after.
 pub async fn failing_leader_self_demotes_before_expiry(b: &dyn Backend) {
-    if !faults_or_skip(b, "failing leader") {
-        return;
-    }
     let e = election(b, "self-demote");
     let mut leader = e.campaign("a", None).expect("campaign");
     let (term, _, stop) = next_elected(&mut leader).await;

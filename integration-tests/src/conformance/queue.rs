@@ -95,9 +95,6 @@ pub async fn crashed_worker_item_is_reclaimed_with_greater_token(b: &dyn Backend
 /// A claim that lapses while its worker is cut off: the worker is told to stop before anyone
 /// else can claim the item, and its late `complete` is refused.
 pub async fn lapsed_claim_stops_worker_and_cannot_complete(b: &dyn Backend) {
-    if !super::faults_or_skip(b, "lapsed_claim_stops_worker_and_cannot_complete") {
-        return;
-    }
     let q = queue(b, "lapse");
     q.enqueue("work").await.expect("enqueue");
     let job = q.claim("a").await.expect("claim").expect("item");
@@ -176,9 +173,6 @@ pub async fn failures_retry_with_backoff_then_discard(b: &dyn Backend) {
 
 /// Lost answers to claim, complete and enqueue are settled by reading back.
 pub async fn lost_answers_are_resolved(b: &dyn Backend) {
-    if !super::faults_or_skip(b, "lost_answers_are_resolved") {
-        return;
-    }
     let q = queue(b, "lost");
     b.inject_queue(
         Some(QueueOp::Enqueue),

@@ -10,7 +10,7 @@ use futures::StreamExt;
 
 use super::cancel_safety::cut_points;
 use super::queue::queue;
-use super::{faults_or_skip, test_config};
+use super::test_config;
 use crate::backend::Backend;
 
 /// How long a read-back of a lost claim answer is made to take.
@@ -38,9 +38,6 @@ async fn assert_untouched(b: &dyn Backend, q: &WorkQueue, what: &str) {
 /// A claim answered after its deadline is undone at once, reported as no job, and spends no
 /// attempt.
 pub async fn late_claim_is_undone(b: &dyn Backend) {
-    if !faults_or_skip(b, "late_claim_is_undone") {
-        return;
-    }
     let q = queue(b, "late-claim");
     q.enqueue("work").await.expect("enqueue");
     let late = test_config().validity() + Duration::from_millis(50);
@@ -61,9 +58,6 @@ pub async fn late_claim_is_undone(b: &dyn Backend) {
 
 /// `complete` whose outcome stays unknown still tells the worker to stop.
 pub async fn every_job_exit_cancels_its_token(b: &dyn Backend) {
-    if !faults_or_skip(b, "every_job_exit_cancels_its_token") {
-        return;
-    }
     let q = queue(b, "exits");
     q.enqueue("work").await.expect("enqueue");
     let job = q.claim("w").await.expect("claim").expect("item");
@@ -87,9 +81,6 @@ pub async fn every_job_exit_cancels_its_token(b: &dyn Backend) {
 /// point: no claim remains, no attempt is spent (a claim never handed over is undone, not
 /// counted), and an item is enqueued at most once.
 pub async fn dropped_queue_futures_leave_no_claim(b: &dyn Backend) {
-    if !faults_or_skip(b, "dropped_queue_futures_leave_no_claim") {
-        return;
-    }
     let mut dropped = 0;
     for (n, cut) in cut_points().enumerate() {
         let lose_next_claim = || {

@@ -23,7 +23,7 @@ use tracing::{debug, instrument};
 pub use errors::classify;
 pub use schema::{Replication, SchemaError, ScyllaOptions};
 pub use statement::{Kind, LwtRow, lwt_batch, prepare};
-pub use tablets::check_lwt_support;
+pub use tablets::{PROBE_KEY, check_lwt_support};
 
 use crate::error::StoreError;
 use crate::fencing::FencingToken;
@@ -87,7 +87,10 @@ impl ScyllaLeaseStore {
             |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
         let read = prepare(cql::READ, Kind::SerialRead).await?;
         check_lwt_support(&session, &options, || async {
-            session.execute_unpaged(&read, ("",)).await.map(|_| ())
+            session
+                .execute_unpaged(&read, (tablets::PROBE_KEY,))
+                .await
+                .map(|_| ())
         })
         .await?;
         let set_fence = prepare(cql::SET_FENCE, Kind::Lwt).await?;

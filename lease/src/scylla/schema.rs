@@ -1,6 +1,7 @@
 //! Where the lease table lives, and how to create it.
 
 use scylla::client::session::Session;
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::statement::{Consistency, SerialConsistency};
 use tracing::{info, warn};
 
@@ -137,12 +138,34 @@ impl ScyllaOptions {
     }
 
     /// Creates the keyspace (with `replication`) and the lease table if they are missing.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options (nothing is sent);
+    /// [`SchemaError::Store`] when the cluster refuses or fails a statement, including a
+    /// ScyllaDB that refuses `tablets = {'enabled': false}` for another reason than not
+    /// knowing the option.
+    ///
+    /// # Cancel safety
+    ///
+    /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
     pub async fn create_schema(&self, session: &Session) -> Result<(), SchemaError> {
         self.create_schema_with(session, cql::CREATE_TABLE).await
     }
 
     /// Creates the keyspace and the table of `create_table` (a template with `{keyspace}`
     /// and `{table}`, as other crates' stores have their own tables) if they are missing.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options (nothing is sent);
+    /// [`SchemaError::Store`] when the cluster refuses or fails a statement, including a
+    /// ScyllaDB that refuses `tablets = {'enabled': false}` for another reason than not
+    /// knowing the option.
+    ///
+    /// # Cancel safety
+    ///
+    /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
     pub async fn create_schema_with(
         &self,
         session: &Session,
@@ -153,38 +176,43 @@ impl ScyllaOptions {
         let keyspace = self
             .render(cql::CREATE_KEYSPACE)
             .replace(cql::REPLICATION, &replication);
+        let run = |statement: String| async move {
+            info!(%statement, "creating schema");
+            session.query_unpaged(statement, ()).await.map(|_| ())
+        };
         if super::tablets::is_scylla(session, self).await? {
-            let without_tablets = format!("{keyspace}{}", cql::WITHOUT_TABLETS);
-            info!(statement = %without_tablets, "creating schema (ScyllaDB: tablets off for LWTs)");
-            match session.query_unpaged(without_tablets, ()).await {
-                Ok(_) => {}
-                // A ScyllaDB before tablets (5.x) does not know the option: plain vnodes.
-                Err(e) if e.to_string().contains("tablets") => {
+            // ScyllaDB 6.0 to 2025.3 refuse LWTs on tablets, their default: turn them off.
+            match run(format!("{keyspace}{}", cql::WITHOUT_TABLETS)).await {
+                Ok(()) => {}
+                // Only a ScyllaDB before tablets (5.x), which does not know the option, gets
+                // plain vnodes; any other refusal is an error, never a silent tablets keyspace.
+                Err(e) if is_unknown_tablets_option(&e) => {
                     info!(%keyspace, "this ScyllaDB has no tablets option");
-                    session
-                        .query_unpaged(keyspace, ())
+                    run(keyspace)
                         .await
                         .map_err(|e| SchemaError::Store(classify(e, false)))?;
                 }
                 Err(e) => return Err(SchemaError::Store(classify(e, false))),
             }
-            let table = self.render(create_table);
-            info!(statement = %table, "creating schema");
-            session
-                .query_unpaged(table, ())
-                .await
-                .map_err(|e| SchemaError::Store(classify(e, false)))?;
-            return Ok(());
-        }
-        for statement in [keyspace, self.render(create_table)] {
-            info!(%statement, "creating schema");
-            session
-                .query_unpaged(statement, ())
+        } else {
+            run(keyspace)
                 .await
                 .map_err(|e| SchemaError::Store(classify(e, false)))?;
         }
-        Ok(())
+        run(self.render(create_table))
+            .await
+            .map_err(|e| SchemaError::Store(classify(e, false)))
     }
+}
+
+/// Whether `error` is how a ScyllaDB without tablets (5.x) refuses the `tablets` keyspace
+/// option: a syntax error naming the unknown property.
+fn is_unknown_tablets_option(error: &ExecutionError) -> bool {
+    matches!(
+        error,
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(DbError::SyntaxError, message))
+            if message.contains("Unknown property 'tablets'")
+    )
 }
 
 /// Creating the schema failed.
@@ -239,6 +267,27 @@ fn invalid(field: &'static str, reason: &str) -> InvalidArgument {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_unknown_tablets_option_falls_back_to_vnodes() {
+        let db = |error: DbError, message: &str| {
+            ExecutionError::LastAttemptError(RequestAttemptError::DbError(error, message.into()))
+        };
+        assert!(is_unknown_tablets_option(&db(
+            DbError::SyntaxError,
+            "Unknown property 'tablets'"
+        )));
+        for other in [
+            db(
+                DbError::ConfigError,
+                "Tablets are only supported with NetworkTopologyStrategy",
+            ),
+            db(DbError::Invalid, "tablets: bad initial count"),
+            db(DbError::SyntaxError, "line 1: no viable alternative"),
+        ] {
+            assert!(!is_unknown_tablets_option(&other), "{other}");
+        }
+    }
 
     #[test]
     fn the_default_scope_spans_every_data_centre() {

@@ -11,9 +11,16 @@ use tracing::{debug, warn};
 use super::cql;
 use super::errors::classify;
 use super::schema::{SchemaError, ScyllaOptions};
+use crate::error::StoreError;
+
+/// The partition key the probing SERIAL read of [`check_lwt_support`] asks for: never a
+/// lease name or queue shard in use, and not empty (Cassandra and ScyllaDB refuse an empty
+/// partition key with "Key may not be empty", which would hide the answer about tablets).
+pub const PROBE_KEY: &str = "cql-lease:tablets-probe";
 
 /// What the server answers to [`cql::SCYLLA_KEYSPACE`] for the keyspace: `None` on
-/// Cassandra (no such table), `Some(tablets)` on ScyllaDB.
+/// Cassandra (it names the missing table), `Some(tablets)` on ScyllaDB. An answer that
+/// cannot be decoded is an error, never "no tablets": that would skip the LWT probe.
 async fn keyspace_tablets(
     session: &Session,
     options: &ScyllaOptions,
@@ -24,17 +31,23 @@ async fn keyspace_tablets(
         .await
     {
         Ok(result) => {
-            let tablets = result
+            let undecodable = |e: String| {
+                SchemaError::Store(StoreError::Rejected(format!(
+                    "unexpected answer to {}: {e}",
+                    cql::SCYLLA_KEYSPACE
+                )))
+            };
+            let row = result
                 .into_rows_result()
-                .ok()
-                .and_then(|rows| rows.maybe_first_row::<(Option<CqlValue>,)>().ok().flatten())
-                .is_some_and(|(initial,)| initial.is_some());
-            Ok(Some(tablets))
+                .map_err(|e| undecodable(e.to_string()))?
+                .maybe_first_row::<(Option<CqlValue>,)>()
+                .map_err(|e| undecodable(e.to_string()))?;
+            Ok(Some(row.is_some_and(|(initial,)| initial.is_some())))
         }
         Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(
             DbError::Invalid,
-            _,
-        ))) => Ok(None),
+            message,
+        ))) if message.contains("scylla_keyspaces") => Ok(None),
         Err(e) => Err(SchemaError::Store(classify(e, false))),
     }
 }

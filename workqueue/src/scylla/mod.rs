@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cql_lease::scylla::{
-    Kind, LwtRow, SchemaError, ScyllaOptions, check_lwt_support, classify, lwt_batch, prepare,
+    Kind, LwtRow, PROBE_KEY, SchemaError, ScyllaOptions, check_lwt_support, classify, lwt_batch,
+    prepare,
 };
 use cql_lease::{CasOutcome, StoreError};
 use scylla::client::session::Session;
@@ -98,7 +99,10 @@ impl ScyllaQueueStore {
         let p = |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
         let read = p(cql::READ, Kind::SerialRead).await?;
         check_lwt_support(&session, &options, || async {
-            session.execute_unpaged(&read, ("", "")).await.map(|_| ())
+            session
+                .execute_unpaged(&read, (PROBE_KEY, PROBE_KEY))
+                .await
+                .map(|_| ())
         })
         .await?;
         let claim = lwt_batch(

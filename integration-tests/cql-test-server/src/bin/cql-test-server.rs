@@ -24,7 +24,13 @@ async fn main() {
     if let Some(n) = number("--tombstone-fail") {
         options.tombstone_failure_threshold = n;
     }
-    let server = CqlTestServer::start(options).await;
+    let server = match CqlTestServer::start(options).await {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
     println!("{}", server.address());
     let _ = tokio::signal::ctrl_c().await;
     let stats = server.tombstones();

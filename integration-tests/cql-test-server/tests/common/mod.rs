@@ -9,7 +9,7 @@ use scylla::value::{CqlValue, Row};
 
 /// A lenient server with keyspace `ks` and the tables of `ddl`.
 pub async fn setup(options: ServerOptions, ddl: &[&str]) -> (CqlTestServer, Session) {
-    let server = CqlTestServer::start(options).await;
+    let server = CqlTestServer::start(options).await.expect("server");
     let session = server.session().await;
     run(
         &session,
@@ -63,4 +63,34 @@ pub fn ints(rows: &[Vec<Option<CqlValue>>]) -> Vec<i32> {
             other => panic!("not an int: {other:?}"),
         })
         .collect()
+}
+
+/// Runs an unprepared statement; its rows as (column name, value) pairs.
+pub async fn run_named(session: &Session, cql: &str) -> Vec<Vec<(String, Option<CqlValue>)>> {
+    let result = session
+        .query_unpaged(cql, ())
+        .await
+        .unwrap_or_else(|e| panic!("{cql}: {e}"));
+    let Ok(rows) = result.into_rows_result() else {
+        return Vec::new();
+    };
+    let names: Vec<String> = rows
+        .column_specs()
+        .iter()
+        .map(|c| c.name().to_owned())
+        .collect();
+    rows.rows::<Row>()
+        .expect("rows")
+        .map(|r| names.iter().cloned().zip(r.expect("row").columns).collect())
+        .collect()
+}
+
+/// Whether an LWT result row says `[applied] = true`.
+pub fn applied(row: &[(String, Option<CqlValue>)]) -> bool {
+    row[0] == ("[applied]".into(), Some(CqlValue::Boolean(true)))
+}
+
+/// The column names of a named row.
+pub fn names(row: &[(String, Option<CqlValue>)]) -> Vec<&str> {
+    row.iter().map(|(n, _)| n.as_str()).collect()
 }

@@ -1,0 +1,159 @@
+//! How a server is set up, and why it may fail to start.
+
+use std::time::Duration;
+
+use super::engine::Flavor;
+
+/// How the server is set up. `ServerOptions::default()` is a strict Cassandra with
+/// Cassandra's default thresholds; start from [`ServerOptions::strict`] or
+/// [`ServerOptions::lenient`] and adjust with the `with_*` methods (fields may be added, so
+/// the struct cannot be built literally outside this crate).
+///
+/// ```
+/// use cql_test_server::{Flavor, ServerOptions};
+/// let options = ServerOptions::strict(Flavor::Scylla)
+///     .with_tombstone_thresholds(100, 1000)
+///     .with_gc_grace_seconds(60);
+/// assert_eq!(options.tombstone_failure_threshold, 1000);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServerOptions {
+    /// Cassandra or ScyllaDB behaviour where they differ.
+    pub flavor: Flavor,
+    /// Refuse, with an error naming it, any statement that was not registered (the driver's
+    /// own statements are always registered).
+    pub strict: bool,
+    /// A read scanning more tombstones than this records a warning (Cassandra: 1000).
+    pub tombstone_warn_threshold: u64,
+    /// A read scanning more tombstones than this fails with `ReadFailure` (Cassandra: 100000).
+    pub tombstone_failure_threshold: u64,
+    /// How long, in seconds of the server clock, tombstones are kept (Cassandra: 864000).
+    pub gc_grace_seconds: i64,
+    /// When set, an LWT that finds this many other LWTs of its partition in flight (or more)
+    /// answers with a CAS `WriteTimeout` without applying, as a contended Paxos round does
+    /// when `cas_contention_timeout` runs out.
+    pub cas_contention_budget: Option<u32>,
+    /// How long one Paxos round holds its partition: an LWT on a partition within this time
+    /// of another one's start counts as contended (a local cluster needs about 1-2 ms for
+    /// the four message rounds of Paxos).
+    pub paxos_round: Duration,
+    /// A round timed out by `cas_contention_budget` still applies (when its condition
+    /// holds) before answering the timeout, as a real contended round may: the outcome is
+    /// unknown to the client. Default `false`: a timed-out round never applies.
+    pub cas_timeout_applies: bool,
+    /// Scylla mode: tablets keyspaces accept LWTs, as ScyllaDB 2025.4 and later do.
+    /// Default `false` (ScyllaDB 6.0 to 2025.3 refuse them).
+    pub lwt_on_tablets: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            flavor: Flavor::Cassandra,
+            strict: true,
+            tombstone_warn_threshold: 1000,
+            tombstone_failure_threshold: 100_000,
+            gc_grace_seconds: 864_000,
+            cas_contention_budget: None,
+            paxos_round: Duration::from_millis(2),
+            cas_timeout_applies: false,
+            lwt_on_tablets: false,
+        }
+    }
+}
+
+impl ServerOptions {
+    /// A lenient server (any statement the parser understands) of `flavor`.
+    pub fn lenient(flavor: Flavor) -> Self {
+        ServerOptions {
+            flavor,
+            strict: false,
+            ..ServerOptions::default()
+        }
+    }
+
+    /// A strict server of `flavor`.
+    pub fn strict(flavor: Flavor) -> Self {
+        ServerOptions {
+            flavor,
+            ..ServerOptions::default()
+        }
+    }
+
+    /// Sets `tombstone_warn_threshold` and `tombstone_failure_threshold`.
+    pub fn with_tombstone_thresholds(self, warn: u64, fail: u64) -> Self {
+        ServerOptions {
+            tombstone_warn_threshold: warn,
+            tombstone_failure_threshold: fail,
+            ..self
+        }
+    }
+
+    /// Sets the default `gc_grace_seconds` of new tables.
+    pub fn with_gc_grace_seconds(self, seconds: i64) -> Self {
+        ServerOptions {
+            gc_grace_seconds: seconds,
+            ..self
+        }
+    }
+
+    /// Sets `cas_contention_budget` (`None`: contended rounds never time out).
+    pub fn with_cas_contention_budget(self, budget: Option<u32>) -> Self {
+        ServerOptions {
+            cas_contention_budget: budget,
+            ..self
+        }
+    }
+
+    /// Sets how long a Paxos round holds its partition (`paxos_round`).
+    pub fn with_paxos_round(self, round: Duration) -> Self {
+        ServerOptions {
+            paxos_round: round,
+            ..self
+        }
+    }
+
+    /// Sets `cas_timeout_applies`: a round timed out by contention may still apply.
+    pub fn with_cas_timeout_applies(self, applies: bool) -> Self {
+        ServerOptions {
+            cas_timeout_applies: applies,
+            ..self
+        }
+    }
+
+    /// Sets `lwt_on_tablets` (Scylla mode: ScyllaDB 2025.4+, LWTs on tablets keyspaces).
+    pub fn with_lwt_on_tablets(self, accepted: bool) -> Self {
+        ServerOptions {
+            lwt_on_tablets: accepted,
+            ..self
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// Every loopback address tried was taken (by other servers of this or another
+    /// process).
+    NoFreeAddress {
+        /// Addresses tried.
+        tried: usize,
+        /// The last bind error.
+        last: String,
+    },
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::NoFreeAddress { tried, last } => write!(
+                f,
+                "the CQL test server found no free loopback address ({tried} tried; last error: {last})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
