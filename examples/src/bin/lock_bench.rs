@@ -73,7 +73,7 @@ async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
             format!("ScyllaDB/Cassandra at {addr}"),
         ),
         None => {
-            let server = CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await;
+            let server = CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await?;
             let session = server.session().await;
             (
                 session,
