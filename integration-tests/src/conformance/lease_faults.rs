@@ -36,13 +36,21 @@ pub async fn holder_stops_before_anyone_else_acquires(
         .await;
     assert!(guard.renewals() >= 1);
     break_renewals();
+    let stop = guard.cancellation_token();
     let contender = {
-        let (c, name) = (c.clone(), name.to_owned());
+        let (c, name, alice_stop) = (c.clone(), name.to_owned(), stop.clone());
         tokio::spawn(async move {
             let mut last_held = None;
             loop {
                 match c.try_acquire(&name, "bob", None).await {
-                    Ok(TryAcquire::Acquired(lease)) => return (lease, Instant::now(), last_held),
+                    Ok(TryAcquire::Acquired(lease)) => {
+                        // Causal, not by the clock: on a paused clock both can share an instant.
+                        assert!(
+                            alice_stop.is_cancelled(),
+                            "bob acquired before alice was told to stop"
+                        );
+                        return (lease, Instant::now(), last_held);
+                    }
                     Ok(TryAcquire::Held(_)) => last_held = Some(Instant::now()),
                     Err(_) => {}
                 }
@@ -50,7 +58,6 @@ pub async fn holder_stops_before_anyone_else_acquires(
             }
         })
     };
-    let stop = guard.cancellation_token();
     let held = guard.held();
     stop.cancelled().await;
     let stopped_at = Instant::now();
@@ -70,7 +77,7 @@ pub async fn holder_stops_before_anyone_else_acquires(
             .expect("join");
     b.clear_faults();
     assert!(
-        acquired_at > stopped_at,
+        acquired_at >= stopped_at,
         "bob acquired before alice stopped"
     );
     let last_held = last_held.expect("bob was held out while alice held the lease");
