@@ -91,17 +91,19 @@ impl Actor {
                 Ok(TryAcquire::Acquired(lease)) => {
                     let guard = lease.keep_alive_with(self.leading.clone());
                     // Never hand out a term past its deadline: such a guard starts lost and
-                    // is given back in the background.
+                    // is given back in the background (remembered for release on sight if
+                    // that fails).
                     if guard.is_held() {
                         return Next::Lead(guard);
                     }
                     warn!(election = %self.name, "won a term after its deadline; not leading");
                 }
                 Ok(TryAcquire::Held(holder)) if holder.owner == self.candidate => {
-                    // A claim of this candidate that it does not lead with (an attempt whose
-                    // release failed twice): never report itself as another leader. It is
-                    // released on sight once known, or expires within its TTL.
-                    warn!(election = %self.name, "an orphaned claim of this candidate holds the lease");
+                    // A claim under this candidate's name that this client does not know
+                    // (another process using the same name, or an orphan forgotten after 64
+                    // newer ones; the client releases the orphans it knows on sight): never
+                    // report itself as another leader; it expires within its TTL.
+                    warn!(election = %self.name, "a claim under this candidate's name holds the lease");
                 }
                 Ok(TryAcquire::Held(holder)) => {
                     let leader = Leader::from(holder);
@@ -223,9 +225,8 @@ impl Actor {
             }
         };
         self.term_token.send_replace(None);
-        // If its background release fails, this term's claim must not later pass for
-        // another leader: the next poll that finds it releases it.
-        self.client.release_on_sight(guard.holder_id());
+        // Released in the background; if that fails, the lease client remembers the claim
+        // and the next poll that finds it releases it (it never passes for another leader).
         drop(guard);
         info!(election = %self.name, candidate = %self.candidate, %term, ?reason, "deposed");
         self.emit(ElectionEvent::Deposed {

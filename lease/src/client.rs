@@ -8,14 +8,15 @@ use tracing::{debug, info, instrument, warn};
 
 use crate::config::{LeaseConfig, MAX_NAME_LEN, check_claim, check_text};
 use crate::error::{LeaseError, LossReason, StoreError};
-use crate::hold::{AttemptGuard, HoldTiming, jittered, until_resolved};
-use crate::lease::Lease;
-use crate::orphans::{Attempt, Orphans};
+use crate::hold::{AttemptGuard, Claimed, HoldTiming, claim_attempt, jittered};
+use crate::lease::{Lease, hold_error};
+use crate::orphans::Orphans;
 use crate::store::{AcquireOutcome, Claim, LeaseStore, StoredLease};
 use crate::target::LeaseTarget;
 
 /// How many fresh attempts `try_acquire` makes when an answer is lost and the read-back shows
-/// the lease free (the attempt did not apply, so trying again is safe).
+/// the lease free (the attempt has not applied; it may still, and is then released on sight,
+/// so trying again with a new holder id is safe).
 const MAX_ACQUIRE_ATTEMPTS: usize = 3;
 
 /// The result of [`LeaseClient::try_acquire`].
@@ -91,9 +92,14 @@ impl LeaseClient {
     ///
     /// Costs one LWT when the answer arrives. If the answer is lost (write timeout, broken
     /// connection after sending), linearizable reads tell whether this attempt's unique
-    /// holder id is the one stored, so the caller always learns the truth. An error raised
-    /// before the request was sent ([`StoreError::Unavailable`]) is a definite "not applied"
-    /// and is returned at once, without reading back.
+    /// holder id is the one stored, so the caller learns whether it holds the lease. If it
+    /// does not, the attempt may still apply later (a coordinator can finish a CAS after the
+    /// read-back): its holder id is remembered (see [`LeaseClient::release_on_sight`]), so
+    /// that when this client later finds it holding the lease it releases it instead of
+    /// reporting it as another holder; if the read-back showed the lease free, a fresh
+    /// attempt is made at once. An error raised before the request was sent
+    /// ([`StoreError::Unavailable`]) is a definite "not applied" and is returned at once,
+    /// without reading back. The steps are [`crate::hold::claim_attempt`]'s.
     ///
     /// The returned lease's deadline counts from when this attempt was sent. Nothing is
     /// handed out past its deadline: an answer that arrives after the validity (a slow LWT,
@@ -129,16 +135,14 @@ impl LeaseClient {
                 value,
                 ttl: self.config.store_ttl(),
             };
-            let target = Arc::new(LeaseTarget::new(Arc::clone(&self.store), claim));
+            let target = Arc::new(LeaseTarget::new(
+                Arc::clone(&self.store),
+                claim,
+                Arc::clone(&self.orphans),
+            ));
             // Armed until the claim is handed over or known not to exist: a drop in between
-            // gives it back.
-            let mut guard = Attempt {
-                guard: Some(AttemptGuard::new(target.clone(), timing)),
-                orphans: &self.orphans,
-                holder_id: &holder_id,
-            };
-            // Sent from its own task (see `AttemptGuard::send`), so a drop of this future
-            // releases the claim only after the LWT has been answered.
+            // gives it back (and remembers it as an orphan).
+            let guard = AttemptGuard::new(target.clone(), timing);
             let request = {
                 let store = Arc::clone(&self.store);
                 let (name, holder_id, owner) =
@@ -155,64 +159,69 @@ impl LeaseClient {
                     store.try_acquire(claim).await
                 }
             };
-            // Measured before sending: the store cannot expire the claim before this plus the
-            // validity.
-            let sent_at = Instant::now();
-            let outcome = match guard.send(request).await {
-                Ok(outcome) => outcome,
-                Err(error) if error.is_unknown() => {
-                    match self.resolve_acquire(name, &holder_id, error).await? {
-                        Some(outcome) => outcome,
-                        None => {
-                            guard.disarm();
-                            last_error = Some(StoreError::Unavailable(
-                                "answers lost; read-back shows the claim was not applied".into(),
-                            ));
-                            continue;
+            let read_back = || async {
+                Ok(self.store.read(name).await?.map(|current| {
+                    if current.holder_id == holder_id {
+                        AcquireOutcome::Acquired {
+                            token: current.token,
                         }
+                    } else {
+                        AcquireOutcome::Held(current)
                     }
-                }
-                Err(error) => {
-                    // Never sent, or refused: nothing to resolve or give back.
-                    guard.disarm();
-                    return Err(LeaseError::store(name, error));
-                }
+                }))
             };
-            let token = match outcome {
-                AcquireOutcome::Acquired { token } => token,
-                AcquireOutcome::Held(current) if current.holder_id == holder_id => current.token,
-                AcquireOutcome::Held(current) if self.orphans.contains(&current.holder_id) => {
-                    guard.disarm();
-                    self.release_orphan(name, &current.holder_id).await?;
-                    continue;
-                }
-                AcquireOutcome::Held(current) => {
-                    guard.disarm();
+            let ours = |outcome: &AcquireOutcome| match outcome {
+                AcquireOutcome::Acquired { .. } => true,
+                AcquireOutcome::Held(current) => current.holder_id == holder_id,
+            };
+            let attempt = claim_attempt(guard, &timing, request, read_back, ours).await;
+            let (outcome, sent_at, guard) = match attempt {
+                Ok(Claimed::Won {
+                    outcome,
+                    sent_at,
+                    guard,
+                }) => (outcome, sent_at, guard),
+                Ok(Claimed::NotWon(Some(AcquireOutcome::Held(current)))) => {
+                    if self.orphans.contains(&current.holder_id) {
+                        self.release_orphan(name, &current.holder_id).await?;
+                        continue;
+                    }
                     debug!(lease = name, holder = %current.owner, token = %current.token, "lease held");
                     return Ok(TryAcquire::Held(current));
                 }
+                Ok(Claimed::NotWon(_)) => {
+                    // The read-back showed the lease free. This attempt may still apply later
+                    // (it is remembered as an orphan, released when seen); a fresh attempt
+                    // with a new holder id is safe.
+                    last_error = Some(StoreError::Unavailable(
+                        "answer lost; the read-back shows the claim not applied (yet)".into(),
+                    ));
+                    continue;
+                }
+                Ok(Claimed::Expired(_)) => {
+                    return Err(LeaseError::Lost {
+                        name: name.to_owned(),
+                        reason: LossReason::Expired,
+                    });
+                }
+                Err(error) => return Err(hold_error(name, "acquire", error)),
             };
-            let must_stop_by = sent_at + self.config.validity();
-            if Instant::now() >= must_stop_by {
-                // Held in the store but already past its deadline: give it back (the armed
-                // guard does, on drop) rather than hand out a lease nobody may act on.
-                warn!(lease = name, %token, "acquired after its deadline; giving it back");
-                drop(guard);
-                return Err(LeaseError::Lost {
-                    name: name.to_owned(),
-                    reason: LossReason::Expired,
-                });
-            }
-            guard.disarm();
+            let token = match outcome {
+                AcquireOutcome::Acquired { token } => token,
+                AcquireOutcome::Held(current) => current.token,
+            };
             info!(lease = name, owner, %token, "lease acquired");
-            return Ok(TryAcquire::Acquired(Lease::new(
+            let lease = Lease::new(
                 self.clone(),
                 target,
                 token,
-                must_stop_by,
-            )));
+                sent_at + self.config.validity(),
+            );
+            guard.disarm();
+            return Ok(TryAcquire::Acquired(lease));
         }
-        // Every attempt was lost and is known not to have applied: a definite failure.
+        // Every attempt's answer was lost and the lease read back free: a failure, but the
+        // attempts are remembered in case they still apply.
         Err(LeaseError::store(
             name,
             last_error.unwrap_or_else(|| StoreError::Unavailable("no answer".into())),
@@ -270,11 +279,14 @@ impl LeaseClient {
         }
     }
 
-    /// Marks `holder_id` (an acquisition of this process that nobody acts on any more, e.g.
-    /// an ended term whose background release may have failed) as abandoned: when
-    /// [`LeaseClient::try_acquire`] finds it holding a lease, it releases it (one conditional
-    /// LWT) and tries again, instead of reporting it as another holder. The client
-    /// remembers the last 64 such ids.
+    /// Marks `holder_id` (an acquisition of this process that nobody acts on any more) as
+    /// abandoned: when [`LeaseClient::try_acquire`] finds it holding a lease, it releases it
+    /// (one conditional LWT) and tries again, instead of reporting it as another holder. The
+    /// client does this by itself for every acquisition of its own that may outlive its
+    /// holder: an attempt whose answer was lost (even when the read-back showed it not
+    /// applied: it may still apply), a dropped or expired attempt, and every release that
+    /// does not end `Ok` (of a [`Lease`], a [`crate::LeaseGuard`], on drop or at the
+    /// deadline). It remembers the last 64 such ids.
     pub fn release_on_sight(&self, holder_id: &str) {
         self.orphans.insert(holder_id);
     }
@@ -340,37 +352,6 @@ impl LeaseClient {
     /// retries: jitter keeps contenders from moving in lockstep.
     pub fn poll_delays(&self) -> impl Iterator<Item = Duration> + use<> {
         jittered(self.config.retry_interval)
-    }
-
-    /// Learns whether a lost acquire applied. `Ok(None)`: it did not, and the lease is free.
-    /// An armed [`AttemptGuard`] in the caller gives the claim back if this fails.
-    async fn resolve_acquire(
-        &self,
-        name: &str,
-        holder_id: &str,
-        error: StoreError,
-    ) -> Result<Option<AcquireOutcome>, LeaseError> {
-        warn!(lease = name, %error, "acquire answer lost; reading back");
-        let timing = HoldTiming::from(&self.config);
-        let read_back = until_resolved(&timing, "acquire read-back", || async {
-            self.store.read(name).await.map(Some)
-        })
-        .await;
-        match read_back {
-            Ok(Some(current)) if current.holder_id == holder_id => {
-                info!(lease = name, "read-back: the lost acquire applied");
-                Ok(Some(AcquireOutcome::Acquired {
-                    token: current.token,
-                }))
-            }
-            Ok(Some(current)) => Ok(Some(AcquireOutcome::Held(current))),
-            Ok(None) => Ok(None),
-            Err(read_error) => Err(LeaseError::OutcomeUnknown {
-                name: name.to_owned(),
-                operation: "acquire",
-                source: read_error,
-            }),
-        }
     }
 }
 

@@ -7,8 +7,11 @@
 //! settled by reading back). A [`Hold`] keeps it alive in the background and tells the holder
 //! when to stop: the `held` watch turns `false` and the cancellation token fires at the local
 //! deadline at the latest. [`until_resolved`] is the single "ask again / read back until
-//! `resolve_timeout`" loop that settles lost answers, and [`AttemptGuard`] makes a future that
-//! sent a claim cancel-safe: dropped before it could hand the claim over, it releases it.
+//! `resolve_timeout`" loop that settles lost answers, [`AttemptGuard`] makes a future that
+//! sent a claim cancel-safe (dropped before it could hand the claim over, it releases it), and
+//! [`claim_attempt`] is the one "send through the guard, read back a lost answer, check the
+//! deadline, hand over" step of every claiming primitive. [`jittered`] is the one retry and
+//! polling delay policy (uniform between half and all of the interval).
 //!
 //! Rule kept here once for everyone: nothing reaches a caller past its deadline with a live
 //! token. A hold whose claim was answered after `sent_at + validity` starts lost.
@@ -46,6 +49,14 @@ pub trait Holdable: Send + Sync + 'static {
 
     /// Ends the claim if it is still this one's. One conditional write.
     async fn release(&self) -> Result<CasOutcome, StoreError>;
+
+    /// Called when this claim may be left in the store with nobody acting on it: a release
+    /// that did not end `Ok`, an attempt dropped or given up before hand-over, an attempt
+    /// whose answer was lost (a coordinator may still apply it after the read-back). An
+    /// implementation remembers the claim's id so that its owner releases it when it next
+    /// finds it, rather than taking it for another holder's (the lease client does). The
+    /// default does nothing: the claim then waits for its TTL.
+    fn orphaned(&self) {}
 }
 
 /// The timing a [`Hold`] runs on, all measured on the local monotonic clock.
@@ -86,7 +97,18 @@ impl HoldTiming {
     }
 }
 
-/// Delays drawn uniformly between half and all of `interval`.
+/// Delays drawn uniformly between half and all of `interval`: the one retry and polling
+/// delay policy of the workspace (hold renewals, read-backs, acquire polls, election follower
+/// and observer polls; other crates' pollers should use it too, so that `retry_interval`
+/// means the same bound everywhere, e.g. the failover bound "TTL + skew + one retry
+/// interval"). Jitter keeps contenders from moving in lockstep.
+///
+/// ```
+/// use std::time::Duration;
+/// let mut delays = cql_lease::hold::jittered(Duration::from_secs(2));
+/// let d = delays.next().unwrap_or_default();
+/// assert!(d >= Duration::from_secs(1) && d <= Duration::from_secs(2));
+/// ```
 pub fn jittered(interval: Duration) -> impl Iterator<Item = Duration> + Send + use<> {
     backon::ConstantBuilder::default()
         .with_delay(interval / 2)
@@ -365,9 +387,11 @@ impl Drop for Hold {
     }
 }
 
+mod attempt;
 mod renew;
 mod resolve;
 #[cfg(test)]
 mod tests;
 
-pub use resolve::{AttemptGuard, release_target, spawn_release, until_resolved};
+pub use attempt::{AttemptGuard, Claimed, claim_attempt};
+pub use resolve::{release_target, spawn_release, until_resolved};

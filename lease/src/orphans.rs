@@ -1,16 +1,15 @@
-//! Claims this process gave up on, and the in-flight attempt that records them.
+//! Claims this process gave up on, so that it releases them on sight.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use crate::hold::AttemptGuard;
-
 /// How many abandoned holder ids a client remembers (oldest forgotten first).
 const MAX_ORPHANS: usize = 64;
 
-/// Holder ids this process gave up on (a lost answer never settled, a failed background
-/// release, an expired term): if one is found holding a lease, it is released on sight
-/// rather than reported as somebody else.
+/// Holder ids this process gave up on (a lost answer, settled or not: a coordinator may still
+/// apply it; a release that did not end `Ok`; an attempt dropped before hand-over): if one is
+/// found holding a lease, it is released on sight rather than reported as somebody else.
+/// Filled through [`Holdable::orphaned`](crate::hold::Holdable::orphaned) of the lease target.
 #[derive(Debug, Default)]
 pub(crate) struct Orphans(Mutex<VecDeque<String>>);
 
@@ -35,43 +34,6 @@ impl Orphans {
     pub(crate) fn remove(&self, holder_id: &str) {
         if let Ok(mut ids) = self.0.lock() {
             ids.retain(|id| id != holder_id);
-        }
-    }
-}
-
-/// An attempt in flight: if dropped armed (cancelled, or given up unsettled), its claim is
-/// released in the background and its holder id remembered as an orphan.
-pub(crate) struct Attempt<'a> {
-    pub guard: Option<AttemptGuard>,
-    pub orphans: &'a Orphans,
-    pub holder_id: &'a str,
-}
-
-impl Attempt<'_> {
-    /// See [`AttemptGuard::send`].
-    pub(crate) async fn send<T, F>(&mut self, request: F) -> Result<T, crate::StoreError>
-    where
-        T: Send + 'static,
-        F: std::future::Future<Output = Result<T, crate::StoreError>> + Send + 'static,
-    {
-        match self.guard.as_mut() {
-            Some(guard) => guard.send(request).await,
-            None => request.await,
-        }
-    }
-
-    pub(crate) fn disarm(mut self) {
-        if let Some(guard) = self.guard.take() {
-            guard.disarm();
-        }
-    }
-}
-
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        if let Some(guard) = self.guard.take() {
-            self.orphans.insert(self.holder_id);
-            drop(guard);
         }
     }
 }

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::hold::Holdable;
+use crate::orphans::Orphans;
 use crate::store::{CasOutcome, Claim, LeaseStore};
 
 /// One acquisition of a lease, identified by its unique holder id.
@@ -17,10 +18,12 @@ pub(crate) struct LeaseTarget {
     pub owner: String,
     value: Mutex<Option<String>>,
     ttl: Duration,
+    /// The client's abandoned claims, where this one goes if it may outlive its holder.
+    orphans: Arc<Orphans>,
 }
 
 impl LeaseTarget {
-    pub fn new(store: Arc<dyn LeaseStore>, claim: Claim<'_>) -> Self {
+    pub fn new(store: Arc<dyn LeaseStore>, claim: Claim<'_>, orphans: Arc<Orphans>) -> Self {
         LeaseTarget {
             store,
             name: claim.name.to_owned(),
@@ -28,6 +31,7 @@ impl LeaseTarget {
             owner: claim.owner.to_owned(),
             value: Mutex::new(claim.value.map(str::to_owned)),
             ttl: claim.ttl,
+            orphans,
         }
     }
 
@@ -78,5 +82,10 @@ impl Holdable for LeaseTarget {
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
         self.store.release(&self.name, &self.holder_id).await
+    }
+
+    fn orphaned(&self) {
+        tracing::debug!(lease = %self.name, holder_id = %self.holder_id, "remembered for release on sight");
+        self.orphans.insert(&self.holder_id);
     }
 }

@@ -1,18 +1,15 @@
-//! Leader election scenarios: chaos history, failover times, observers, self-demotion.
+//! Leader election scenarios: shared helpers, failover times and self-demotion. The API
+//! scenarios are in `election_api`, the chaos history in `election_chaos`.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cql_election::{
-    Campaign, DeposeReason, Election, ElectionConfig, ElectionError, ElectionEvent,
-};
+use cql_election::{Campaign, DeposeReason, Election, ElectionConfig, ElectionEvent};
 use cql_lease::FencingToken;
 use cql_lease::memory::{Fault, Op, Times};
 use futures::StreamExt;
 use tokio::time::Instant;
 
 use crate::backend::Backend;
-use crate::history::{Tenure, check_exclusive};
 
 /// Election timing used by the suite (the same as the lease suite's).
 pub fn election_config() -> ElectionConfig {
@@ -25,12 +22,13 @@ pub fn election_config() -> ElectionConfig {
     }
 }
 
-fn election(b: &dyn Backend, name: &str) -> Election {
+/// An election on the backend's store with [`election_config`].
+pub fn election(b: &dyn Backend, name: &str) -> Election {
     Election::new(b.store(), name, election_config()).expect("election")
 }
 
 /// Slack for real-time runs: scheduling and one local round trip.
-fn slack(b: &dyn Backend) -> Duration {
+pub fn slack(b: &dyn Backend) -> Duration {
     if b.simulated_time() {
         Duration::ZERO
     } else {
@@ -125,45 +123,6 @@ pub async fn resign_failover_is_one_poll(b: &dyn Backend) {
     );
 }
 
-/// Observers see each leader once, in term order.
-pub async fn observers_see_every_change_in_order(b: &dyn Backend) {
-    let e = election(b, "observed");
-    let mut observer = e.observe();
-    assert_eq!(
-        observer.next().await,
-        Some(None),
-        "first the current state: no leader"
-    );
-    let mut terms = Vec::new();
-    for candidate in ["a", "b", "c", "d"] {
-        let mut c = e
-            .campaign(candidate, Some(format!("{candidate}:80")))
-            .expect("campaign");
-        terms.push(next_elected(&mut c).await.0);
-        b.sleep(election_config().retry_interval * 3).await;
-        c.resign().await.expect("resign");
-        b.sleep(election_config().retry_interval * 3).await;
-    }
-    let mut seen = Vec::new();
-    while let Ok(Some(change)) =
-        tokio::time::timeout(election_config().retry_interval * 2, observer.next()).await
-    {
-        seen.push(change);
-    }
-    let seen_terms: Vec<_> = seen.iter().flatten().map(|l| l.term).collect();
-    assert_eq!(seen_terms, terms, "every leader once, in order: {seen:?}");
-    assert!(
-        seen.windows(2).all(|w| w[0] != w[1]),
-        "no duplicates: {seen:?}"
-    );
-    let values: Vec<_> = seen
-        .iter()
-        .flatten()
-        .map(|l| l.value.clone().unwrap_or_default())
-        .collect();
-    assert_eq!(values, ["a:80", "b:80", "c:80", "d:80"]);
-}
-
 /// A leader whose renewals fail stops before its lease can expire; the next leader comes after.
 pub async fn failing_leader_self_demotes_before_expiry(b: &dyn Backend) {
     let e = election(b, "self-demote");
@@ -199,239 +158,4 @@ pub async fn failing_leader_self_demotes_before_expiry(b: &dyn Backend) {
     assert!(next > term);
     assert!(elected_at > stopped_at);
     leader.abort().await;
-}
-
-/// `proclaim` changes the leader's value within the same term; followers get `NotLeader`.
-pub async fn proclaim_keeps_the_term(b: &dyn Backend) {
-    let e = election(b, "proclaim");
-    let mut leader = e.campaign("a", Some("old".into())).expect("campaign");
-    let (term, ..) = next_elected(&mut leader).await;
-    let follower = e.campaign("b", None).expect("b");
-    leader.proclaim(Some("new".into())).await.expect("proclaim");
-    let now = e.leader().await.expect("leader").expect("some");
-    assert_eq!((now.term, now.value.as_deref()), (term, Some("new")));
-    b.sleep(election_config().retry_interval).await;
-    assert!(matches!(
-        follower.proclaim(Some("x".into())).await,
-        Err(ElectionError::NotLeader)
-    ));
-    leader.resign().await.expect("resign");
-}
-
-/// Bad names, candidates and timing are typed errors, and nothing reaches the store.
-pub async fn bad_input_is_rejected(b: &dyn Backend) {
-    let before = b.calls();
-    assert!(matches!(
-        Election::new(b.store(), "", election_config()),
-        Err(ElectionError::InvalidArgument(_))
-    ));
-    let bad = ElectionConfig {
-        renew_interval: Duration::from_secs(30),
-        ..election_config()
-    };
-    assert!(matches!(
-        Election::new(b.store(), "x", bad),
-        Err(ElectionError::InvalidArgument(_))
-    ));
-    let e = election(b, "bad");
-    assert!(matches!(
-        e.campaign("", None),
-        Err(ElectionError::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        e.campaign("a\tb", None),
-        Err(ElectionError::InvalidArgument(_))
-    ));
-    assert!(matches!(
-        e.campaign("a", Some("v".repeat(cql_lease::MAX_VALUE_LEN + 1))),
-        Err(ElectionError::InvalidArgument(_))
-    ));
-    assert_eq!(b.calls(), before);
-}
-
-/// Resigning and dropping leave no lease held and no task running.
-pub async fn shutdown_is_clean(b: &dyn Backend) {
-    let e = election(b, "shutdown");
-    let mut a = e.campaign("a", None).expect("campaign");
-    next_elected(&mut a).await;
-    a.resign().await.expect("resign");
-    assert_eq!(
-        e.leader().await.expect("leader"),
-        None,
-        "no lease left after resign"
-    );
-    assert!(
-        matches!(a.proclaim(None).await, Err(ElectionError::CampaignEnded)),
-        "the actor is gone"
-    );
-    let mut d = e.campaign("d", None).expect("campaign");
-    next_elected(&mut d).await;
-    drop(d);
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while e.leader().await.expect("leader").is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "dropping the campaign did not release"
-        );
-        b.sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// What the chaos driver does to the current leader.
-#[derive(Debug, Clone, Copy)]
-enum Chaos {
-    Crash,
-    Resign,
-    Outage,
-}
-
-/// Five candidates, many terms, random crashes, resignations and store outages: the terms
-/// never overlap, increase with time, and each holder stopped before the next was elected.
-pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
-    let target = if b.simulated_time() { 100 } else { 8 };
-    let e = election(b, "chaos");
-    let history: Arc<Mutex<Vec<Tenure>>> = Arc::default();
-    let (leader_tx, mut leader_rx) =
-        tokio::sync::watch::channel::<Option<(usize, FencingToken)>>(None);
-    let mut actions = Vec::new();
-    let mut tasks = Vec::new();
-    for slot in 0..5 {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Chaos>();
-        actions.push(tx);
-        let (e, history, leader_tx) = (e.clone(), Arc::clone(&history), leader_tx.clone());
-        tasks.push(tokio::spawn(async move {
-            // A term this leader never acted in (its stop token was cancelled before the
-            // Elected event was handled) leaves no tenure. The stop instant is recorded just
-            // before the token is cancelled, so a leader that saw the token uncancelled acted
-            // at least until it started.
-            let record = |term: FencingToken, since: Option<Instant>, end: Instant| {
-                if let Some(start) = since {
-                    history.lock().expect("history").push(Tenure {
-                        holder: format!("c{slot}"),
-                        token: term,
-                        start,
-                        end: end.max(start),
-                    });
-                }
-            };
-            loop {
-                let mut campaign = e.campaign(&format!("c{slot}"), None).expect("campaign");
-                // The term held now: (term, when this leader started acting, its stop token).
-                let mut current: Option<(
-                    FencingToken,
-                    Option<Instant>,
-                    tokio_util::sync::CancellationToken,
-                )> = None;
-                let mut last_term: Option<FencingToken> = None;
-                let mut handle = |event: ElectionEvent, current: &mut Option<_>| match event {
-                    ElectionEvent::Elected { term, stop, .. } => {
-                        assert!(last_term.is_none_or(|t| term > t));
-                        last_term = Some(term);
-                        // A leader acts once it has handled Elected and only while `stop` is
-                        // not cancelled. (The claim's send time is earlier than its effect:
-                        // a claim queued while the previous leader resigned is legitimate.)
-                        let since = (!stop.is_cancelled()).then(Instant::now);
-                        *current = Some((term, since, stop));
-                        leader_tx.send_replace(Some((slot, term)));
-                    }
-                    ElectionEvent::Deposed {
-                        term, stopped_at, ..
-                    } => {
-                        let Some((t, start, stop)) = current.take() else {
-                            panic!("Deposed without its Elected")
-                        };
-                        assert_eq!(t, term, "Deposed for another term than the Elected");
-                        assert!(stop.is_cancelled());
-                        record(term, start, stopped_at);
-                    }
-                    ElectionEvent::LeaderChanged { .. } => {}
-                };
-                loop {
-                    tokio::select! {
-                        event = campaign.next() => match event {
-                            Some(event) => handle(event, &mut current),
-                            None => return,
-                        },
-                        action = rx.recv() => match action {
-                            Some(Chaos::Crash) => {
-                                campaign.abort().await;
-                                let crashed_at = Instant::now();
-                                // Events the actor sent before the crash (a Deposed, say) come first.
-                                while let Some(event) = campaign.next().await {
-                                    handle(event, &mut current);
-                                }
-                                // A crashed process stops acting at the crash.
-                                if let Some((term, start, stop)) = current.take() {
-                                    assert!(stop.is_cancelled());
-                                    record(term, start, crashed_at);
-                                }
-                                break;
-                            }
-                            Some(Chaos::Resign) | None => {
-                                let done = action.is_none();
-                                let _ = campaign.resign().await;
-                                while let Some(event) = campaign.next().await {
-                                    handle(event, &mut current);
-                                }
-                                assert!(current.is_none(), "resigned without Deposed");
-                                if done {
-                                    return;
-                                }
-                                break;
-                            }
-                            Some(Chaos::Outage) => {}
-                        },
-                    }
-                }
-                tokio::time::sleep(election_config().retry_interval * 2).await;
-            }
-        }));
-    }
-    let mut rng_state = 0x2545_f491_u64;
-    let mut roll = move |n: u64| {
-        rng_state ^= rng_state << 13;
-        rng_state ^= rng_state >> 7;
-        rng_state ^= rng_state << 17;
-        rng_state % n
-    };
-    let mut last_term = None;
-    while history.lock().expect("history").len() < target {
-        let _ = leader_rx
-            .wait_for(|l| l.is_some_and(|(_, t)| Some(t) != last_term))
-            .await;
-        let Some((slot, term)) = *leader_rx.borrow() else {
-            continue;
-        };
-        last_term = Some(term);
-        b.sleep(election_config().renew_interval * roll(4) as u32)
-            .await;
-        match roll(5) {
-            0 | 1 => {
-                let _ = actions[slot].send(Chaos::Crash);
-            }
-            2 | 3 => {
-                let _ = actions[slot].send(Chaos::Resign);
-            }
-            _ if b.supports_faults() => {
-                b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
-                b.sleep(election_config().lease_ttl + election_config().retry_interval)
-                    .await;
-                b.clear_faults();
-                let _ = actions[slot].send(Chaos::Outage);
-            }
-            _ => {
-                let _ = actions[slot].send(Chaos::Resign);
-            }
-        }
-    }
-    drop(actions);
-    for task in tasks {
-        task.await.expect("slot task");
-    }
-    b.sleep(Duration::from_millis(10)).await;
-    let history = history.lock().expect("history").clone();
-    assert!(history.len() >= target, "only {} terms", history.len());
-    if let Err(violation) = check_exclusive(&history) {
-        panic!("{}: {violation}", b.name());
-    }
 }

@@ -34,6 +34,7 @@ pub async fn holder_stops_before_anyone_else_acquires(
         .await;
     assert!(guard.renewals() >= 1);
     break_renewals();
+    let stop = guard.cancellation_token();
     let contender = {
         let (c, name, alice) = (c.clone(), name.to_owned(), guard.held());
         tokio::spawn(async move {
@@ -53,7 +54,6 @@ pub async fn holder_stops_before_anyone_else_acquires(
             }
         })
     };
-    let stop = guard.cancellation_token();
     let held = guard.held();
     stop.cancelled().await;
     let stopped_at = Instant::now();

@@ -7,8 +7,11 @@
 pub mod cancel_safety;
 pub mod contention;
 pub mod election;
+pub mod election_api;
+pub mod election_chaos;
 pub mod global_time;
 pub mod hardening;
+pub mod late_apply;
 pub mod lease_basic;
 pub mod lease_faults;
 pub mod lock;
@@ -75,11 +78,11 @@ macro_rules! lease_suite {
             contention::exclusive_under_contention,
             election::crash_failover_is_bounded,
             election::resign_failover_is_one_poll,
-            election::observers_see_every_change_in_order,
-            election::proclaim_keeps_the_term,
-            election::bad_input_is_rejected,
-            election::shutdown_is_clean,
-            election::terms_never_overlap_under_chaos,
+            election_api::observers_see_every_change_in_order,
+            election_api::proclaim_keeps_the_term,
+            election_api::bad_input_is_rejected,
+            election_api::shutdown_is_clean,
+            election_chaos::terms_never_overlap_under_chaos,
             hardening::idle_election_costs_only_renewals,
         );
     };
@@ -96,6 +99,9 @@ macro_rules! lease_suite {
             hardening::late_acquire_answer_is_given_back,
             hardening::late_election_win_is_not_elected,
             hardening::own_orphan_is_released_not_reported,
+            late_apply::late_applied_acquire_is_released_on_sight,
+            late_apply::late_applied_campaign_does_not_mislead_peers,
+            late_apply::failed_releases_are_released_on_sight,
             cancel_safety::dropped_lease_futures_leave_no_lease,
             cancel_safety::dropped_campaign_leaves_no_lease,
         );

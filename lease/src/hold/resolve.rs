@@ -1,10 +1,9 @@
 //! Settling lost answers, and giving back claims nobody will use: the one read-back loop
-//! and the cancel-safety guard of the hold machine.
+//! and the one conditional release of the hold machine.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -63,7 +62,9 @@ where
 /// Releases `target` conditionally, settling lost answers by asking again and reading back.
 ///
 /// `Ok` when the claim is gone (released by this call or no longer this one's at read-back);
-/// [`HoldError::Lost`] when the store said it was not this one's.
+/// [`HoldError::Lost`] when the store said it was not this one's. Whenever it does not end
+/// `Ok`, the claim may outlive its holder, so [`Holdable::orphaned`] is called first: its
+/// owner can then release it on sight instead of taking it for somebody else's.
 ///
 /// # Cancel safety
 /// Cancel-safe: the release is conditional on the claim's id; a dropped call leaves at most
@@ -86,15 +87,18 @@ pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Resul
         }
     })
     .await;
-    match result {
+    let result = match result {
         Ok(CasOutcome::Applied) => {
             info!(claim = %what, "released");
-            Ok(())
+            return Ok(());
         }
         Ok(CasOutcome::NotApplied) => Err(HoldError::Lost(LossReason::NotHolder)),
         Err(error @ StoreError::Unknown(_)) => Err(HoldError::OutcomeUnknown(error)),
         Err(error) => Err(HoldError::Store(error)),
-    }
+    };
+    warn!(claim = %what, ?result, "release did not end cleanly; remembering the claim as orphaned");
+    target.orphaned();
+    result
 }
 
 /// Spawns [`release_target`] if a runtime is running (best effort; the TTL bounds it anyway).
@@ -106,106 +110,4 @@ pub fn spawn_release(target: Arc<dyn Holdable>, timing: HoldTiming) {
         let result = release_target(target.as_ref(), &timing).await;
         debug!(claim = %target.describe(), ?result, "background release");
     });
-}
-
-/// Makes a future that sent a claim cancel-safe: if it is dropped while armed (the claim may
-/// have applied but was not handed to the caller), it spawns the conditional release of that
-/// claim. [`AttemptGuard::disarm`] once the claim is handed over or known not to exist.
-///
-/// ```
-/// # use std::sync::Arc;
-/// # use cql_lease::hold::{AttemptGuard, Holdable, HoldTiming};
-/// # fn demo(target: Arc<dyn Holdable>, timing: HoldTiming) {
-/// let guard = AttemptGuard::new(Arc::clone(&target), timing);
-/// // ... send the claim, settle its answer (each await a possible cancellation point) ...
-/// guard.disarm(); // handed over: no release on drop
-/// # }
-/// ```
-pub struct AttemptGuard {
-    target: Option<Arc<dyn Holdable>>,
-    timing: HoldTiming,
-    /// Set while a request sent through [`AttemptGuard::send`] is in flight; turns `true`
-    /// when it has been answered (or failed).
-    in_flight: Option<watch::Receiver<bool>>,
-}
-
-impl std::fmt::Debug for AttemptGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AttemptGuard")
-            .field("armed", &self.target.is_some())
-            .finish()
-    }
-}
-
-impl AttemptGuard {
-    /// Armed for `target`.
-    pub fn new(target: Arc<dyn Holdable>, timing: HoldTiming) -> Self {
-        AttemptGuard {
-            target: Some(target),
-            timing,
-            in_flight: None,
-        }
-    }
-
-    /// Sends the claiming request from a task of its own and waits for its answer.
-    ///
-    /// Dropping the caller's future does not stop a request already on the wire: the
-    /// coordinator may apply it later. A release sent at drop time could then land first,
-    /// find nothing, and leave the claim to its TTL. So the request runs in a spawned task,
-    /// and a guard dropped while it is in flight waits for its answer before releasing.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: dropped mid-flight, the request still completes and the guard (if
-    /// armed) releases the claim after it.
-    ///
-    /// # Errors
-    /// The request's own error; [`StoreError::Unknown`] if its task panicked.
-    pub async fn send<T, F>(&mut self, request: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T, StoreError>> + Send + 'static,
-    {
-        let (answered, in_flight) = watch::channel(false);
-        self.in_flight = Some(in_flight);
-        let task = tokio::spawn(async move {
-            let result = request.await;
-            answered.send_replace(true);
-            result
-        });
-        match task.await {
-            Ok(result) => result,
-            Err(error) => Err(StoreError::Unknown(format!("request task failed: {error}"))),
-        }
-    }
-
-    /// No release on drop.
-    pub fn disarm(mut self) {
-        self.target = None;
-    }
-}
-
-impl Drop for AttemptGuard {
-    fn drop(&mut self) {
-        let Some(target) = self.target.take() else {
-            return;
-        };
-        debug!(claim = %target.describe(), "attempt dropped before hand-over; releasing");
-        match self.in_flight.take() {
-            // Answered already, or never sent through `send`: release now.
-            None => spawn_release(target, self.timing),
-            Some(in_flight) if *in_flight.borrow() => spawn_release(target, self.timing),
-            Some(mut in_flight) => {
-                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-                    return;
-                };
-                let timing = self.timing;
-                runtime.spawn(async move {
-                    // Err: the request task ended without answering (panicked); release anyway.
-                    let _ = in_flight.wait_for(|answered| *answered).await;
-                    let result = release_target(target.as_ref(), &timing).await;
-                    debug!(claim = %target.describe(), ?result, "release after the dropped attempt was answered");
-                });
-            }
-        }
-    }
 }

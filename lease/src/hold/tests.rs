@@ -16,6 +16,7 @@ struct Scripted {
     renew_error: Mutex<Option<StoreError>>,
     renews: AtomicU64,
     releases: AtomicU64,
+    orphaned: AtomicBool,
 }
 
 impl Scripted {
@@ -57,6 +58,9 @@ impl Holdable for Scripted {
         } else {
             CasOutcome::NotApplied
         })
+    }
+    fn orphaned(&self) {
+        self.orphaned.store(true, Ordering::SeqCst);
     }
 }
 
@@ -206,4 +210,91 @@ async fn until_resolved_gives_up_unknown_after_resolve_timeout() {
     })
     .await;
     assert!(matches!(rejected, Err(StoreError::Rejected(_))));
+}
+
+/// `claim_attempt` on a scripted claim: `held` is what the store has after the request.
+async fn attempt(
+    claim: &Arc<Scripted>,
+    answer: Result<bool, StoreError>,
+    latency: Duration,
+) -> Result<Claimed<bool>, HoldError> {
+    let guard = AttemptGuard::new(claim.clone(), timing());
+    let request = async move {
+        tokio::time::sleep(latency).await;
+        answer
+    };
+    let read_back = || {
+        let claim = claim.clone();
+        async move { Ok(Some(claim.held.load(Ordering::SeqCst))) }
+    };
+    claim_attempt(guard, &timing(), request, read_back, |won: &bool| *won).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_claim_read_back_absent_is_remembered_as_orphaned() {
+    let claim = Arc::new(Scripted::default());
+    let result = attempt(
+        &claim,
+        Err(StoreError::Unknown("lost".into())),
+        Duration::ZERO,
+    )
+    .await;
+    assert!(
+        matches!(result, Ok(Claimed::NotWon(Some(false)))),
+        "{result:?}"
+    );
+    assert!(
+        claim.orphaned.load(Ordering::SeqCst),
+        "a late apply may follow"
+    );
+
+    // A definite "no" is not an orphan.
+    let claim = Arc::new(Scripted::default());
+    let result = attempt(&claim, Ok(false), Duration::ZERO).await;
+    assert!(
+        matches!(result, Ok(Claimed::NotWon(Some(false)))),
+        "{result:?}"
+    );
+    assert!(!claim.orphaned.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_won_late_is_given_back_and_a_timely_one_handed_over() {
+    let claim = Scripted::held();
+    let result = attempt(&claim, Ok(true), timing().validity).await;
+    assert!(matches!(result, Ok(Claimed::Expired(true))), "{result:?}");
+    settle().await;
+    assert_eq!(claim.releases.load(Ordering::SeqCst), 1, "given back");
+    assert!(claim.orphaned.load(Ordering::SeqCst));
+
+    let claim = Scripted::held();
+    let start = Instant::now();
+    let result = attempt(
+        &claim,
+        Err(StoreError::Unknown("lost".into())),
+        Duration::ZERO,
+    )
+    .await;
+    let Ok(Claimed::Won { sent_at, guard, .. }) = result else {
+        panic!("{result:?}");
+    };
+    assert_eq!(sent_at, start);
+    guard.disarm();
+    settle().await;
+    assert_eq!(claim.releases.load(Ordering::SeqCst), 0);
+    assert!(!claim.orphaned.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_definite_failure_is_not_given_back() {
+    let claim = Scripted::held();
+    let result = attempt(
+        &claim,
+        Err(StoreError::Unavailable("down".into())),
+        Duration::ZERO,
+    )
+    .await;
+    assert!(matches!(result, Err(HoldError::Store(_))), "{result:?}");
+    settle().await;
+    assert_eq!(claim.releases.load(Ordering::SeqCst), 0);
 }

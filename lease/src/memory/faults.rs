@@ -121,6 +121,15 @@ impl<O: Copy + PartialEq + std::fmt::Debug> FaultRules<O> {
 
     /// Runs one call of `op` with its faults: sleeps the latency (tokio time), then runs
     /// `apply` (or not) and reports the failure the way a real store would.
+    ///
+    /// # Errors
+    /// `apply`'s error; otherwise the injected failure: [`StoreError::Unavailable`] (not
+    /// applied), [`StoreError::Unknown`] for a timeout (applied or not, as injected).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: `apply` runs after the only await, synchronously, so a dropped call
+    /// either applied in full or not at all (unlike a real store, where a dropped request may
+    /// still be applied; tests that need that use a wrapper store).
     pub async fn around<T>(
         &self,
         op: O,

@@ -59,7 +59,12 @@ pub struct ScyllaOptions {
     pub replication: Replication,
     /// Consistency of the commit phase of LWTs and of plain reads (the followers' and
     /// observers' polls). Default `QUORUM`: a poll in any data centre then sees every
-    /// committed claim, at the price of a cross-DC round trip per poll.
+    /// committed claim, at the price of a cross-DC round trip per poll. A level that does
+    /// not overlap every commit (`LOCAL_QUORUM` with `SERIAL`, or `ONE`, `LOCAL_ONE`, `TWO`,
+    /// `THREE`, `ANY`) keeps the guarantees (decisions are made by LWTs and SERIAL reads) but
+    /// makes polls stale: a follower may go on seeing a resigned leader until that claim's
+    /// TTL runs out (failover after resignation up to a TTL), and observers report changes
+    /// late. It is accepted with a warning; see [`ScyllaOptions::polls_may_lag`].
     pub consistency: Consistency,
     /// Consistency of the Paxos phase of LWTs and of linearizable reads. Default `SERIAL`:
     /// one Paxos across all data centres, so there is one leader and one token sequence per
@@ -68,7 +73,8 @@ pub struct ScyllaOptions {
     /// the same name); it is refused unless [`ScyllaOptions::per_datacenter_paxos`] is set.
     pub serial_consistency: SerialConsistency,
     /// Explicit opt-in to `LOCAL_SERIAL`: for names used from one data centre only (or a
-    /// single-DC cluster). See [`ScyllaOptions::per_datacenter`].
+    /// single-DC cluster). See [`ScyllaOptions::per_datacenter`]. Meaningless with `SERIAL`
+    /// (one Paxos across all data centres), so that combination is refused.
     pub per_datacenter_paxos: bool,
     /// Client-side timeout of one request; expiry of an LWT leaves its outcome unknown and is
     /// resolved by a read-back. `None` keeps the session's.
@@ -103,10 +109,23 @@ impl ScyllaOptions {
     }
 
     /// Checks the identifiers and levels. `LOCAL_SERIAL` without
-    /// [`ScyllaOptions::per_datacenter_paxos`] is refused: a per-DC scope is never silent.
+    /// [`ScyllaOptions::per_datacenter_paxos`] is refused: a per-DC scope is never silent;
+    /// `per_datacenter_paxos` with `SERIAL` is refused as meaningless (it would suggest a
+    /// scope that is not the one in use). Levels that make polls stale
+    /// ([`ScyllaOptions::polls_may_lag`]) are accepted with a warning.
+    ///
+    /// # Errors
+    /// [`InvalidArgument::Invalid`] naming the offending field.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         check_identifier("keyspace", &self.keyspace)?;
         check_identifier("table", &self.table)?;
+        if self.per_datacenter_paxos && self.serial_consistency == SerialConsistency::Serial {
+            return Err(invalid(
+                "per_datacenter_paxos",
+                "set with SERIAL, which runs one Paxos across all data centres; use \
+                 ScyllaOptions::per_datacenter (LOCAL_SERIAL) or leave it unset",
+            ));
+        }
         if self.serial_consistency == SerialConsistency::LocalSerial {
             if !self.per_datacenter_paxos {
                 return Err(invalid(
@@ -129,7 +148,36 @@ impl ScyllaOptions {
                 "must be a regular level; serial levels go in serial_consistency",
             ));
         }
+        if self.polls_may_lag() {
+            warn!(
+                keyspace = %self.keyspace,
+                consistency = ?self.consistency,
+                serial_consistency = ?self.serial_consistency,
+                "plain reads at this level may miss committed claims: polls can be stale \
+                 (failover after a resignation may take up to a TTL); use QUORUM \
+                 (LOCAL_QUORUM with LOCAL_SERIAL)"
+            );
+        }
         Ok(())
+    }
+
+    /// Whether a plain read at [`ScyllaOptions::consistency`] may miss a claim committed at
+    /// that level within the Paxos scope: with `SERIAL`, any level short of `QUORUM`,
+    /// `EACH_QUORUM` or `ALL` (a `LOCAL_QUORUM` commit in one data centre is invisible to a
+    /// `LOCAL_QUORUM` read in another); with `LOCAL_SERIAL`, any level short of
+    /// `LOCAL_QUORUM`. Safety does not depend on polls (every decision is an LWT or a SERIAL
+    /// read), but stale polls delay failover (up to a TTL after a resignation) and observers.
+    pub fn polls_may_lag(&self) -> bool {
+        let spans_every_dc = matches!(
+            self.consistency,
+            Consistency::Quorum | Consistency::EachQuorum | Consistency::All
+        );
+        match self.serial_consistency {
+            SerialConsistency::Serial => !spans_every_dc,
+            SerialConsistency::LocalSerial => {
+                !(spans_every_dc || self.consistency == Consistency::LocalQuorum)
+            }
+        }
     }
 
     /// A statement template with this keyspace and table.
@@ -315,5 +363,51 @@ mod tests {
         assert_eq!(explicit.serial_consistency, SerialConsistency::LocalSerial);
         assert_eq!(explicit.consistency, Consistency::LocalQuorum);
         assert!(explicit.validate().is_ok());
+    }
+
+    #[test]
+    fn per_datacenter_paxos_with_serial_is_refused() {
+        let meaningless = ScyllaOptions {
+            per_datacenter_paxos: true,
+            ..ScyllaOptions::default()
+        };
+        assert!(matches!(
+            meaningless.validate(),
+            Err(InvalidArgument::Invalid {
+                field: "per_datacenter_paxos",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn levels_that_make_polls_stale_are_flagged() {
+        let with = |consistency| ScyllaOptions {
+            consistency,
+            ..ScyllaOptions::default()
+        };
+        assert!(!ScyllaOptions::default().polls_may_lag());
+        assert!(!ScyllaOptions::default().per_datacenter().polls_may_lag());
+        for stale in [
+            Consistency::LocalQuorum,
+            Consistency::One,
+            Consistency::LocalOne,
+        ] {
+            assert!(with(stale).polls_may_lag(), "{stale:?} with SERIAL");
+            // Accepted (safety does not depend on polls), with a warning.
+            assert!(with(stale).validate().is_ok());
+        }
+        for fine in [
+            Consistency::Quorum,
+            Consistency::EachQuorum,
+            Consistency::All,
+        ] {
+            assert!(!with(fine).polls_may_lag(), "{fine:?} with SERIAL");
+        }
+        let local_one = ScyllaOptions {
+            consistency: Consistency::LocalOne,
+            ..ScyllaOptions::default().per_datacenter()
+        };
+        assert!(local_one.polls_may_lag());
     }
 }

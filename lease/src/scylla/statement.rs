@@ -28,6 +28,14 @@ pub enum Kind {
 }
 
 /// Prepares `template` (rendered with `options`) with the settings `kind` calls for.
+///
+/// # Errors
+/// [`StoreError::Rejected`] when the server refuses to prepare it (bad statement, missing
+/// table, no connection): nothing was executed.
+///
+/// # Cancel safety
+/// Cancel-safe: preparing changes no data; a dropped call only leaves the statement
+/// prepared on some nodes.
 pub async fn prepare(
     session: &Session,
     options: &ScyllaOptions,
