@@ -1,0 +1,150 @@
+//! Claiming: one candidate dispatcher per process feeds every worker of a queue handle from
+//! shared scans of the order index, so local workers never race each other; a random choice
+//! among the first `choice` candidates keeps processes apart.
+//!
+//! A scan starts at this process's own position (just past what it already handed out);
+//! every `cursor_refresh`, or when its own position finds nothing, it starts again at the
+//! shared low-watermark cursor and moves that cursor up to the first live entry it saw (but
+//! never beyond its clock minus `cursor_lag`). So completed items' tombstones are walked at
+//! most about once per process per refresh, and drained buckets are never read again.
+
+use std::collections::{HashSet, VecDeque};
+
+use cql_lease::StoreError;
+use rand::Rng;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::config::micros;
+use crate::error::QueueError;
+use crate::item::IndexEntry;
+use crate::queue::WorkQueue;
+
+/// The shared scanning state of one process's handle on a queue.
+#[derive(Debug, Default)]
+pub(crate) struct Dispatcher {
+    state: Mutex<ScanState>,
+    cursor_hint: std::sync::atomic::AtomicI64,
+}
+
+#[derive(Debug, Default)]
+struct ScanState {
+    /// Next scan: this bucket, after this seq. `None`: start at the cursor.
+    position: Option<(i64, String)>,
+    buffer: VecDeque<IndexEntry>,
+    /// Immediate entries placed ahead of this process's clock already handed out.
+    ahead: HashSet<String>,
+    last_restart: Option<Instant>,
+}
+
+impl Dispatcher {
+    /// The highest cursor value this process has seen (enqueues never place behind it).
+    pub(crate) fn cursor_hint(&self) -> i64 {
+        self.cursor_hint.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn saw_cursor(&self, cursor: i64) {
+        self.cursor_hint
+            .fetch_max(cursor, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn scan_error(source: StoreError) -> QueueError {
+    QueueError::Store {
+        operation: "scan index",
+        source,
+    }
+}
+
+impl WorkQueue {
+    /// The next candidate for one claim attempt, or `None` when nothing is eligible now.
+    pub(crate) async fn next_candidate(&self) -> Result<Option<IndexEntry>, QueueError> {
+        let mut state = self.dispatcher.state.lock().await;
+        if state.buffer.is_empty() {
+            let refresh_due = state
+                .last_restart
+                .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh);
+            if refresh_due {
+                state.position = None;
+            }
+            self.refill(&mut state).await?;
+            if state.buffer.is_empty() && !refresh_due {
+                // Our own position found nothing: something may sit behind it.
+                state.position = None;
+                self.refill(&mut state).await?;
+            }
+        }
+        let choice = (self.config.choice as usize).min(state.buffer.len());
+        if choice == 0 {
+            return Ok(None);
+        }
+        let pick = rand::rng().random_range(0..choice);
+        Ok(state.buffer.remove(pick))
+    }
+
+    /// One scan pass into the buffer, from our position or from the cursor.
+    async fn refill(&self, state: &mut ScanState) -> Result<(), QueueError> {
+        let now = self.now();
+        let width = self.config.bucket_micros();
+        let last_bucket = (now + width) / width;
+        let from_cursor = state.position.is_none();
+        let (mut bucket, mut after, cursor) = match state.position.take() {
+            Some((bucket, after)) => (bucket, after, None),
+            None => {
+                let cursor = self.read_cursor().await?;
+                state.last_restart = Some(Instant::now());
+                state.ahead.clear();
+                (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))
+            }
+        };
+        let limit = self.config.scan_limit;
+        let mut first_live: Option<i64> = None;
+        loop {
+            let page = self
+                .store
+                .scan_index(self.name(), bucket, &after, limit)
+                .await
+                .map_err(scan_error)?;
+            let full = page.len() == limit as usize;
+            let mut blocked = false;
+            for entry in page {
+                first_live.get_or_insert(entry.pos);
+                if entry.pos <= now {
+                    after = entry.seq.clone();
+                    state.buffer.push_back(entry);
+                } else if entry.immediate {
+                    // Ahead of our clock: eligible, but our position stays at our clock so
+                    // entries written later below it are still found.
+                    if state.ahead.insert(entry.seq.clone()) {
+                        state.buffer.push_back(entry);
+                    }
+                } else {
+                    blocked = true;
+                    break;
+                }
+            }
+            if blocked || full || !state.buffer.is_empty() || bucket >= last_bucket {
+                break;
+            }
+            bucket += 1;
+            after = String::new();
+        }
+        debug!(queue = %self.name(), bucket, from_cursor, found = state.buffer.len(), "index scanned");
+        if let Some(cursor) = cursor {
+            let bucket_start = bucket * width;
+            let reached = first_live.unwrap_or(bucket_start.max(cursor));
+            let target = reached.min(now - micros(self.config.cursor_lag()));
+            if target > cursor {
+                self.store
+                    .advance_cursor(self.name(), target)
+                    .await
+                    .map_err(scan_error)?;
+                self.dispatcher.saw_cursor(target);
+                debug!(queue = %self.name(), from = cursor, to = target, "cursor advanced");
+            }
+        }
+        state.position = Some((bucket, after));
+        Ok(())
+    }
+}
