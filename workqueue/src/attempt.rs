@@ -156,7 +156,7 @@ impl WorkQueue {
         }
         guard.disarm();
         let job = Job::start(self.clone(), item, seen_attempt + 1, claim_id, sent_at, check);
-        if job.attempt() > self.config.max_attempts {
+        if job.attempts_used() > self.config.max_attempts {
             // Its last worker died mid-attempt: no attempts left.
             let _ = job
                 .discard("attempts exhausted: the last worker stopped heartbeating")

@@ -72,6 +72,17 @@ impl WallClock {
         let fresh = now_micros().saturating_add(self.offset_micros);
         self.highest.fetch_max(fresh, Ordering::SeqCst).max(fresh)
     }
+
+    /// A reading strictly above every earlier one of this clock.
+    pub fn next_micros(&self) -> i64 {
+        let fresh = now_micros().saturating_add(self.offset_micros);
+        let previous = self.highest.fetch_max(fresh, Ordering::SeqCst);
+        if fresh > previous {
+            fresh
+        } else {
+            self.highest.fetch_add(1, Ordering::SeqCst) + 1
+        }
+    }
 }
 
 #[cfg(test)]

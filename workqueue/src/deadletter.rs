@@ -116,10 +116,11 @@ impl WorkQueue {
         };
         let now = self.now();
         let run = self.entry(id, now, EntryKind::Run, true, item.attempt);
+        let placed_from = tokio::time::Instant::now();
         self.place(&run).await?;
         let outcome = self
             .store
-            .requeue(&key, now)
+            .requeue(&key, now, item.attempt)
             .await
             .map_err(store_error("requeue"))?;
         if outcome == CasOutcome::NotApplied {
@@ -130,6 +131,7 @@ impl WorkQueue {
             .delete_dead(self.name(), id, clock::next_micros())
             .await
             .map_err(store_error("remove dead letter"))?;
+        self.keep_ahead_of_cursor(run, placed_from).await?;
         info!(%id, "dead letter requeued");
         Ok(true)
     }

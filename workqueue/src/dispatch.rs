@@ -69,11 +69,6 @@ impl WorkQueue {
                 state.position = None;
             }
             self.refill(&mut state).await?;
-            if state.buffer.is_empty() && !refresh_due {
-                // Our own position found nothing: something may sit behind it.
-                state.position = None;
-                self.refill(&mut state).await?;
-            }
         }
         let choice = (self.config.choice as usize).min(state.buffer.len());
         if choice == 0 {
@@ -87,8 +82,19 @@ impl WorkQueue {
     async fn refill(&self, state: &mut ScanState) -> Result<(), QueueError> {
         let now = self.now();
         let width = self.config.bucket_micros();
-        let last_bucket = (now + width) / width;
+        // Nothing above `now + lag + cursor_refresh` is read: future check entries (and
+        // their tombstones) are not walked long before they are due. Immediate entries of
+        // clocks further ahead were re-placed below it by their enqueuers.
+        let lag = micros(self.config.cursor_lag());
         let from_cursor = state.position.is_none();
+        // Between restarts a process reads only up to its clock.
+        let horizon = if from_cursor {
+            now + lag + micros(self.config.cursor_refresh)
+        } else {
+            now
+        };
+        let last_bucket = horizon / width;
+        let before = IndexEntry::seq_floor(horizon + 1);
         let (mut bucket, mut after, cursor) = match state.position.take() {
             Some((bucket, after)) => (bucket, after, None),
             None => {
@@ -100,10 +106,11 @@ impl WorkQueue {
         };
         let limit = self.config.scan_limit;
         let mut first_live: Option<i64> = None;
+        let mut covered;
         loop {
             let page = self
                 .store
-                .scan_index(self.name(), bucket, &after, limit)
+                .scan_index(self.name(), bucket, &after, &before, limit)
                 .await
                 .map_err(scan_error)?;
             let full = page.len() == limit as usize;
@@ -124,17 +131,32 @@ impl WorkQueue {
                     break;
                 }
             }
+            covered = blocked || (!full && bucket >= last_bucket);
             if blocked || full || !state.buffer.is_empty() || bucket >= last_bucket {
                 break;
             }
             bucket += 1;
             after = String::new();
         }
+        if covered {
+            // Everything live up to the horizon is buffered (or blocked behind a delayed
+            // entry): what is written from now on lands at `now - lag` or later, so the
+            // tombstones below it need not be read again.
+            let floor = now - lag;
+            if (floor / width, IndexEntry::seq_floor(floor)) > (bucket, after.clone()) {
+                bucket = floor / width;
+                after = IndexEntry::seq_floor(floor);
+            }
+        }
         debug!(queue = %self.name(), bucket, from_cursor, found = state.buffer.len(), "index scanned");
         if let Some(cursor) = cursor {
             let bucket_start = bucket * width;
-            let reached = first_live.unwrap_or(bucket_start.max(cursor));
-            let target = reached.min(now - micros(self.config.cursor_lag()));
+            let reached = match first_live {
+                Some(pos) => pos,
+                None if covered => now - lag,
+                None => bucket_start.max(cursor),
+            };
+            let target = reached.min(now - lag);
             if target > cursor {
                 self.store
                     .advance_cursor(self.name(), target)

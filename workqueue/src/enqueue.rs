@@ -207,9 +207,9 @@ impl WorkQueue {
         let origin = uuid::Uuid::new_v4().simple().to_string();
         let now = self.now();
         let run_at = item.run_at.map_or(now, clock::micros_of);
-        // Never place behind this clock (a past run_at is eligible now anyway), nor behind
-        // the cursor this process last saw.
-        let pos = run_at.max(now).max(self.dispatcher.cursor_hint());
+        // Never behind the cursor this process last saw. A delayed item sits at its run_at
+        // (eligible by the claimer's clock); one in the past is moved up by the cursor check.
+        let pos = run_at.max(self.dispatcher.cursor_hint());
         let entry = self.entry(&id, pos, EntryKind::Run, item.run_at.is_none(), 0);
         let written_from = Instant::now();
         self.place(&entry).await?;
@@ -262,25 +262,36 @@ impl WorkQueue {
         Ok(Enqueued::New(id))
     }
 
-    /// Re-places `entry` forward while the cursor could have passed it: the cursor only
-    /// moves to `scanner clock - lag`, so an entry written within `lag - 2 x skew` of a
-    /// correct clock's reading is safe; a slow write or a clock behind is caught here.
-    async fn keep_ahead_of_cursor(
+    /// Re-places `entry` while the cursor could have passed it: the cursor only moves to
+    /// `scanner clock - lag`, so an entry written within `lag - 2 x skew` of a correct
+    /// clock's reading is safe; a slow write or a clock behind is caught here and the entry
+    /// moves to `cursor + lag`. An immediate entry far ahead of the cursor (a clock ahead)
+    /// moves back to `cursor + lag`, where scanners look now.
+    pub(crate) async fn keep_ahead_of_cursor(
         &self,
         mut entry: IndexEntry,
         mut written_from: Instant,
     ) -> Result<(), QueueError> {
         let lag = micros(self.config.cursor_lag());
         let skew = micros(self.config.claim.max_clock_skew);
+        // Scanners read up to their clock + `scan_ahead`; the cursor trails their clock by
+        // `lag` to `lag + cursor_refresh`.
+        let ahead_limit = 2 * lag + micros(self.config.cursor_refresh);
         for _ in 0..3 {
-            let cursor = self.read_cursor().await?;
+            let (cursor, cold) = self.read_cursor_cold().await?;
             let elapsed = micros(written_from.elapsed());
-            if entry.pos >= cursor + lag - skew + elapsed.min(lag) {
+            let behind = entry.pos < cursor + lag - skew + elapsed.min(lag);
+            let ahead = !cold && entry.immediate && entry.pos > cursor + ahead_limit;
+            if !behind && !ahead {
                 return Ok(());
             }
-            let pos = self.now().max(cursor + lag);
+            let pos = if ahead {
+                cursor + lag
+            } else {
+                self.now().max(cursor + lag)
+            };
             let moved = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
-            warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry re-placed ahead of the cursor");
+            warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry re-placed next to the cursor");
             written_from = Instant::now();
             self.replace(&entry, &moved).await?;
             entry = moved;

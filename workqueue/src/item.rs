@@ -115,6 +115,16 @@ pub struct StoredItem {
     pub last_error: Option<String>,
     /// The enqueue call that created the row (settles a lost enqueue answer).
     pub origin: String,
+    /// The attempt number when the item was last requeued from the dead letters (0 if
+    /// never): its attempts are counted from there, its tokens keep growing.
+    pub requeued_at: i32,
+}
+
+impl StoredItem {
+    /// Claims since the item was enqueued or last requeued.
+    pub fn attempts_used(&self) -> i32 {
+        self.attempt - self.requeued_at
+    }
 }
 
 impl StoredItem {
@@ -158,7 +168,7 @@ impl EntryKind {
 pub struct IndexEntry {
     /// The time bucket: `pos / bucket_width`.
     pub bucket: i64,
-    /// The clustering key, `"{pos:020}-{kind}-{id}"`: sorts by position.
+    /// The clustering key, `"{pos:020}-{kind}-{id}-{random}"`: sorts by position.
     pub seq: String,
     /// The item.
     pub id: ItemId,
@@ -184,9 +194,12 @@ impl IndexEntry {
         bucket_micros: i64,
     ) -> Self {
         let pos = pos.max(0);
+        // The random tail keeps two entries of one item at one position apart (a unique
+        // job enqueued twice at once), so deleting one never deletes the other.
+        let tail: u32 = rand::random();
         IndexEntry {
             bucket: pos / bucket_micros.max(1),
-            seq: format!("{pos:020}-{}-{id}", kind.as_str()),
+            seq: format!("{pos:020}-{}-{id}-{tail:08x}", kind.as_str()),
             id,
             pos,
             kind,

@@ -118,6 +118,11 @@ impl Job {
         self.item.attempt
     }
 
+    /// Claims since the item was enqueued or last requeued from the dead letters.
+    pub fn attempts_used(&self) -> i32 {
+        self.item.attempts_used()
+    }
+
     /// The claim's fencing token: [`Job::attempt`], which only grows for an item.
     pub fn token(&self) -> FencingToken {
         FencingToken::new(i64::from(self.item.attempt))
@@ -188,7 +193,7 @@ impl Job {
     #[instrument(skip(self), fields(id = %self.item.key.id, attempt = self.item.attempt))]
     pub async fn fail(self, error: &str) -> Result<JobState, QueueError> {
         let config = self.queue.config;
-        let to = if self.item.attempt >= config.max_attempts {
+        let to = if self.item.attempts_used() >= config.max_attempts {
             Reschedule {
                 state: JobState::Discarded,
                 run_at: self.queue.now(),
@@ -350,7 +355,12 @@ impl WorkQueue {
             Some((state, run_at)) => {
                 let immediate = state == JobState::Available;
                 let run = self.entry(&check.id, run_at, EntryKind::Run, immediate, attempt);
-                self.place(&run).await
+                let placed_from = Instant::now();
+                match self.place(&run).await {
+                    // This worker's clock may be behind: never leave the entry under the cursor.
+                    Ok(()) => self.keep_ahead_of_cursor(run, placed_from).await,
+                    Err(error) => Err(error),
+                }
             }
         };
         match result {

@@ -113,12 +113,15 @@ impl WorkQueue {
         }
     }
 
+    /// This handle's wall clock: fresh, and strictly increasing, so this process's entries
+    /// never share a position.
     pub(crate) fn now(&self) -> i64 {
-        self.clock.now_micros()
+        self.clock.next_micros()
     }
 
-    /// The cursor a scan starts from: the stored one, or `cold_start` ago if never written.
-    pub(crate) async fn read_cursor(&self) -> Result<i64, QueueError> {
+    /// The cursor a scan starts from: the stored one, or `cold_start` ago if never written
+    /// (then `cold` is true).
+    pub(crate) async fn read_cursor_cold(&self) -> Result<(i64, bool), QueueError> {
         let stored = self
             .store
             .read_cursor(&self.name)
@@ -127,13 +130,17 @@ impl WorkQueue {
                 operation: "read cursor",
                 source,
             })?;
-        let cursor = if stored > 0 {
-            stored
+        if stored > 0 {
+            self.dispatcher.saw_cursor(stored);
+            Ok((stored, false))
         } else {
-            self.now() - micros(self.config.cold_start)
-        };
-        self.dispatcher.saw_cursor(cursor);
-        Ok(cursor)
+            Ok((self.now() - micros(self.config.cold_start), true))
+        }
+    }
+
+    /// [`Self::read_cursor_cold`] without the flag.
+    pub(crate) async fn read_cursor(&self) -> Result<i64, QueueError> {
+        Ok(self.read_cursor_cold().await?.0)
     }
 
     pub(crate) fn entry(
@@ -214,7 +221,7 @@ impl WorkQueue {
                 let limit = self.config.scan_limit;
                 let page = self
                     .store
-                    .scan_index(&self.name, bucket, &after, limit)
+                    .scan_index(&self.name, bucket, &after, "~", limit)
                     .await
                     .map_err(store_err)?;
                 let full = page.len() == limit as usize;

@@ -108,8 +108,14 @@ pub trait QueueStore: Send + Sync + 'static {
         attempt: i32,
     ) -> Result<CasOutcome, StoreError>;
 
-    /// A discarded item becomes available at `run_at` (attempt kept), only if discarded.
-    async fn requeue(&self, key: &ItemKey, run_at: i64) -> Result<CasOutcome, StoreError>;
+    /// A discarded item with attempt number `attempt` becomes available at `run_at`, its
+    /// attempts counted again from `attempt` (the number itself is kept).
+    async fn requeue(
+        &self,
+        key: &ItemKey,
+        run_at: i64,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError>;
 
     /// A discarded item becomes done, only if discarded.
     async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError>;
@@ -135,12 +141,13 @@ pub trait QueueStore: Send + Sync + 'static {
         ts: i64,
     ) -> Result<(), StoreError>;
 
-    /// Up to `limit` live entries of one bucket with seq above `after`, in order.
+    /// Up to `limit` live entries of one bucket with `after < seq < before`, in order.
     async fn scan_index(
         &self,
         queue: &str,
         bucket: i64,
         after: &str,
+        before: &str,
         limit: u32,
     ) -> Result<Vec<IndexEntry>, StoreError>;
 

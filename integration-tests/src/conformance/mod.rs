@@ -9,6 +9,9 @@ pub mod election;
 pub mod lease_basic;
 pub mod lease_faults;
 pub mod queue;
+pub mod queue_chaos;
+pub mod queue_features;
+pub mod queue_scale;
 
 use std::time::Duration;
 
@@ -115,6 +118,16 @@ macro_rules! queue_suite {
             queue::store_refuses_claims_it_must,
             queue::bad_queue_input_is_rejected,
             queue::claims_are_exclusive_under_contention,
+            queue_scale::claim_passes_skip_tombstones,
+            queue_scale::no_convoy_with_64_claimers,
+            queue_scale::resent_enqueue_after_completion_is_refused,
+            queue_scale::skewed_enqueuer_clocks,
+            queue_chaos::chaos_loses_nothing_and_never_reuses_tokens,
+            queue_features::typed_and_raw_payloads,
+            queue_features::dead_letters_list_requeue_purge,
+            queue_features::stats_by_state,
+            queue_features::graceful_drain,
+            queue_features::batch_enqueue,
         );
     };
 }

@@ -240,7 +240,10 @@ pub async fn lost_answers_are_resolved(b: &dyn Backend) {
     // (by this pass's rescan from the cursor, or the next pass).
     let two = match q.claim("w").await.expect("claim") {
         Some(two) => two,
-        None => q.claim("w").await.expect("claim").expect("two is still free"),
+        None => {
+            b.sleep(queue_config().cursor_refresh).await;
+            q.claim("w").await.expect("claim").expect("two is still free")
+        }
     };
     assert_eq!((two.payload(), two.attempt()), ("two", 1));
 

@@ -164,6 +164,7 @@ impl QueueStore for MemoryQueueStore {
                 run_at: row.run_at,
                 last_error: None,
                 origin: row.origin.to_owned(),
+                requeued_at: 0,
             };
             tables.items.insert(
                 slot,
@@ -281,14 +282,20 @@ impl QueueStore for MemoryQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn requeue(&self, key: &ItemKey, run_at: i64) -> Result<CasOutcome, StoreError> {
+    async fn requeue(
+        &self,
+        key: &ItemKey,
+        run_at: i64,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
         self.lwt(
             QueueOp::Reschedule,
             key,
-            |row, _| row.item.state == JobState::Discarded,
+            |row, _| row.item.state == JobState::Discarded && row.item.attempt == attempt,
             |row, _| {
                 row.item.state = JobState::Available;
                 row.item.run_at = run_at;
+                row.item.requeued_at = row.item.attempt;
             },
         )
         .await
@@ -363,6 +370,7 @@ impl QueueStore for MemoryQueueStore {
         queue: &str,
         bucket: i64,
         after: &str,
+        before: &str,
         limit: u32,
     ) -> Result<Vec<IndexEntry>, StoreError> {
         self.call(QueueOp::Index, |tables, counter, _| {
@@ -370,7 +378,7 @@ impl QueueStore for MemoryQueueStore {
             let Some(rows) = tables.index.get(&(queue.to_owned(), bucket)) else {
                 return Vec::new();
             };
-            let (live, tombstones) = scan(rows, after, limit as usize);
+            let (live, tombstones) = scan(rows, after, Some(before), limit as usize);
             counter.counts.tombstones_scanned += tombstones;
             live
         })
@@ -428,7 +436,7 @@ impl QueueStore for MemoryQueueStore {
             tables
                 .dead
                 .get(queue)
-                .map(|rows| scan(rows, after, limit as usize).0)
+                .map(|rows| scan(rows, after, None, limit as usize).0)
                 .unwrap_or_default()
         })
         .await

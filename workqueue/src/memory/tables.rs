@@ -51,11 +51,16 @@ pub(super) fn write<K: Ord, T>(map: &mut BTreeMap<K, Cell<T>>, key: K, value: Op
 pub(super) fn scan<'a, T: Clone>(
     map: &'a BTreeMap<String, Cell<T>>,
     after: &str,
+    before: Option<&str>,
     limit: usize,
 ) -> (Vec<T>, u64) {
     let mut live = Vec::new();
     let mut tombstones = 0;
-    let range = map.range::<str, _>((Bound::Excluded(after), Bound::Unbounded));
+    let end = before.map_or(Bound::Unbounded, Bound::Excluded);
+    if before.is_some_and(|b| b <= after) {
+        return (live, 0);
+    }
+    let range = map.range::<str, _>((Bound::Excluded(after), end));
     for (_, cell) in range {
         if live.len() >= limit {
             break;

@@ -11,6 +11,7 @@
 //!     claim text,                     -- the live claim's unique id (TTL'd)
 //!     run_at bigint, last_error text,
 //!     origin text,                    -- the enqueue call that wrote the row
+//!     requeued_at int,                -- attempt number when last requeued from dead letters
 //!     PRIMARY KEY ((queue, id)))
 //! CREATE TABLE work_items_index (    -- plain writes only, USING TIMESTAMP (client, monotonic)
 //!     queue text, bucket bigint, seq text,   -- seq: "{pos:020}-{run|check}-{id}"
@@ -26,7 +27,7 @@
 //! the `INSERT`'s row marker and `attempt` stay, so `IF NOT EXISTS` refuses a resent enqueue.
 
 /// Creates the item table if missing.
-pub const CREATE_ITEMS: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (queue text, id text, payload blob, state text, attempt int, claim text, run_at bigint, last_error text, origin text, PRIMARY KEY ((queue, id)))";
+pub const CREATE_ITEMS: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (queue text, id text, payload blob, state text, attempt int, claim text, run_at bigint, last_error text, origin text, requeued_at int, PRIMARY KEY ((queue, id)))";
 /// Creates the index table if missing.
 pub const CREATE_INDEX: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_index (queue text, bucket bigint, seq text, id text, kind text, immediate boolean, attempt int, PRIMARY KEY ((queue, bucket), seq))";
 /// Creates the cursor table if missing.
@@ -58,14 +59,15 @@ pub const RESCHEDULE: &str = "UPDATE {keyspace}.{table} SET claim = null, state 
 /// Undoes a claim never handed to a worker. Binds: state, attempt, queue, id, claim.
 pub const UNCLAIM: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE queue = ? AND id = ? IF claim = ?";
 
-/// Requeues a dead letter. Binds: run_at, queue, id.
-pub const REQUEUE: &str = "UPDATE {keyspace}.{table} SET state = 'available', run_at = ? WHERE queue = ? AND id = ? IF state = 'discarded'";
+/// Requeues a dead letter; attempts count again from `attempt`. Binds: run_at, requeued_at,
+/// queue, id, attempt.
+pub const REQUEUE: &str = "UPDATE {keyspace}.{table} SET state = 'available', run_at = ?, requeued_at = ? WHERE queue = ? AND id = ? IF state = 'discarded' AND attempt = ?";
 
 /// Purges a dead letter. Binds: ttl, queue, id.
 pub const PURGE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE queue = ? AND id = ? IF state = 'discarded'";
 
 /// Reads one item (SERIAL for `read`, the consistency level for `peek`). Binds: queue, id.
-pub const READ: &str = "SELECT id, payload, state, attempt, claim, run_at, last_error, origin FROM {keyspace}.{table} WHERE queue = ? AND id = ?";
+pub const READ: &str = "SELECT id, payload, state, attempt, claim, run_at, last_error, origin, requeued_at FROM {keyspace}.{table} WHERE queue = ? AND id = ?";
 
 /// Places an index entry. Binds: queue, bucket, seq, id, kind, immediate, attempt, timestamp.
 pub const PUT_ENTRY: &str = "INSERT INTO {keyspace}.{table}_index (queue, bucket, seq, id, kind, immediate, attempt) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
@@ -74,8 +76,8 @@ pub const PUT_ENTRY: &str = "INSERT INTO {keyspace}.{table}_index (queue, bucket
 pub const DELETE_ENTRY: &str =
     "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE queue = ? AND bucket = ? AND seq = ?";
 
-/// Reads a bucket past a position. Binds: queue, bucket, after, limit.
-pub const SCAN_INDEX: &str = "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE queue = ? AND bucket = ? AND seq > ? LIMIT ?";
+/// Reads a slice of a bucket. Binds: queue, bucket, after, before, limit.
+pub const SCAN_INDEX: &str = "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE queue = ? AND bucket = ? AND seq > ? AND seq < ? LIMIT ?";
 
 /// Reads the cursor. Binds: queue.
 pub const READ_CURSOR: &str = "SELECT pos FROM {keyspace}.{table}_cursor WHERE queue = ?";

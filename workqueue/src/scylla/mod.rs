@@ -297,8 +297,13 @@ impl QueueStore for ScyllaQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn requeue(&self, key: &ItemKey, run_at: i64) -> Result<CasOutcome, StoreError> {
-        let values = (run_at, &key.partition, key.id.as_str());
+    async fn requeue(
+        &self,
+        key: &ItemKey,
+        run_at: i64,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        let values = (run_at, attempt, &key.partition, key.id.as_str(), attempt);
         self.cas(&self.s.requeue, values).await
     }
 
@@ -356,11 +361,13 @@ impl QueueStore for ScyllaQueueStore {
         queue: &str,
         bucket: i64,
         after: &str,
+        before: &str,
         limit_rows: u32,
     ) -> Result<Vec<IndexEntry>, StoreError> {
+        let values = (queue, bucket, after, before, limit(limit_rows));
         let result = self
             .session
-            .execute_unpaged(&self.s.scan_index, (queue, bucket, after, limit(limit_rows)))
+            .execute_unpaged(&self.s.scan_index, values)
             .await
             .map_err(|e| classify(e, false))?;
         rows::entries(result, bucket)

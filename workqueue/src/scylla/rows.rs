@@ -18,6 +18,7 @@ type ItemRow = (
     Option<i64>,
     Option<String>,
     Option<String>,
+    Option<i32>,
 );
 
 pub(super) fn item(result: QueryResult, queue: &str) -> Result<Option<StoredItem>, StoreError> {
@@ -25,7 +26,7 @@ pub(super) fn item(result: QueryResult, queue: &str) -> Result<Option<StoredItem
     let Some(row) = rows.maybe_first_row::<ItemRow>().map_err(unreadable)? else {
         return Ok(None);
     };
-    let (id, payload, state, attempt, claim, run_at, last_error, origin) = row;
+    let (id, payload, state, attempt, claim, run_at, last_error, origin, requeued_at) = row;
     let state = JobState::parse(state.as_deref())
         .ok_or_else(|| StoreError::Unavailable(format!("unknown state {state:?}")))?;
     Ok(Some(StoredItem {
@@ -40,6 +41,7 @@ pub(super) fn item(result: QueryResult, queue: &str) -> Result<Option<StoredItem
         run_at: run_at.unwrap_or_default(),
         last_error,
         origin: origin.unwrap_or_default(),
+        requeued_at: requeued_at.unwrap_or_default(),
     }))
 }
 
