@@ -44,7 +44,10 @@ impl WorkQueue {
             let Some(entry) = self.next_candidate().await? else {
                 return Ok(None);
             };
-            if let Some(job) = self.try_entry(worker, entry).await? {
+            let result = self.try_entry(worker, &entry).await;
+            let contended = matches!(result, Ok((None, true)));
+            self.candidate_done(&entry, contended).await;
+            if let (Some(job), _) = result? {
                 return Ok(Some(job));
             }
         }
@@ -54,17 +57,18 @@ impl WorkQueue {
     async fn try_entry(
         &self,
         worker: &str,
-        entry: IndexEntry,
-    ) -> Result<Option<Job>, QueueError> {
+        entry: &IndexEntry,
+    ) -> Result<(Option<Job>, bool), QueueError> {
+        let entry = entry.clone();
         let seen_attempt = match entry.kind {
             EntryKind::Run => entry.attempt,
             EntryKind::Check => {
                 let Some(item) = self.peek(&entry).await? else {
                     self.drop_orphan(&entry).await;
-                    return Ok(None);
+                    return Ok((None, false));
                 };
                 if !self.due(&entry, &item).await? {
-                    return Ok(None);
+                    return Ok((None, false));
                 }
                 item.attempt
             }
@@ -127,10 +131,11 @@ impl WorkQueue {
         debug!(id = %key.id, claimed, "claim");
         if !claimed {
             guard.disarm();
-            if entry.kind == EntryKind::Run {
+            let contended = entry.kind == EntryKind::Run;
+            if contended {
                 self.after_lost_claim(&entry).await?;
             }
-            return Ok(None);
+            return Ok((None, contended));
         }
         // The claim's check entry replaces the entry it was found by, so the item stays
         // findable after the claim lapses. On failure the guard undoes the claim and the
@@ -152,7 +157,7 @@ impl WorkQueue {
         if Instant::now() >= sent_at + self.config.claim.validity() {
             // Answered after its deadline: nobody may work on it. The guard undoes it.
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
-            return Ok(None);
+            return Ok((None, false));
         }
         guard.disarm();
         let job = Job::start(self.clone(), item, seen_attempt + 1, claim_id, sent_at, check);
@@ -161,9 +166,9 @@ impl WorkQueue {
             let _ = job
                 .discard("attempts exhausted: the last worker stopped heartbeating")
                 .await;
-            return Ok(None);
+            return Ok((None, false));
         }
-        Ok(Some(job))
+        Ok((Some(job), false))
     }
 
     async fn peek(&self, entry: &IndexEntry) -> Result<Option<StoredItem>, QueueError> {

@@ -22,10 +22,37 @@ use crate::item::IndexEntry;
 use crate::queue::WorkQueue;
 
 /// The shared scanning state of one process's handle on a queue.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Dispatcher {
     state: Mutex<ScanState>,
     cursor_hint: std::sync::atomic::AtomicI64,
+    /// This process's preferred slot: claimers in different processes look at different
+    /// items of the same head first (work stealing when their own slot has none).
+    home: u64,
+}
+
+impl Default for Dispatcher {
+    fn default() -> Self {
+        Dispatcher {
+            state: Mutex::default(),
+            cursor_hint: std::sync::atomic::AtomicI64::default(),
+            home: rand::random::<u64>() % SLOTS,
+        }
+    }
+}
+
+const SLOTS: u64 = 8;
+
+/// An entry's slot: a hash of its item id.
+fn slot(entry: &IndexEntry) -> u64 {
+    let hash = entry
+        .id
+        .as_str()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    hash % SLOTS
 }
 
 #[derive(Debug, Default)]
@@ -35,6 +62,8 @@ struct ScanState {
     buffer: VecDeque<IndexEntry>,
     /// Immediate entries placed ahead of this process's clock already handed out.
     ahead: HashSet<String>,
+    /// Entries handed to local claimers whose claims are not settled yet.
+    in_flight: HashSet<String>,
     last_restart: Option<Instant>,
 }
 
@@ -74,8 +103,50 @@ impl WorkQueue {
         if choice == 0 {
             return Ok(None);
         }
-        let pick = rand::rng().random_range(0..choice);
-        Ok(state.buffer.remove(pick))
+        // With `choice = 1` the order is strict: no slot preference either.
+        let window = if choice > 1 {
+            (choice * 4).min(state.buffer.len())
+        } else {
+            0
+        };
+        let home: Vec<usize> = (0..window)
+            .filter(|&i| state.buffer.get(i).is_some_and(|e| slot(e) == self.dispatcher.home))
+            .collect();
+        let pick = if home.is_empty() {
+            rand::rng().random_range(0..choice)
+        } else {
+            home[rand::rng().random_range(0..home.len().min(choice))]
+        };
+        let entry = state.buffer.remove(pick);
+        if let Some(entry) = &entry {
+            state.in_flight.insert(entry.seq.clone());
+        }
+        Ok(entry)
+    }
+
+    /// A claimer is done with `entry`. `contended`: another process claimed it first, so
+    /// the rest of the buffer is probably being worked through by others too: it is dropped
+    /// and scanned again from its first entry (claimed items have left the index by then).
+    pub(crate) async fn candidate_done(&self, entry: &IndexEntry, contended: bool) {
+        let mut state = self.dispatcher.state.lock().await;
+        state.in_flight.remove(&entry.seq);
+        if !contended {
+            return;
+        }
+        let first = state
+            .buffer
+            .iter()
+            .map(|e| (e.bucket, e.pos))
+            .min()
+            .unwrap_or((entry.bucket, entry.pos));
+        state.buffer.clear();
+        state.ahead.clear();
+        if let Some(position) = state.position.as_mut() {
+            let rewound = (first.0, IndexEntry::seq_floor(first.1));
+            if rewound < *position {
+                *position = rewound;
+            }
+        }
     }
 
     /// One scan pass into the buffer, from our position or from the cursor.
@@ -117,7 +188,9 @@ impl WorkQueue {
             let mut blocked = false;
             for entry in page {
                 first_live.get_or_insert(entry.pos);
-                if entry.pos <= now {
+                if state.in_flight.contains(&entry.seq) {
+                    after = entry.seq.clone();
+                } else if entry.pos <= now {
                     after = entry.seq.clone();
                     state.buffer.push_back(entry);
                 } else if entry.immediate {

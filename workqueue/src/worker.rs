@@ -40,7 +40,7 @@ use crate::queue::WorkQueue;
 /// }
 /// let worker = queue.worker("worker-1")?;
 /// let shutdown = worker.shutdown_token();
-/// let done: Vec<String> = worker
+/// let mut done: Vec<String> = worker
 ///     .take(3)
 ///     .then(|job| async move {
 ///         let payload = job.payload().to_owned();
@@ -51,6 +51,7 @@ use crate::queue::WorkQueue;
 ///     .into_iter()
 ///     .collect::<Result<_, _>>()?;
 /// shutdown.cancel();
+/// done.sort();
 /// assert_eq!(done, ["image-0.png", "image-1.png", "image-2.png"]);
 /// # Ok::<(), cql_workqueue::QueueError>(())
 /// # }).unwrap();
