@@ -66,7 +66,10 @@ pub async fn open_queue_store(
                 ..ScyllaOptions::default()
             };
             ScyllaQueueStore::create_schema(&session, &options).await?;
-            Ok((Arc::new(ScyllaQueueStore::new(session, options).await?), None))
+            Ok((
+                Arc::new(ScyllaQueueStore::new(session, options).await?),
+                None,
+            ))
         }
     }
 }

@@ -160,7 +160,14 @@ impl WorkQueue {
             return Ok((None, false));
         }
         guard.disarm();
-        let job = Job::start(self.clone(), item, seen_attempt + 1, claim_id, sent_at, check);
+        let job = Job::start(
+            self.clone(),
+            item,
+            seen_attempt + 1,
+            claim_id,
+            sent_at,
+            check,
+        );
         if job.attempts_used() > self.config.max_attempts {
             // Its last worker died mid-attempt: no attempts left.
             let _ = job
@@ -200,7 +207,13 @@ impl WorkQueue {
                 Ok(false)
             }
             _ if item.run_at > self.now() && item.state == JobState::Retryable => {
-                let run = self.entry(&item.key.id, item.run_at, EntryKind::Run, false, item.attempt);
+                let run = self.entry(
+                    &item.key.id,
+                    item.run_at,
+                    EntryKind::Run,
+                    false,
+                    item.attempt,
+                );
                 self.replace(entry, &run).await?;
                 Ok(false)
             }

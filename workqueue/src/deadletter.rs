@@ -54,7 +54,10 @@ impl WorkQueue {
     pub(crate) async fn dead_letter_ids(&self) -> Result<Vec<ItemId>, QueueError> {
         let mut all: Vec<ItemId> = Vec::new();
         loop {
-            let after = all.last().map(|id| id.as_str().to_owned()).unwrap_or_default();
+            let after = all
+                .last()
+                .map(|id| id.as_str().to_owned())
+                .unwrap_or_default();
             let limit = self.config.scan_limit;
             let page = self
                 .store
@@ -177,9 +180,7 @@ impl WorkQueue {
     /// Reads only: safe to drop.
     pub async fn stats(&self) -> Result<QueueStats, QueueError> {
         let now = self.now();
-        let entries = self
-            .live_entries(now + self.config.bucket_micros())
-            .await?;
+        let entries = self.live_entries(now + self.config.bucket_micros()).await?;
         let mut stats = QueueStats {
             dead: self.dead_letter_ids().await?.len() as u64,
             ..QueueStats::default()
@@ -195,9 +196,8 @@ impl WorkQueue {
                 EntryKind::Run => stats.scheduled += 1,
             }
         }
-        stats.oldest_available_age = oldest.map(|pos| {
-            Duration::from_micros(u64::try_from(now.saturating_sub(pos)).unwrap_or(0))
-        });
+        stats.oldest_available_age = oldest
+            .map(|pos| Duration::from_micros(u64::try_from(now.saturating_sub(pos)).unwrap_or(0)));
         Ok(stats)
     }
 }

@@ -110,7 +110,12 @@ impl WorkQueue {
             0
         };
         let home: Vec<usize> = (0..window)
-            .filter(|&i| state.buffer.get(i).is_some_and(|e| slot(e) == self.dispatcher.home))
+            .filter(|&i| {
+                state
+                    .buffer
+                    .get(i)
+                    .is_some_and(|e| slot(e) == self.dispatcher.home)
+            })
             .collect();
         let pick = if home.is_empty() {
             rand::rng().random_range(0..choice)

@@ -223,21 +223,19 @@ impl WorkQueue {
         loop {
             let error = match self.store.enqueue(row).await {
                 Ok(CasOutcome::Applied) => break,
-                Ok(CasOutcome::NotApplied) => {
-                    match self.store.read(&key).await {
-                        Ok(Some(existing)) if existing.origin == origin => break,
-                        Ok(Some(existing)) => {
-                            self.remove(&entry).await;
-                            info!(%id, state = ?existing.state, "duplicate enqueue");
-                            return Ok(Enqueued::Duplicate {
-                                id,
-                                state: existing.state,
-                            });
-                        }
-                        Ok(None) => StoreError::Unavailable("row vanished".into()),
-                        Err(e) => e,
+                Ok(CasOutcome::NotApplied) => match self.store.read(&key).await {
+                    Ok(Some(existing)) if existing.origin == origin => break,
+                    Ok(Some(existing)) => {
+                        self.remove(&entry).await;
+                        info!(%id, state = ?existing.state, "duplicate enqueue");
+                        return Ok(Enqueued::Duplicate {
+                            id,
+                            state: existing.state,
+                        });
                     }
-                }
+                    Ok(None) => StoreError::Unavailable("row vanished".into()),
+                    Err(e) => e,
+                },
                 Err(error @ (StoreError::Unknown(_) | StoreError::Unavailable(_))) => error,
                 Err(source) => {
                     self.remove(&entry).await;

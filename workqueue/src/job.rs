@@ -203,7 +203,9 @@ impl Job {
             let backoff = config.backoff(self.item.attempt);
             Reschedule {
                 state: JobState::Retryable,
-                run_at: self.queue.now()
+                run_at: self
+                    .queue
+                    .now()
                     .saturating_add(i64::try_from(backoff.as_micros()).unwrap_or(i64::MAX)),
                 error: Some(error),
             }
@@ -268,9 +270,9 @@ impl Job {
         let maybe_applied = AtomicBool::new(false);
         let state = to.map_or(JobState::Done, |to| to.state);
         let applied = |current: &Option<StoredItem>| {
-            current.as_ref().is_some_and(|c| {
-                c.claim.is_none() && c.attempt == item.attempt && c.state == state
-            })
+            current
+                .as_ref()
+                .is_some_and(|c| c.claim.is_none() && c.attempt == item.attempt && c.state == state)
         };
         let retention = queue.config.done_retention;
         let result = until_resolved(&timing, operation, || async {
@@ -365,7 +367,9 @@ impl WorkQueue {
         };
         match result {
             Ok(()) => self.remove(check).await,
-            Err(error) => warn!(id = %check.id, %error, "index upkeep failed; the check entry stays"),
+            Err(error) => {
+                warn!(id = %check.id, %error, "index upkeep failed; the check entry stays")
+            }
         }
     }
 }

@@ -56,10 +56,10 @@
 
 mod attempt;
 mod claim;
-mod dispatch;
 pub mod clock;
 mod config;
 mod deadletter;
+mod dispatch;
 mod enqueue;
 mod error;
 mod item;

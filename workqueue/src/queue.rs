@@ -5,9 +5,9 @@ use std::sync::Arc;
 use cql_lease::{StoreError, check_name};
 use tracing::{debug, warn};
 
-use crate::dispatch::Dispatcher;
 use crate::clock::{self, WallClock};
 use crate::config::{QueueConfig, micros};
+use crate::dispatch::Dispatcher;
 use crate::error::QueueError;
 use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 use crate::store::QueueStore;
@@ -124,14 +124,14 @@ impl WorkQueue {
     /// The cursor a scan starts from: the stored one, or `cold_start` ago if never written
     /// (then `cold` is true).
     pub(crate) async fn read_cursor_cold(&self) -> Result<(i64, bool), QueueError> {
-        let stored = self
-            .store
-            .read_cursor(&self.name)
-            .await
-            .map_err(|source| QueueError::Store {
-                operation: "read cursor",
-                source,
-            })?;
+        let stored =
+            self.store
+                .read_cursor(&self.name)
+                .await
+                .map_err(|source| QueueError::Store {
+                    operation: "read cursor",
+                    source,
+                })?;
         if stored > 0 {
             self.dispatcher.saw_cursor(stored);
             Ok((stored, false))
@@ -189,7 +189,9 @@ impl WorkQueue {
             .await;
         match result {
             Ok(()) => debug!(queue = %self.name, seq = %entry.seq, "index entry removed"),
-            Err(error) => warn!(queue = %self.name, seq = %entry.seq, %error, "index delete failed"),
+            Err(error) => {
+                warn!(queue = %self.name, seq = %entry.seq, %error, "index delete failed")
+            }
         }
     }
 
@@ -264,14 +266,14 @@ impl WorkQueue {
             if !seen.insert(id.clone()) {
                 continue;
             }
-            let item = self
-                .store
-                .peek(&self.key(id))
-                .await
-                .map_err(|source| QueueError::Store {
-                    operation: "read item",
-                    source,
-                })?;
+            let item =
+                self.store
+                    .peek(&self.key(id))
+                    .await
+                    .map_err(|source| QueueError::Store {
+                        operation: "read item",
+                        source,
+                    })?;
             if let Some(item) = item.filter(|i| i.state != JobState::Done) {
                 items.push(item);
             }

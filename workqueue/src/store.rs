@@ -129,8 +129,7 @@ pub trait QueueStore: Send + Sync + 'static {
     // ---- the order index, the cursor and dead letters: plain writes only ----
 
     /// Writes an index entry with client timestamp `ts`.
-    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64)
-    -> Result<(), StoreError>;
+    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError>;
 
     /// Deletes an index entry with client timestamp `ts`.
     async fn delete_entry(

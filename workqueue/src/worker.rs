@@ -135,7 +135,10 @@ impl Drain {
             }
         }
         let unfinished = self.in_flight();
-        warn!(unfinished, "drain deadline passed; in-flight jobs told to stop");
+        warn!(
+            unfinished,
+            "drain deadline passed; in-flight jobs told to stop"
+        );
         self.hand_back.cancel();
         DrainReport { unfinished }
     }

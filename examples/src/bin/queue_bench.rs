@@ -39,7 +39,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let enqueued: Vec<_> = futures::stream::iter(0..n)
             .map(|i| {
                 let queue = queue.clone();
-                async move { queue.enqueue_item(NewItem::text(&format!("item {i}"))).await }
+                async move {
+                    queue
+                        .enqueue_item(NewItem::text(&format!("item {i}")))
+                        .await
+                }
             })
             .buffer_unordered(64)
             .collect()

@@ -242,7 +242,10 @@ pub async fn lost_answers_are_resolved(b: &dyn Backend) {
         Some(two) => two,
         None => {
             b.sleep(queue_config().cursor_refresh).await;
-            q.claim("w").await.expect("claim").expect("two is still free")
+            q.claim("w")
+                .await
+                .expect("claim")
+                .expect("two is still free")
         }
     };
     assert_eq!((two.payload(), two.attempt()), ("two", 1));
@@ -298,11 +301,17 @@ pub async fn store_refuses_claims_it_must(b: &dyn Backend) {
         ClaimOutcome::Claimed
     );
     assert_eq!(
-        store.complete(&key, "a", Duration::from_secs(60)).await.expect("complete"),
+        store
+            .complete(&key, "a", Duration::from_secs(60))
+            .await
+            .expect("complete"),
         CasOutcome::NotApplied
     );
     assert_eq!(
-        store.complete(&key, "d", Duration::from_secs(60)).await.expect("complete"),
+        store
+            .complete(&key, "d", Duration::from_secs(60))
+            .await
+            .expect("complete"),
         CasOutcome::Applied
     );
     // Done: a claim does not bring it back, and the attempt number stays.

@@ -41,7 +41,11 @@ pub async fn chaos_loses_nothing_and_never_reuses_tokens(b: &dyn Backend) {
     for op in [QueueOp::Claim, QueueOp::Complete, QueueOp::Reschedule] {
         b.inject_queue(Some(op), Fault::TimeoutAfterApply, Times::Random(0.05));
     }
-    b.inject_queue(Some(QueueOp::Index), Fault::Unavailable, Times::Random(0.05));
+    b.inject_queue(
+        Some(QueueOp::Index),
+        Fault::Unavailable,
+        Times::Random(0.05),
+    );
 
     let history: History = Arc::default();
     let all_done = Arc::new(AtomicBool::new(false));
@@ -50,8 +54,14 @@ pub async fn chaos_loses_nothing_and_never_reuses_tokens(b: &dyn Backend) {
         // Each process has its own dispatcher.
         let process = q.with_clock(WallClock::system());
         for w in 0..4 {
-            let (q, history, all_done) = (process.clone(), Arc::clone(&history), Arc::clone(&all_done));
-            tasks.push(tokio::spawn(work(q, format!("p{p}w{w}"), history, all_done)));
+            let (q, history, all_done) =
+                (process.clone(), Arc::clone(&history), Arc::clone(&all_done));
+            tasks.push(tokio::spawn(work(
+                q,
+                format!("p{p}w{w}"),
+                history,
+                all_done,
+            )));
         }
     }
     let store = queue_store(b);
@@ -71,7 +81,11 @@ pub async fn chaos_loses_nothing_and_never_reuses_tokens(b: &dyn Backend) {
         task.await.expect("worker");
     }
     b.clear_faults();
-    assert!(lost.is_empty(), "{}: items never finished: {lost:?}", b.name());
+    assert!(
+        lost.is_empty(),
+        "{}: items never finished: {lost:?}",
+        b.name()
+    );
     let history = history.lock().expect("history").clone();
     for (id, tenures) in &history {
         if let Err(violation) = check_exclusive(tenures) {

@@ -77,7 +77,10 @@ pub async fn dead_letters_list_requeue_purge(b: &dyn Backend) {
         Some(format!("boom {}", queue_config().max_attempts).as_str())
     );
     assert_eq!(letter.payload, b"poison");
-    assert!(q.claim("w").await.expect("claim").is_none(), "dead letter claimed");
+    assert!(
+        q.claim("w").await.expect("claim").is_none(),
+        "dead letter claimed"
+    );
 
     assert!(q.requeue_dead(&poison).await.expect("requeue"));
     assert!(!q.requeue_dead(&poison).await.expect("requeue twice"));
@@ -144,7 +147,10 @@ pub async fn graceful_drain(b: &dyn Backend) {
     assert_eq!(report.unfinished, 1);
     quick_task.await.expect("quick");
     slow_task.await.expect("slow");
-    assert!(worker.next().await.is_none(), "a drained worker claimed again");
+    assert!(
+        worker.next().await.is_none(),
+        "a drained worker claimed again"
+    );
     // The handed-back item and the never-claimed one are claimable by others at once.
     b.sleep(Duration::from_millis(300)).await;
     let mut left = 0;

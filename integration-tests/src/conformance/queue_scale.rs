@@ -40,7 +40,11 @@ pub async fn claim_passes_skip_tombstones(b: &dyn Backend) {
         ..queue_config()
     };
     let q = queue_with(b, "tombstones", config);
-    let (rounds, per_round) = if b.simulated_time() { (30, 100) } else { (6, 50) };
+    let (rounds, per_round) = if b.simulated_time() {
+        (30, 100)
+    } else {
+        (6, 50)
+    };
     let mut passes = 0u64;
     for round in 0..rounds {
         let batch = (0..per_round).map(|n| NewItem::text(&format!("item {round}/{n}")));
@@ -74,8 +78,8 @@ pub async fn claim_passes_skip_tombstones(b: &dyn Backend) {
     let all_passes = passes + idle_passes;
     let overall = (end.tombstones_scanned - start.tombstones_scanned) as f64 / all_passes as f64;
     // ...and then nothing is walked again: drained tombstones stay behind the cursor.
-    let later = (end.tombstones_scanned - settled.tombstones_scanned) as f64
-        / (idle_passes / 2) as f64;
+    let later =
+        (end.tombstones_scanned - settled.tombstones_scanned) as f64 / (idle_passes / 2) as f64;
     eprintln!(
         "{}: {} completions, {all_passes} claim passes: {overall:.1} tombstones per pass \
          overall, {later:.1} per idle pass once settled; {:.3} index scans per pass",
@@ -113,7 +117,11 @@ pub async fn no_convoy_with_64_claimers(b: &dyn Backend) {
         // Round trips take time, as on a network: a claimer that scanned the same head as
         // another races it for the same item while its claim is in flight.
         for op in [QueueOp::Claim, QueueOp::Index, QueueOp::Read] {
-            b.inject_queue(Some(op), Fault::Latency(Duration::from_millis(2)), Times::Always);
+            b.inject_queue(
+                Some(op),
+                Fault::Latency(Duration::from_millis(2)),
+                Times::Always,
+            );
         }
     }
     let claimed = Arc::new(AtomicUsize::new(0));
@@ -256,7 +264,12 @@ pub async fn skewed_enqueuer_clocks(b: &dyn Backend) {
 
     let mut expected = HashSet::new();
     for n in 0..4 {
-        expected.insert(behind.enqueue(&format!("behind {n}")).await.expect("enqueue"));
+        expected.insert(
+            behind
+                .enqueue(&format!("behind {n}"))
+                .await
+                .expect("enqueue"),
+        );
         expected.insert(ahead.enqueue(&format!("ahead {n}")).await.expect("enqueue"));
     }
     let mut claimed = HashSet::new();

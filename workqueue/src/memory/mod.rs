@@ -17,8 +17,8 @@ use cql_lease::{CasOutcome, StoreError};
 use tokio::time::Instant;
 use tracing::{debug, instrument};
 
-pub use counts::StoreCounts;
 use counts::Counter;
+pub use counts::StoreCounts;
 use tables::{Row, Tables, scan, write};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
@@ -331,12 +331,7 @@ impl QueueStore for MemoryQueueStore {
     }
 
     #[instrument(level = "debug", skip(self, entry), fields(seq = %entry.seq))]
-    async fn put_entry(
-        &self,
-        queue: &str,
-        entry: &IndexEntry,
-        ts: i64,
-    ) -> Result<(), StoreError> {
+    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
         self.call(QueueOp::Index, |tables, counter, _| {
             counter.counts.plain_writes += 1;
             let bucket = tables

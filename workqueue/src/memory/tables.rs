@@ -48,8 +48,8 @@ pub(super) fn write<K: Ord, T>(map: &mut BTreeMap<K, Cell<T>>, key: K, value: Op
 }
 
 /// Up to `limit` live values after `after`, and how many tombstones were passed over.
-pub(super) fn scan<'a, T: Clone>(
-    map: &'a BTreeMap<String, Cell<T>>,
+pub(super) fn scan<T: Clone>(
+    map: &BTreeMap<String, Cell<T>>,
     after: &str,
     before: Option<&str>,
     limit: usize,

@@ -73,8 +73,7 @@ pub const READ: &str = "SELECT id, payload, state, attempt, claim, run_at, last_
 pub const PUT_ENTRY: &str = "INSERT INTO {keyspace}.{table}_index (queue, bucket, seq, id, kind, immediate, attempt) VALUES (?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
 
 /// Removes an index entry. Binds: timestamp, queue, bucket, seq.
-pub const DELETE_ENTRY: &str =
-    "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE queue = ? AND bucket = ? AND seq = ?";
+pub const DELETE_ENTRY: &str = "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE queue = ? AND bucket = ? AND seq = ?";
 
 /// Reads a slice of a bucket. Binds: queue, bucket, after, before, limit.
 pub const SCAN_INDEX: &str = "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE queue = ? AND bucket = ? AND seq > ? AND seq < ? LIMIT ?";

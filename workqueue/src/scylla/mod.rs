@@ -324,12 +324,7 @@ impl QueueStore for ScyllaQueueStore {
     }
 
     #[instrument(level = "debug", skip(self, entry), fields(seq = %entry.seq))]
-    async fn put_entry(
-        &self,
-        queue: &str,
-        entry: &IndexEntry,
-        ts: i64,
-    ) -> Result<(), StoreError> {
+    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
         let values = (
             queue,
             entry.bucket,

@@ -45,7 +45,13 @@ pub(super) fn item(result: QueryResult, queue: &str) -> Result<Option<StoredItem
     }))
 }
 
-type EntryRow = (String, Option<String>, Option<String>, Option<bool>, Option<i32>);
+type EntryRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<bool>,
+    Option<i32>,
+);
 
 pub(super) fn entries(result: QueryResult, bucket: i64) -> Result<Vec<IndexEntry>, StoreError> {
     let rows = result.into_rows_result().map_err(unreadable)?;
