@@ -7,10 +7,159 @@ use async_trait::async_trait;
 use cql_lease::memory::{CallCounts, Fault, Op, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseStore};
+use cql_workqueue::QueueStore;
+use cql_workqueue::memory::{QueueOp, StoreCounts};
+use cql_workqueue::scylla::ScyllaQueueStore;
+use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 
 use crate::backend::Backend;
-use crate::cql_server::{CqlTestServer, Flavor, ServerOptions};
+use cql_lease::scylla::cql;
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions, Target, WireFault};
+
+/// The label the CQL test server counts and targets a lease operation by.
+pub fn op_label(op: Op) -> &'static str {
+    match op {
+        Op::TryAcquire => "lease.try_acquire",
+        Op::Renew => "lease.renew",
+        Op::Release => "lease.release",
+        Op::Read => "lease.read",
+    }
+}
+
+/// The label of each lease backend statement (the schema and the fence write, sent only with
+/// a claim, have their own).
+fn lease_label(template: &str) -> &'static str {
+    match template {
+        t if t == cql::CLAIM_ABOVE || t == cql::CLAIM_EXACT => op_label(Op::TryAcquire),
+        t if t == cql::RENEW => op_label(Op::Renew),
+        t if t == cql::RELEASE => op_label(Op::Release),
+        t if t == cql::READ => op_label(Op::Read),
+        t if t == cql::SET_FENCE => "lease.set_fence",
+        _ => "lease.schema",
+    }
+}
+
+/// Teaches `server` every statement of the lease backend for `keyspace.table`.
+pub fn register_lease(server: &CqlTestServer, keyspace: &str, table: &str) {
+    for template in cql::ALL {
+        let rendered = cql::render(template, keyspace, table);
+        match rendered.split_once(cql::REPLICATION) {
+            Some((prefix, _)) => server.register_prefix(lease_label(template), prefix),
+            None => server.register(lease_label(template), &rendered),
+        }
+    }
+}
+
+/// The server's fault for a store fault.
+pub fn wire_fault(f: Fault) -> WireFault {
+    match f {
+        Fault::Latency(d) => WireFault::Latency(d),
+        Fault::Unavailable => WireFault::Unavailable,
+        Fault::TimeoutAfterApply => WireFault::CasTimeoutAfterApply,
+        Fault::TimeoutWithoutApply => WireFault::CasTimeoutWithoutApply,
+    }
+}
+
+/// The server's count for a store count.
+pub fn wire_times(t: Times) -> cql_test_server::Times {
+    match t {
+        Times::Always => cql_test_server::Times::Always,
+        Times::Next(n) => cql_test_server::Times::Next(n),
+        Times::Random(p) => cql_test_server::Times::Random(p),
+    }
+}
+
+/// The requests of `ops`' labels (all of `all` when `None`).
+pub fn target(op: Option<&'static str>, all: &[&'static str]) -> Target {
+    match op {
+        Some(label) => Target::Label(label.into()),
+        None => Target::AnyLabel(all.iter().map(|l| (*l).to_owned()).collect()),
+    }
+}
+
+/// The label the CQL test server counts and targets a work-queue operation by.
+pub fn queue_label(op: QueueOp) -> &'static str {
+    match op {
+        QueueOp::Enqueue => "queue.enqueue",
+        QueueOp::Claim => "queue.claim",
+        QueueOp::Heartbeat => "queue.heartbeat",
+        QueueOp::Complete => "queue.complete",
+        QueueOp::Reschedule => "queue.reschedule",
+        QueueOp::Unclaim => "queue.unclaim",
+        QueueOp::Read => "queue.read",
+        QueueOp::Index => "queue.index",
+    }
+}
+
+fn queue_template_label(template: &str) -> &'static str {
+    use cql_workqueue::scylla::cql as q;
+    match template {
+        t if t == q::ENQUEUE => queue_label(QueueOp::Enqueue),
+        t if t == q::CLAIM_LEASE => queue_label(QueueOp::Claim),
+        t if t == q::CLAIM_MARK => "queue.claim_mark",
+        t if t == q::HEARTBEAT => queue_label(QueueOp::Heartbeat),
+        t if t == q::COMPLETE => queue_label(QueueOp::Complete),
+        t if t == q::RESCHEDULE || t == q::REQUEUE || t == q::PURGE => {
+            queue_label(QueueOp::Reschedule)
+        }
+        t if t == q::UNCLAIM => queue_label(QueueOp::Unclaim),
+        t if t == q::READ => queue_label(QueueOp::Read),
+        t if t == q::SCAN_INDEX => "queue.scan",
+        t if t == q::READ_CURSOR || t == q::LIST_DEAD => "queue.index_read",
+        t if t == q::PUT_ENTRY
+            || t == q::DELETE_ENTRY
+            || t == q::ADVANCE_CURSOR
+            || t == q::PUT_DEAD
+            || t == q::DELETE_DEAD =>
+        {
+            queue_label(QueueOp::Index)
+        }
+        _ => "queue.schema",
+    }
+}
+
+/// Teaches `server` every statement of the work-queue backend for `keyspace.table`.
+pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
+    for template in cql_workqueue::scylla::cql::ALL {
+        server.register(
+            queue_template_label(template),
+            &cql::render(template, keyspace, table),
+        );
+    }
+}
+
+const QUEUE_OPS: [&str; 10] = [
+    "queue.enqueue",
+    "queue.claim",
+    "queue.heartbeat",
+    "queue.complete",
+    "queue.reschedule",
+    "queue.unclaim",
+    "queue.read",
+    "queue.index",
+    "queue.scan",
+    "queue.index_read",
+];
+
+/// The target of `op`: the index fault covers scans and cursor reads too.
+fn queue_target(op: Option<QueueOp>) -> Target {
+    match op {
+        Some(QueueOp::Index) => Target::AnyLabel(
+            ["queue.index", "queue.scan", "queue.index_read"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        op => target(op.map(queue_label), &QUEUE_OPS),
+    }
+}
+
+const LEASE_OPS: [&str; 4] = [
+    "lease.try_acquire",
+    "lease.renew",
+    "lease.release",
+    "lease.read",
+];
 
 /// Options every wire test uses: one replica, and a client-side timeout so a lost answer
 /// surfaces quickly.
@@ -30,7 +179,20 @@ pub struct WireBackend {
     /// The server.
     pub server: CqlTestServer,
     store: Arc<ScyllaLeaseStore>,
+    queue: Arc<ScyllaQueueStore>,
     flavor: Flavor,
+}
+
+/// The work-queue store on `options`' table, created if missing.
+async fn queue_store(session: &Arc<Session>, options: ScyllaOptions) -> Arc<ScyllaQueueStore> {
+    ScyllaQueueStore::create_schema(session, &options)
+        .await
+        .expect("queue schema");
+    Arc::new(
+        ScyllaQueueStore::new(Arc::clone(session), options)
+            .await
+            .expect("prepare the queue statements"),
+    )
 }
 
 impl WireBackend {
@@ -44,14 +206,13 @@ impl WireBackend {
         flavor: Flavor,
         adjust: impl FnOnce(ScyllaLeaseStore) -> ScyllaLeaseStore,
     ) -> WireBackend {
-        let server = CqlTestServer::start(ServerOptions {
-            flavor,
-            strict_for: Some(("coordination".into(), "leases".into())),
-        })
-        .await;
+        let server = CqlTestServer::start(ServerOptions::strict(flavor)).await;
+        register_lease(&server, "coordination", "leases");
+        register_queue(&server, "coordination", "work_items");
         let session = Arc::new(server.session().await);
         let options = test_options("coordination", "leases");
         options.create_schema(&session).await.expect("schema");
+        let queue = queue_store(&session, test_options("coordination", "work_items")).await;
         let store = Arc::new(adjust(
             ScyllaLeaseStore::new(session, options)
                 .await
@@ -60,8 +221,19 @@ impl WireBackend {
         WireBackend {
             server,
             store,
+            queue,
             flavor,
         }
+    }
+
+    /// Injects a fault only the wire can show on the statements of `op` (all lease
+    /// operations when `None`).
+    pub fn inject_wire(&self, op: Option<Op>, fault: WireFault, times: Times) {
+        self.server.inject(
+            target(op.map(op_label), &LEASE_OPS),
+            fault,
+            wire_times(times),
+        );
     }
 }
 
@@ -80,13 +252,46 @@ impl Backend for WireBackend {
         self.server.clock().advance(by);
     }
     fn inject(&self, op: Option<Op>, fault: Fault, times: Times) {
-        self.server.inject(op, fault.into(), times);
+        self.inject_wire(op, wire_fault(fault), times);
     }
     fn clear_faults(&self) {
         self.server.clear_faults();
     }
+    fn queue_store(&self) -> Option<Arc<dyn QueueStore>> {
+        Some(self.queue.clone())
+    }
+    fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
+        self.server
+            .inject(queue_target(op), wire_fault(fault), wire_times(times));
+    }
+    fn queue_counts(&self) -> Option<StoreCounts> {
+        let calls = |label: &str| self.server.calls(label);
+        let paxos = self.server.paxos();
+        Some(StoreCounts {
+            enqueue_lwts: calls("queue.enqueue"),
+            claim_lwts: calls("queue.claim"),
+            heartbeat_lwts: calls("queue.heartbeat"),
+            finish_lwts: calls("queue.complete")
+                + calls("queue.reschedule")
+                + calls("queue.unclaim"),
+            serial_reads: 0,
+            peeks: calls("queue.read"),
+            index_scans: calls("queue.scan"),
+            other_reads: calls("queue.index_read"),
+            plain_writes: calls("queue.index"),
+            tombstones_scanned: self.server.tombstones().total,
+            hottest_partition_lwts: paxos.rounds.values().copied().max().unwrap_or(0),
+            lwt_partitions: paxos.rounds.len() as u64,
+        })
+    }
     fn calls(&self) -> CallCounts {
-        self.server.calls()
+        let get = |op| self.server.calls(op_label(op));
+        CallCounts {
+            try_acquire: get(Op::TryAcquire),
+            renew: get(Op::Renew),
+            release: get(Op::Release),
+            read: get(Op::Read),
+        }
     }
     fn first_claim_costs_extra_round(&self) -> bool {
         true
@@ -103,43 +308,45 @@ impl Backend for WireBackend {
     }
 }
 
-/// The scylla backend on the cluster named by `SCYLLA_URI` (`host:port`), in a fresh table.
+/// Why the real-cluster tests are ignored by default; run them with `SCYLLA_URI=host:port
+/// cargo test --workspace -- --include-ignored`.
+pub const NEEDS_SCYLLA_URI: &str =
+    "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored";
+
+/// The scylla backend on the cluster named by `SCYLLA_URI` (`host:port`), in fresh tables.
 #[derive(Debug)]
 pub struct RealCluster {
     store: Arc<CountingStore<ScyllaLeaseStore>>,
+    queue: Arc<ScyllaQueueStore>,
 }
 
 impl RealCluster {
-    /// Connects when `SCYLLA_URI` is set; `None` (and a message saying the suite is skipped)
-    /// otherwise.
-    pub async fn from_env() -> Option<RealCluster> {
-        let Ok(uri) = std::env::var("SCYLLA_URI") else {
-            static SAID: std::sync::Once = std::sync::Once::new();
-            // Straight to stderr, past the test harness's capture, so CI logs show it.
-            SAID.call_once(|| {
-                use std::io::Write as _;
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SCYLLA_URI is not set: the conformance suite against a real cluster is skipped"
-                );
-            });
-            return None;
-        };
+    /// Connects to `SCYLLA_URI`. Panics when it is not set: these tests are `#[ignore]`d, and
+    /// one that was asked to run must not pass without a cluster.
+    pub async fn from_env() -> RealCluster {
+        let uri = std::env::var("SCYLLA_URI")
+            .unwrap_or_else(|_| panic!("SCYLLA_URI is not set: {NEEDS_SCYLLA_URI}"));
         let session = SessionBuilder::new()
             .known_node(&uri)
             .build()
             .await
             .expect("connect to SCYLLA_URI");
         let session = Arc::new(session);
-        let table = format!("leases_{}", uuid::Uuid::new_v4().simple());
-        let options = test_options("cql_lease_tests", &table);
+        let suffix = uuid::Uuid::new_v4().simple();
+        let options = test_options("cql_lease_tests", &format!("leases_{suffix}"));
         options.create_schema(&session).await.expect("schema");
+        let queue = queue_store(
+            &session,
+            test_options("cql_lease_tests", &format!("items_{suffix}")),
+        )
+        .await;
         let store = ScyllaLeaseStore::new(session, options)
             .await
             .expect("prepare");
-        Some(RealCluster {
+        RealCluster {
             store: Arc::new(CountingStore::new(Arc::new(store))),
-        })
+            queue,
+        }
     }
 }
 
@@ -165,5 +372,8 @@ impl Backend for RealCluster {
     }
     fn simulated_time(&self) -> bool {
         false
+    }
+    fn queue_store(&self) -> Option<Arc<dyn QueueStore>> {
+        Some(self.queue.clone())
     }
 }

@@ -1,30 +1,45 @@
-//! The conformance suite on the scylla backend over the real CQL wire: against the CQL test
-//! server in Cassandra mode and in Scylla mode, and against `SCYLLA_URI` when it is set.
+//! The conformance suites (leases, elections, work queue) on the scylla backend over the
+//! real CQL wire: against the CQL test server in Cassandra mode and in Scylla mode, and
+//! against `SCYLLA_URI` (ignored unless asked for: `-- --include-ignored`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 mod cassandra_mode {
-    use integration_tests::cql_server::Flavor;
+    use cql_test_server::Flavor;
     use integration_tests::wire_backend::WireBackend;
 
     integration_tests::lease_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Cassandra).await);
+    mod queue {
+        use super::*;
+        integration_tests::queue_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Cassandra).await);
+    }
 }
 
 mod scylla_mode {
-    use integration_tests::cql_server::Flavor;
+    use cql_test_server::Flavor;
     use integration_tests::wire_backend::WireBackend;
 
     integration_tests::lease_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Scylla).await);
+    mod queue {
+        use super::*;
+        integration_tests::queue_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Scylla).await);
+    }
 }
 
 mod real_cluster {
     use integration_tests::wire_backend::RealCluster;
 
     integration_tests::lease_suite!(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)],
-        match RealCluster::from_env().await {
-            Some(backend) => backend,
-            None => return,
-        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        #[ignore = "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored"],
+        RealCluster::from_env().await
     );
+    mod queue {
+        use super::*;
+        integration_tests::queue_suite!(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            #[ignore = "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored"],
+            RealCluster::from_env().await
+        );
+    }
 }

@@ -6,11 +6,11 @@
 use cql_lease::memory::{Op, Times};
 use cql_lease::scylla::cql;
 use cql_lease::{LeaseError, TryAcquire};
+use cql_test_server::{Flavor, WireFault};
 use integration_tests::backend::Backend;
 use integration_tests::conformance::lease_basic::{must_acquire, must_be_held};
 use integration_tests::conformance::lease_faults::holder_stops_before_anyone_else_acquires;
 use integration_tests::conformance::{client, test_config};
-use integration_tests::cql_server::{Flavor, WireFault};
 use integration_tests::wire_backend::WireBackend;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -18,7 +18,7 @@ async fn cas_timeouts_on_acquire_leave_the_right_owner_known() {
     for flavor in [Flavor::Cassandra, Flavor::Scylla] {
         let b = WireBackend::start(flavor).await;
         let c = client(&b);
-        b.server.inject(
+        b.inject_wire(
             Some(Op::TryAcquire),
             WireFault::CasTimeoutAfterApply,
             Times::Next(1),
@@ -27,7 +27,7 @@ async fn cas_timeouts_on_acquire_leave_the_right_owner_known() {
         let seen = must_be_held(&c, "cas", "bob").await;
         assert_eq!((seen.owner.as_str(), seen.token), ("alice", alice.token()));
         alice.release().await.expect("release");
-        b.server.inject(
+        b.inject_wire(
             Some(Op::TryAcquire),
             WireFault::CasTimeoutWithoutApply,
             Times::Next(1),
@@ -43,7 +43,7 @@ async fn cas_timeouts_on_acquire_leave_the_right_owner_known() {
 async fn broken_connections_on_acquire_leave_the_right_owner_known() {
     let b = WireBackend::start(Flavor::Cassandra).await;
     let c = client(&b);
-    b.server.inject(
+    b.inject_wire(
         Some(Op::TryAcquire),
         WireFault::DropConnectionAfterApply,
         Times::Next(1),
@@ -57,7 +57,7 @@ async fn broken_connections_on_acquire_leave_the_right_owner_known() {
         Some(alice.holder_id().to_owned())
     );
     alice.release().await.expect("release");
-    b.server.inject(
+    b.inject_wire(
         Some(Op::TryAcquire),
         WireFault::DropConnectionWithoutApply,
         Times::Next(1),
@@ -84,7 +84,7 @@ async fn broken_connections_on_acquire_leave_the_right_owner_known() {
 async fn a_connection_dropped_mid_renewal_makes_the_holder_stop_before_anyone_takes_over() {
     let b = WireBackend::start(Flavor::Cassandra).await;
     holder_stops_before_anyone_else_acquires(&b, "dropped", || {
-        b.server.inject(
+        b.inject_wire(
             Some(Op::Renew),
             WireFault::DropConnectionWithoutApply,
             Times::Always,
@@ -98,7 +98,7 @@ async fn a_connection_dropped_mid_renewal_makes_the_holder_stop_before_anyone_ta
 async fn renewals_slower_than_the_ttl_make_the_holder_stop_in_time() {
     let b = WireBackend::start(Flavor::Scylla).await;
     holder_stops_before_anyone_else_acquires(&b, "slow", || {
-        b.server.inject(
+        b.inject_wire(
             Some(Op::Renew),
             WireFault::Latency(test_config().ttl * 2),
             Times::Always,
@@ -113,7 +113,7 @@ async fn a_renewal_whose_connection_broke_after_applying_is_read_back() {
     let b = WireBackend::start(Flavor::Cassandra).await;
     let c = client(&b);
     let mut lease = must_acquire(&c, "renew-broken", "alice").await;
-    b.server.inject(
+    b.inject_wire(
         Some(Op::Renew),
         WireFault::DropConnectionAfterApply,
         Times::Next(1),

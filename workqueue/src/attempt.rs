@@ -137,6 +137,13 @@ impl WorkQueue {
             }
             return Ok((None, contended));
         }
+        let late = || Instant::now() >= sent_at + self.config.claim.validity();
+        if late() {
+            // Answered after its deadline: nobody may work on it. The guard undoes it, and
+            // the entry it was found by stays.
+            warn!(id = %key.id, "claim answered after its deadline; undoing it");
+            return Ok((None, false));
+        }
         // The claim's check entry replaces the entry it was found by, so the item stays
         // findable after the claim lapses. On failure the guard undoes the claim and the
         // old entry stays.
@@ -154,8 +161,8 @@ impl WorkQueue {
                 });
             }
         };
-        if Instant::now() >= sent_at + self.config.claim.validity() {
-            // Answered after its deadline: nobody may work on it. The guard undoes it.
+        if late() {
+            // Too late by now: the guard undoes it; the check entry brings the item back.
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
             return Ok((None, false));
         }

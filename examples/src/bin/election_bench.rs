@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cql_election::{Election, ElectionConfig, ElectionEvent};
+use cql_lease::scylla::{Replication, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseStore, MemoryStore};
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 use examples::Args;
 use futures::StreamExt;
-use integration_tests::cql_server::{CqlTestServer, Flavor, ServerOptions};
-use integration_tests::wire_backend::test_options;
 use tokio::time::Instant;
 
 type Factory =
@@ -52,13 +52,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 max_clock_skew: Duration::ZERO,
             };
             runtime.block_on(async move {
-                let server = Arc::new(
-                    CqlTestServer::start(ServerOptions {
-                        flavor: Flavor::Cassandra,
-                        strict_for: None,
-                    })
-                    .await,
-                );
+                let server =
+                    Arc::new(CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await);
                 let session = Arc::new(server.session().await);
                 let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
                 let factory: Factory = Box::new(move || {
@@ -69,7 +64,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     );
                     Box::pin(async move {
                         let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        let options = test_options("bench", &format!("leases_{n}"));
+                        let options = ScyllaOptions {
+                            keyspace: "bench".into(),
+                            table: format!("leases_{n}"),
+                            replication: Replication::Simple(1),
+                            request_timeout: Some(Duration::from_secs(2)),
+                            ..ScyllaOptions::default()
+                        };
                         options
                             .create_schema(&session)
                             .await

@@ -62,8 +62,8 @@ pub fn client_with(backend: &dyn Backend, config: LeaseConfig) -> LeaseClient {
 /// ```
 #[macro_export]
 macro_rules! lease_suite {
-    (#[$attr:meta], $make:expr) => {
-        $crate::lease_suite!(@tests #[$attr], $make,
+    (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+        $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             lease_basic::acquire_hold_release,
             lease_basic::tokens_increase_across_release_and_expiry,
             lease_basic::expiry_then_takeover,
@@ -91,25 +91,25 @@ macro_rules! lease_suite {
             election::terms_never_overlap_under_chaos,
         );
     };
-    (@tests #[$attr:meta], $make:expr, $($module:ident :: $case:ident),+ $(,)?) => {
-        $(
-            #[$attr]
-            async fn $case() {
-                let backend = $make;
-                $crate::conformance::$module::$case(&backend).await;
-                $crate::backend::Backend::after_scenario(&backend);
-            }
-        )+
+    (@tests $attrs:tt, $make:expr, $($module:ident :: $case:ident),+ $(,)?) => {
+        $( $crate::lease_suite!(@one $attrs, $make, $module :: $case); )+
+    };
+    (@one {$(#[$attr:meta])*}, $make:expr, $module:ident :: $case:ident) => {
+        $(#[$attr])*
+        async fn $case() {
+            let backend = $make;
+            $crate::conformance::$module::$case(&backend).await;
+            $crate::backend::Backend::after_scenario(&backend);
+        }
     };
 }
 
 /// Stamps out the work-queue scenarios, like [`lease_suite!`](crate::lease_suite), for
-/// backends that have a work-queue store (the memory backend so far: the CQL test server
-/// does not serve clustering columns yet).
+/// every backend with a work-queue store.
 #[macro_export]
 macro_rules! queue_suite {
-    (#[$attr:meta], $make:expr) => {
-        $crate::lease_suite!(@tests #[$attr], $make,
+    (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+        $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue::items_are_claimed_oldest_first,
             queue::crashed_worker_item_is_reclaimed_with_greater_token,
             queue::lapsed_claim_stops_worker_and_cannot_complete,

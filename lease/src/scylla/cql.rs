@@ -68,8 +68,19 @@ pub const RELEASE: &str =
 pub const READ: &str =
     "SELECT holder, owner, value, fence, TTL(holder) FROM {keyspace}.{table} WHERE name = ?";
 
+/// Reads how the keyspace distributes its tables; the table exists only on ScyllaDB, where a
+/// non-null `initial_tablets` means tablets (LWTs refused by ScyllaDB 6.0 to 2025.3). No bind
+/// markers, so it is sent without preparing (Cassandra refuses it as an unknown table).
+pub const SCYLLA_KEYSPACE: &str =
+    "SELECT initial_tablets FROM system_schema.scylla_keyspaces WHERE keyspace_name = '{keyspace}'";
+
+/// Appended to [`CREATE_KEYSPACE`] on ScyllaDB, so that LWTs work on 6.0 to 2025.3 (tablets,
+/// the default there, refuse them). Cassandra rejects the option, so it is never sent there.
+pub const WITHOUT_TABLETS: &str = " AND tablets = {'enabled': false}";
+
 /// Every statement template the backend sends.
 pub const ALL: &[&str] = &[
+    SCYLLA_KEYSPACE,
     CREATE_KEYSPACE,
     CREATE_TABLE,
     CLAIM_ABOVE,

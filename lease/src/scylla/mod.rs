@@ -9,6 +9,7 @@ pub mod cql;
 mod errors;
 mod schema;
 mod statement;
+mod tablets;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -22,6 +23,7 @@ use tracing::{debug, instrument};
 pub use errors::classify;
 pub use schema::{Replication, SchemaError, ScyllaOptions};
 pub use statement::{Kind, LwtRow, lwt_batch, prepare};
+pub use tablets::check_lwt_support;
 
 use crate::error::StoreError;
 use crate::fencing::FencingToken;
@@ -67,11 +69,26 @@ impl std::fmt::Debug for ScyllaLeaseStore {
 
 impl ScyllaLeaseStore {
     /// Prepares every statement against the existing table (see
-    /// [`ScyllaOptions::create_schema`]).
+    /// [`ScyllaOptions::create_schema`]) and checks that the keyspace accepts LWTs.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options; [`SchemaError::Store`] when a
+    /// statement cannot be prepared; [`SchemaError::LwtsRejectedByTablets`] when the keyspace
+    /// uses ScyllaDB tablets on a version that refuses LWTs on them (6.0 to 2025.3).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only prepares and reads.
     pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
         options.validate()?;
         let prepare =
             |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
+        let read = prepare(cql::READ, Kind::SerialRead).await?;
+        check_lwt_support(&session, &options, || async {
+            session.execute_unpaged(&read, ("",)).await.map(|_| ())
+        })
+        .await?;
         let set_fence = prepare(cql::SET_FENCE, Kind::Lwt).await?;
         let claim_batch =
             |claim: PreparedStatement| lwt_batch(&options, [claim, set_fence.clone()]);
@@ -81,7 +98,7 @@ impl ScyllaLeaseStore {
             claim_exact: claim_batch(prepare(cql::CLAIM_EXACT, Kind::Lwt).await?),
             renew: prepare(cql::RENEW, Kind::Lwt).await?,
             release: prepare(cql::RELEASE, Kind::Lwt).await?,
-            read: prepare(cql::READ, Kind::SerialRead).await?,
+            read,
             session,
         })
     }

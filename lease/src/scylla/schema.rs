@@ -117,6 +117,29 @@ impl ScyllaOptions {
         let keyspace = self
             .render(cql::CREATE_KEYSPACE)
             .replace(cql::REPLICATION, &replication);
+        if super::tablets::is_scylla(session, self).await? {
+            let without_tablets = format!("{keyspace}{}", cql::WITHOUT_TABLETS);
+            info!(statement = %without_tablets, "creating schema (ScyllaDB: tablets off for LWTs)");
+            match session.query_unpaged(without_tablets, ()).await {
+                Ok(_) => {}
+                // A ScyllaDB before tablets (5.x) does not know the option: plain vnodes.
+                Err(e) if e.to_string().contains("tablets") => {
+                    info!(%keyspace, "this ScyllaDB has no tablets option");
+                    session
+                        .query_unpaged(keyspace, ())
+                        .await
+                        .map_err(|e| SchemaError::Store(classify(e, false)))?;
+                }
+                Err(e) => return Err(SchemaError::Store(classify(e, false))),
+            }
+            let table = self.render(create_table);
+            info!(statement = %table, "creating schema");
+            session
+                .query_unpaged(table, ())
+                .await
+                .map_err(|e| SchemaError::Store(classify(e, false)))?;
+            return Ok(());
+        }
         for statement in [keyspace, self.render(create_table)] {
             info!(%statement, "creating schema");
             session
@@ -137,6 +160,18 @@ pub enum SchemaError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The keyspace refuses LWTs: it uses ScyllaDB tablets, which ScyllaDB 6.0 to 2025.3 do
+    /// not support with LWTs. Recreate it with `tablets = {'enabled': false}` (what
+    /// [`ScyllaOptions::create_schema`] does) or upgrade to ScyllaDB 2025.4 or later.
+    #[error(
+        "keyspace {keyspace} uses ScyllaDB tablets and this ScyllaDB refuses LWTs on them ({message}); recreate it with tablets = {{'enabled': false}} or upgrade to ScyllaDB 2025.4+"
+    )]
+    LwtsRejectedByTablets {
+        /// The keyspace.
+        keyspace: String,
+        /// The server's answer to a probing SERIAL read.
+        message: String,
+    },
 }
 
 fn check_identifier(field: &'static str, name: &str) -> Result<(), InvalidArgument> {

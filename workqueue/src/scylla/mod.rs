@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cql_lease::scylla::{Kind, LwtRow, SchemaError, ScyllaOptions, classify, lwt_batch, prepare};
+use cql_lease::scylla::{
+    Kind, LwtRow, SchemaError, ScyllaOptions, check_lwt_support, classify, lwt_batch, prepare,
+};
 use cql_lease::{CasOutcome, StoreError};
 use scylla::client::session::Session;
 use scylla::statement::batch::Batch;
@@ -96,14 +98,26 @@ impl ScyllaQueueStore {
         Ok(())
     }
 
-    /// Prepares every statement against the existing tables.
+    /// Prepares every statement against the existing tables and checks that the keyspace
+    /// accepts LWTs.
     ///
     /// # Errors
     ///
-    /// [`SchemaError`] when the options are bad or a statement does not prepare.
+    /// [`SchemaError::InvalidArgument`] for bad options; [`SchemaError::Store`] when a
+    /// statement cannot be prepared; [`SchemaError::LwtsRejectedByTablets`] when the keyspace
+    /// uses ScyllaDB tablets on a version that refuses LWTs on them (6.0 to 2025.3).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only prepares and reads.
     pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
         options.validate()?;
         let p = |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
+        let read = p(cql::READ, Kind::SerialRead).await?;
+        check_lwt_support(&session, &options, || async {
+            session.execute_unpaged(&read, ("",)).await.map(|_| ())
+        })
+        .await?;
         let claim = lwt_batch(
             &options,
             [
@@ -123,7 +137,7 @@ impl ScyllaQueueStore {
             unclaim: p(cql::UNCLAIM, Kind::Lwt).await?,
             requeue: p(cql::REQUEUE, Kind::Lwt).await?,
             purge: p(cql::PURGE, Kind::Lwt).await?,
-            read: p(cql::READ, Kind::SerialRead).await?,
+            read,
             peek: p(cql::READ, Kind::Read).await?,
             put_entry: p(cql::PUT_ENTRY, plain).await?,
             delete_entry: p(cql::DELETE_ENTRY, plain).await?,
@@ -173,11 +187,21 @@ impl ScyllaQueueStore {
     ) -> Result<Option<StoredItem>, StoreError> {
         let result = self
             .session
-            .execute_unpaged(statement, (&key.partition, key.id.as_str()))
+            .execute_unpaged(statement, (row_key(key),))
             .await
             .map_err(|e| classify(e, false))?;
         rows::item(result, &key.partition)
     }
+}
+
+/// An item row's partition key: the queue, a slash, the id.
+fn row_key(key: &ItemKey) -> String {
+    format!("{}/{}", key.partition, key.id)
+}
+
+/// An index partition's key: the queue, a slash, the bucket.
+fn index_part(queue: &str, bucket: i64) -> String {
+    format!("{queue}/{bucket}")
 }
 
 fn ttl_secs(ttl: Duration) -> i32 {
@@ -193,8 +217,7 @@ impl QueueStore for ScyllaQueueStore {
     #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
         let values = (
-            &row.key.partition,
-            row.key.id.as_str(),
+            row_key(row.key),
             row.payload,
             row.run_at,
             row.origin,
@@ -204,16 +227,15 @@ impl QueueStore for ScyllaQueueStore {
 
     #[instrument(level = "debug", skip(self, claim), fields(id = %claim.key.id))]
     async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
-        let (queue, id) = (&claim.key.partition, claim.key.id.as_str());
+        let key = row_key(claim.key);
         let values = (
             (
                 ttl_secs(claim.ttl),
                 claim.claim_id,
-                queue,
-                id,
+                &key,
                 claim.seen_attempt,
             ),
-            (claim.seen_attempt.saturating_add(1), queue, id),
+            (claim.seen_attempt.saturating_add(1), &key),
         );
         let result = self
             .session
@@ -237,8 +259,7 @@ impl QueueStore for ScyllaQueueStore {
         let values = (
             ttl_secs(ttl),
             claim_id,
-            &key.partition,
-            key.id.as_str(),
+            &row_key(key),
             claim_id,
         );
         self.cas(&self.s.heartbeat, values).await
@@ -253,8 +274,7 @@ impl QueueStore for ScyllaQueueStore {
     ) -> Result<CasOutcome, StoreError> {
         let values = (
             ttl_secs(retention),
-            &key.partition,
-            key.id.as_str(),
+            &row_key(key),
             claim_id,
         );
         self.cas(&self.s.complete, values).await
@@ -271,8 +291,7 @@ impl QueueStore for ScyllaQueueStore {
             to.state.as_str(),
             to.run_at,
             to.error,
-            &key.partition,
-            key.id.as_str(),
+            &row_key(key),
             claim_id,
         );
         self.cas(&self.s.reschedule, values).await
@@ -289,8 +308,7 @@ impl QueueStore for ScyllaQueueStore {
         let values = (
             state.as_str(),
             attempt,
-            &key.partition,
-            key.id.as_str(),
+            &row_key(key),
             claim_id,
         );
         self.cas(&self.s.unclaim, values).await
@@ -303,13 +321,13 @@ impl QueueStore for ScyllaQueueStore {
         run_at: i64,
         attempt: i32,
     ) -> Result<CasOutcome, StoreError> {
-        let values = (run_at, attempt, &key.partition, key.id.as_str(), attempt);
+        let values = (run_at, attempt, row_key(key), attempt);
         self.cas(&self.s.requeue, values).await
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
     async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
-        let values = (ttl_secs(retention), &key.partition, key.id.as_str());
+        let values = (ttl_secs(retention), row_key(key));
         self.cas(&self.s.purge, values).await
     }
 
@@ -326,8 +344,7 @@ impl QueueStore for ScyllaQueueStore {
     #[instrument(level = "debug", skip(self, entry), fields(seq = %entry.seq))]
     async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
         let values = (
-            queue,
-            entry.bucket,
+            index_part(queue, entry.bucket),
             &entry.seq,
             entry.id.as_str(),
             entry.kind.as_str(),
@@ -346,7 +363,7 @@ impl QueueStore for ScyllaQueueStore {
         seq: &str,
         ts: i64,
     ) -> Result<(), StoreError> {
-        self.write(&self.s.delete_entry, (ts, queue, bucket, seq))
+        self.write(&self.s.delete_entry, (ts, index_part(queue, bucket), seq))
             .await
     }
 
@@ -359,7 +376,7 @@ impl QueueStore for ScyllaQueueStore {
         before: &str,
         limit_rows: u32,
     ) -> Result<Vec<IndexEntry>, StoreError> {
-        let values = (queue, bucket, after, before, limit(limit_rows));
+        let values = (index_part(queue, bucket), after, before, limit(limit_rows));
         let result = self
             .session
             .execute_unpaged(&self.s.scan_index, values)

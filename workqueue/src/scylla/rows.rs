@@ -26,7 +26,12 @@ pub(super) fn item(result: QueryResult, queue: &str) -> Result<Option<StoredItem
     let Some(row) = rows.maybe_first_row::<ItemRow>().map_err(unreadable)? else {
         return Ok(None);
     };
-    let (id, payload, state, attempt, claim, run_at, last_error, origin, requeued_at) = row;
+    let (row_key, payload, state, attempt, claim, run_at, last_error, origin, requeued_at) = row;
+    let id = row_key
+        .strip_prefix(queue)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(&row_key)
+        .to_owned();
     let state = JobState::parse(state.as_deref())
         .ok_or_else(|| StoreError::Unavailable(format!("unknown state {state:?}")))?;
     Ok(Some(StoredItem {

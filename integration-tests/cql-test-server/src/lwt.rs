@@ -1,7 +1,7 @@
 //! What makes a write lightweight: resolved mutations, their conditions, and the
 //! `[applied]` row they answer with.
 
-use super::engine::{DbErr, Engine, Flavor, Row};
+use super::engine::{Clustering, DbErr, Engine, Flavor, Row, Slice};
 use super::exec::Rows;
 use super::parser::Op;
 use super::values::{CqlType, Value};
@@ -18,7 +18,16 @@ pub(super) enum Effect {
         ttl: Option<i64>,
     },
     DeleteColumns(Vec<String>),
-    DeleteRow,
+    /// The whole place (row, range or partition).
+    Delete,
+}
+
+/// Where a mutation lands in its partition.
+pub(super) enum Place {
+    Row(Clustering),
+    Range(Slice),
+    Partition,
+    Statics,
 }
 
 pub(super) enum Check {
@@ -32,9 +41,11 @@ pub(super) enum Check {
 pub(super) struct Mutation {
     pub table: (String, String),
     pub pk: Value,
+    pub place: Place,
     pub effect: Effect,
     pub check: Check,
-    pub custom_timestamp: bool,
+    /// `USING TIMESTAMP`
+    pub timestamp: Option<i64>,
 }
 
 impl Engine {
@@ -43,13 +54,14 @@ impl Engine {
     /// in a batch). Scylla: those columns always, with the old values.
     pub(super) fn cas_result(
         &self,
-        key: &(String, String),
-        pk: &Value,
+        first: &Mutation,
         applied: bool,
         old: Option<&Row>,
         mutations: &[Mutation],
         is_batch: bool,
     ) -> Result<Rows, DbErr> {
+        let key = &first.table;
+        let pk = &first.pk;
         let table = self.table(key)?;
         let mut columns: Vec<(String, CqlType)> = vec![("[applied]".into(), CqlType::Boolean)];
         let mut values = vec![Value::Bool(applied)];
@@ -61,6 +73,7 @@ impl Engine {
             let mut names: Vec<String> = Vec::new();
             if is_batch {
                 names.push(table.partition_key.clone());
+                names.extend(table.clustering.iter().map(|(c, _)| c.clone()));
             }
             for m in mutations {
                 match &m.check {
@@ -74,15 +87,24 @@ impl Engine {
             let mut seen = std::collections::HashSet::new();
             names.retain(|n| seen.insert(n.clone()));
             for name in names {
+                let clustering_at = table.clustering.iter().position(|(c, _)| *c == name);
                 let value = if name == table.partition_key {
                     if old.is_some() {
                         pk.clone()
                     } else {
                         Value::Null
                     }
+                } else if let Some(i) = clustering_at {
+                    match (&first.place, old) {
+                        (Place::Row(ck), Some(_)) => {
+                            ck.0.get(i).map_or(Value::Null, |c| c.value.clone())
+                        }
+                        _ => Value::Null,
+                    }
                 } else {
                     old.and_then(|r| r.cells.get(&name))
-                        .map_or(Value::Null, |c| c.value.clone())
+                        .and_then(|c| c.value.clone())
+                        .unwrap_or(Value::Null)
                 };
                 columns.push((name.clone(), table.column_type(&name)?.clone()));
                 values.push(value);
@@ -93,6 +115,7 @@ impl Engine {
             table: key.1.clone(),
             columns,
             rows: vec![values],
+            paging_state: None,
         })
     }
 }
@@ -103,7 +126,10 @@ pub(super) fn check(check: &Check, row: Option<&Row>) -> Result<bool, DbErr> {
         Check::Exists => row.is_some(),
         Check::NotExists => row.is_none(),
         Check::Columns(conds) => {
-            let stored = |col: &str| row.and_then(|r| r.cells.get(col)).map(|c| &c.value);
+            let stored = |col: &str| {
+                row.and_then(|r| r.cells.get(col))
+                    .and_then(|c| c.value.as_ref())
+            };
             let mut all = true;
             for c in conds {
                 all &= match c {

@@ -4,18 +4,14 @@
 
 use std::time::Duration;
 
-use integration_tests::cql_server::{CqlTestServer, Flavor, ServerOptions};
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 use scylla::client::session::Session;
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::value::{CqlValue, Row};
 
 async fn setup(flavor: Flavor) -> (CqlTestServer, Session) {
-    let server = CqlTestServer::start(ServerOptions {
-        flavor,
-        strict_for: None,
-    })
-    .await;
+    let server = CqlTestServer::start(ServerOptions::lenient(flavor)).await;
     let session = server.session().await;
     for ddl in [
         "CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
@@ -340,12 +336,37 @@ async fn reserved_keywords_are_not_identifiers_unless_quoted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_strict_server_names_the_statements_it_does_not_know() {
-    let server = CqlTestServer::start(ServerOptions {
-        flavor: Flavor::Cassandra,
-        strict_for: Some(("coordination".into(), "leases".into())),
-    })
-    .await;
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra)).await;
     let s = server.session().await;
+    for (label, ddl) in [
+        (
+            "schema",
+            "CREATE KEYSPACE coordination WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+        ),
+        (
+            "schema",
+            "CREATE TABLE coordination.leases (name text PRIMARY KEY, holder text, owner text)",
+        ),
+        (
+            "read",
+            "SELECT holder FROM coordination.leases WHERE name = ?",
+        ),
+    ] {
+        server.register(label, ddl);
+    }
+    for ddl in [
+        "CREATE KEYSPACE coordination WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}",
+        "CREATE TABLE coordination.leases (name text PRIMARY KEY, holder text, owner text)",
+    ] {
+        run(&s, ddl).await;
+    }
+    s.query_unpaged(
+        "SELECT holder FROM coordination.leases WHERE name = ?",
+        ("x",),
+    )
+    .await
+    .expect("a registered statement runs");
+    assert_eq!(server.calls("read"), 1);
     let (error, message) = fails(&s, "SELECT owner FROM coordination.leases").await;
     assert_eq!(error, DbError::Invalid);
     assert!(

@@ -66,6 +66,19 @@ pub enum Conditions {
     Columns(Vec<Condition>),
 }
 
+/// A relation of a `WHERE` clause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relation {
+    /// The column.
+    pub column: String,
+    /// The operator (`Eq` for `IN`, with several terms).
+    pub op: Op,
+    /// One term, or the terms of `IN (...)`.
+    pub terms: Vec<Term>,
+    /// Written as `IN`.
+    pub is_in: bool,
+}
+
 /// A selected expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selector {
@@ -95,8 +108,12 @@ pub enum Statement {
         selectors: Vec<Selector>,
         /// From.
         table: TableRef,
-        /// `WHERE col = term` relations.
-        relations: Vec<(String, Term)>,
+        /// `WHERE` relations.
+        relations: Vec<Relation>,
+        /// `ORDER BY <first clustering column> DESC` (`Some(false)` for `ASC`).
+        order_desc: Option<bool>,
+        /// `LIMIT`
+        limit: Option<Term>,
     },
     /// `UPDATE`
     Update {
@@ -107,7 +124,7 @@ pub enum Statement {
         /// `SET col = term`
         assignments: Vec<(String, Term)>,
         /// WHERE.
-        relations: Vec<(String, Term)>,
+        relations: Vec<Relation>,
         /// IF.
         conditions: Conditions,
     },
@@ -131,7 +148,7 @@ pub enum Statement {
         /// USING clause (timestamp only).
         using: Using,
         /// WHERE.
-        relations: Vec<(String, Term)>,
+        relations: Vec<Relation>,
         /// IF.
         conditions: Conditions,
     },
@@ -143,6 +160,8 @@ pub enum Statement {
         if_not_exists: bool,
         /// The replication map.
         replication: Vec<(String, String)>,
+        /// `AND tablets = {'enabled': ...}` (ScyllaDB).
+        tablets: Option<bool>,
     },
     /// `CREATE TABLE`
     CreateTable {
@@ -154,6 +173,12 @@ pub enum Statement {
         columns: Vec<(String, CqlType)>,
         /// Partition key column.
         partition_key: String,
+        /// Clustering columns, `true` when `DESC`.
+        clustering: Vec<(String, bool)>,
+        /// Static columns.
+        statics: Vec<String>,
+        /// `gc_grace_seconds`, when given.
+        gc_grace: Option<i64>,
         /// `default_time_to_live`, seconds.
         default_ttl: i32,
     },

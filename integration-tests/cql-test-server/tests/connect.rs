@@ -3,17 +3,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
-use integration_tests::cql_server::{CqlTestServer, Flavor, ServerOptions};
-use integration_tests::driver_log;
+use cql_test_server::driver_log;
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_driver_connects_and_queries_without_warnings() {
     driver_log::install();
-    let server = CqlTestServer::start(ServerOptions {
-        flavor: Flavor::Cassandra,
-        strict_for: None,
-    })
-    .await;
+    let server = CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra)).await;
     let session = server.session().await;
     session
         .query_unpaged("CREATE KEYSPACE ks WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}", ())

@@ -1,9 +1,7 @@
 //! Requests in, responses out: the handler every proxy rule calls.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use scylla_cql::frame::protocol_features::ProtocolFeatures;
 use scylla_cql::frame::request::RequestV2;
@@ -12,23 +10,12 @@ use scylla_cql::frame::types::RawValue;
 use scylla_proxy::{RequestFrame, RequestOpcode, ResponseFrame, ResponseOpcode};
 
 use super::engine::{DbErr, Engine};
-use super::exec::{Outcome, Rows};
+use super::exec::{Outcome, Request};
+use super::frames::{encode, push_columns, write_metadata};
 use super::parser::{Statement, parse};
-use super::values::{CqlType, push_bytes, push_string};
-use cql_lease::memory::Op;
-
-/// The id the server gives a prepared statement: a hash of its text, so faults can be aimed
-/// at a statement before it is prepared.
-pub fn statement_id(text: &str) -> Vec<u8> {
-    let mut id = Vec::with_capacity(16);
-    for salt in [0x5eed_u64, 0xfee1] {
-        let mut h = DefaultHasher::new();
-        salt.hash(&mut h);
-        text.hash(&mut h);
-        id.extend_from_slice(&h.finish().to_be_bytes());
-    }
-    id
-}
+use super::registry::{Needles, Registry, statement_id};
+use super::stats::ConsistencyUse;
+use super::values::push_string;
 
 /// What the handler does with a request, beyond answering it.
 #[derive(Debug, Clone)]
@@ -51,58 +38,93 @@ pub struct Shared {
     /// The data.
     pub engine: Mutex<Engine>,
     prepared: Mutex<HashMap<Vec<u8>, (String, Statement)>>,
-    /// Texts (or, ending in `*`, prefixes) the server accepts; `None` accepts any.
-    allowlist: Option<Vec<String>>,
-    /// Which lease operation each known statement id is.
-    ops: HashMap<Vec<u8>, Op>,
-    counts: [AtomicU64; 4],
+    strict: bool,
+    registry: Mutex<Registry>,
+    calls: Mutex<HashMap<String, u64>>,
     /// Statements refused as unknown, for diagnostics.
     pub refused: Mutex<Vec<String>>,
     /// Texts of the statements executed so far.
     pub executed: Mutex<std::collections::BTreeSet<String>>,
+    /// Texts of the accepted statements received so far (prepared or run, even if they
+    /// then failed).
+    pub received: Mutex<std::collections::BTreeSet<String>>,
+    /// Consistency levels of the requests executed so far.
+    pub consistencies: Mutex<Vec<ConsistencyUse>>,
 }
 
 impl Shared {
     /// State over `engine`.
-    pub fn new(engine: Engine, allowlist: Option<Vec<String>>, ops: HashMap<Vec<u8>, Op>) -> Self {
+    pub fn new(engine: Engine, strict: bool) -> Self {
         Shared {
             engine: Mutex::new(engine),
             prepared: Mutex::default(),
-            allowlist,
-            ops,
-            counts: Default::default(),
+            strict,
+            registry: Mutex::new(Registry::new()),
+            calls: Mutex::default(),
             refused: Mutex::default(),
             executed: Mutex::default(),
+            received: Mutex::default(),
+            consistencies: Mutex::default(),
         }
     }
 
-    /// Lease operations executed (or failed by a fault) so far.
-    pub fn counts(&self) -> cql_lease::CallCounts {
-        let get = |op: Op| self.counts[op as usize].load(Ordering::SeqCst);
-        cql_lease::CallCounts {
-            try_acquire: get(Op::TryAcquire),
-            renew: get(Op::Renew),
-            release: get(Op::Release),
-            read: get(Op::Read),
+    /// Registers a statement (or prefix) under a label.
+    pub fn register(&self, label: &str, text: &str, prefix: bool) {
+        if let Ok(mut r) = self.registry.lock() {
+            r.add(label, text, prefix);
         }
+    }
+
+    /// Requests counted under `label`.
+    pub fn calls(&self, label: &str) -> u64 {
+        self.calls
+            .lock()
+            .map(|c| c.get(label).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// What identifies the requests of `target`.
+    pub fn needles(&self, target: &super::Target) -> Needles {
+        self.registry
+            .lock()
+            .map(|r| r.needles(target))
+            .unwrap_or_default()
+    }
+
+    /// Reads something off the engine.
+    pub fn engine_stats<T: Default>(&self, f: impl FnOnce(&Engine) -> T) -> T {
+        self.engine.lock().map(|e| f(&e)).unwrap_or_default()
     }
 
     fn parse_known(&self, text: &str) -> Result<Statement, DbErr> {
-        if let Some(allow) = &self.allowlist {
-            let known = allow.iter().any(|a| match a.strip_suffix('*') {
-                Some(prefix) => text.starts_with(prefix),
-                None => a == text,
-            });
-            if !known {
-                if let Ok(mut refused) = self.refused.lock() {
-                    refused.push(text.to_owned());
-                }
-                return Err(DbErr::invalid(format!(
-                    "the CQL test server does not know this statement: {text}"
-                )));
+        let known = self
+            .registry
+            .lock()
+            .map(|r| r.label_of(text).is_some())
+            .unwrap_or(false);
+        if self.strict && !known {
+            if let Ok(mut refused) = self.refused.lock() {
+                refused.push(text.to_owned());
             }
+            return Err(DbErr::invalid(format!(
+                "the CQL test server does not know this statement (register it): {text}"
+            )));
+        }
+        if let Ok(mut received) = self.received.lock() {
+            received.insert(text.to_owned());
         }
         parse(text).map_err(|e| DbErr::syntax(format!("line 1: {e} (in: {text})")))
+    }
+
+    fn count(&self, id: &[u8], text: &str) {
+        let label = self.registry.lock().ok().and_then(|r| {
+            r.label_of_id(id)
+                .or_else(|| r.label_of(text))
+                .map(str::to_owned)
+        });
+        if let (Some(label), Ok(mut calls)) = (label, self.calls.lock()) {
+            *calls.entry(label).or_default() += 1;
+        }
     }
 }
 
@@ -287,8 +309,30 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
             });
         }
     }
-    if let Some(op) = statements.first().and_then(|(id, ..)| shared.ops.get(id)) {
-        shared.counts[*op as usize].fetch_add(1, Ordering::SeqCst);
+    let (consistency, serial, timestamp, page_size, paging_state) = match &request {
+        RequestV2::Query(q) => params_of(&q.parameters),
+        RequestV2::Execute(e) => params_of(&e.parameters),
+        RequestV2::Batch(b) => (b.consistency, b.serial_consistency, b.timestamp, None, None),
+        _ => (scylla_cql::Consistency::One, None, None, None, None),
+    };
+    let mut context = Request {
+        text: String::new(),
+        serial_read: matches!(
+            consistency,
+            scylla_cql::Consistency::Serial | scylla_cql::Consistency::LocalSerial
+        ),
+        page_size,
+        paging_state,
+        timestamp,
+    };
+    if let Some((id, text, ..)) = statements.first() {
+        shared.count(id, text);
+        context.text = text.clone();
+        lock(&shared.consistencies)?.push(ConsistencyUse {
+            statement: text.clone(),
+            consistency,
+            serial,
+        });
     }
     let execute = || -> Result<Outcome, DbErr> {
         let mut engine = lock(&shared.engine)?;
@@ -298,10 +342,10 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
                 .iter()
                 .map(|(_, _, s, b)| (s, b.as_slice()))
                 .collect();
-            engine.batch(&refs, true)
+            engine.batch(&refs, true, &context)
         } else {
             let (_, _, s, b) = &statements[0];
-            engine.execute(s, b)
+            engine.execute(s, b, &context)
         }
     };
     match reaction {
@@ -325,59 +369,27 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
     }
 }
 
+type Params = (
+    scylla_cql::Consistency,
+    Option<scylla_cql::frame::types::SerialConsistency>,
+    Option<i64>,
+    Option<i32>,
+    Option<Vec<u8>>,
+);
+
+fn params_of(p: &scylla_cql::frame::request::query::QueryParameters<'_>) -> Params {
+    (
+        p.consistency,
+        p.serial_consistency,
+        p.timestamp,
+        p.page_size,
+        p.paging_state.as_bytes_slice().map(|b| b.to_vec()),
+    )
+}
+
 fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, DbErr> {
     m.lock().map_err(|_| DbErr {
         error: DbError::ServerError,
         message: "poisoned".into(),
     })
-}
-
-fn push_columns(out: &mut Vec<u8>, columns: &[(String, CqlType)]) {
-    for (name, ty) in columns {
-        push_string(out, name);
-        ty.write_option(out);
-    }
-}
-
-fn write_metadata(out: &mut Vec<u8>, rows: &Rows) {
-    out.extend_from_slice(&1i32.to_be_bytes()); // GLOBAL_TABLES_SPEC
-    out.extend_from_slice(&(rows.columns.len() as i32).to_be_bytes());
-    push_string(out, &rows.keyspace);
-    push_string(out, &rows.table);
-    push_columns(out, &rows.columns);
-}
-
-fn encode(outcome: Outcome) -> Vec<u8> {
-    let mut out = Vec::new();
-    match outcome {
-        Outcome::Void => out.extend_from_slice(&1i32.to_be_bytes()),
-        Outcome::Rows(rows) => {
-            out.extend_from_slice(&2i32.to_be_bytes());
-            write_metadata(&mut out, &rows);
-            out.extend_from_slice(&(rows.rows.len() as i32).to_be_bytes());
-            for row in &rows.rows {
-                for value in row {
-                    push_bytes(&mut out, value.encode());
-                }
-            }
-        }
-        Outcome::SetKeyspace(ks) => {
-            out.extend_from_slice(&3i32.to_be_bytes());
-            push_string(&mut out, &ks);
-        }
-        Outcome::SchemaChange {
-            target,
-            keyspace,
-            name,
-        } => {
-            out.extend_from_slice(&5i32.to_be_bytes());
-            push_string(&mut out, "CREATED");
-            push_string(&mut out, target);
-            push_string(&mut out, &keyspace);
-            if let Some(name) = name {
-                push_string(&mut out, &name);
-            }
-        }
-    }
-    out
 }

@@ -2,10 +2,10 @@
 
 use std::collections::HashMap;
 
-use super::engine::{Cell, DbErr, Engine, Table};
-use super::exec::{Bound, Outcome, Rows, eval};
+use super::engine::{DbErr, Engine, Table};
+use super::exec::Rows;
 use super::parser::{Condition, Conditions, Selector, Statement, Term};
-use super::values::{CqlType, Value};
+use super::values::CqlType;
 
 /// Column names and types.
 pub type Columns = Vec<(String, CqlType)>;
@@ -23,59 +23,6 @@ pub struct BindSpecs {
 }
 
 impl Engine {
-    pub(super) fn select(
-        &self,
-        selectors: &[Selector],
-        table_ref: &super::parser::TableRef,
-        relations: &[(String, Term)],
-        bound: &Bound,
-    ) -> Result<Outcome, DbErr> {
-        let key = self.table_key(table_ref)?;
-        let table = self.table(&key)?;
-        let now = self.clock.now_secs();
-        let (selectors, columns) = select_columns(table, selectors)?;
-        let mut wanted: Option<Vec<u8>> = None;
-        for (col, term) in relations {
-            if *col != table.partition_key {
-                return Err(DbErr::invalid(format!(
-                    "Cannot execute this query: {col} is not the partition key"
-                )));
-            }
-            wanted = Some(eval(term, table.column_type(col)?, bound)?.key_bytes());
-        }
-        let mut rows = Vec::new();
-        for (k, (pk, row)) in &table.rows {
-            if wanted.as_ref().is_some_and(|w| w != k) {
-                continue;
-            }
-            let Some(row) = row.live(now) else { continue };
-            let cell = |c: &str| -> Option<&Cell> { row.cells.get(c) };
-            rows.push(
-                selectors
-                    .iter()
-                    .map(|s| match s {
-                        Selector::Column(c) if *c == table.partition_key => pk.clone(),
-                        Selector::Column(c) => cell(c).map_or(Value::Null, |c| c.value.clone()),
-                        Selector::Ttl(c) => cell(c)
-                            .and_then(|c| c.live.expires_at_sec)
-                            .map_or(Value::Null, |at| {
-                                Value::Int(i32::try_from(at - now).unwrap_or(i32::MAX))
-                            }),
-                        Selector::WriteTime(c) => {
-                            cell(c).map_or(Value::Null, |c| Value::BigInt(c.live.timestamp))
-                        }
-                    })
-                    .collect(),
-            );
-        }
-        Ok(Outcome::Rows(Rows {
-            keyspace: key.0,
-            table: key.1,
-            columns,
-            rows,
-        }))
-    }
-
     /// Bind-marker names and types of a statement, the indexes of markers that bind the
     /// partition key, and the result columns of a SELECT.
     pub fn bind_specs(&self, statement: &Statement) -> Result<BindSpecs, DbErr> {
@@ -112,25 +59,40 @@ impl Engine {
                 note(t, "[timestamp]", CqlType::BigInt, false);
             }
         }
-        let pairs: Vec<&(String, Term)> = match statement {
+        let relation_terms = |rels: &[super::parser::Relation]| -> Vec<(String, Term)> {
+            rels.iter()
+                .flat_map(|r| r.terms.iter().map(|t| (r.column.clone(), t.clone())))
+                .collect()
+        };
+        let mut pairs: Vec<(String, Term)> = match statement {
             Statement::Select { relations, .. } | Statement::Delete { relations, .. } => {
-                relations.iter().collect()
+                relation_terms(relations)
             }
             Statement::Update {
                 assignments,
                 relations,
                 ..
-            } => assignments.iter().chain(relations).collect(),
-            Statement::Insert { assignments, .. } => assignments.iter().collect(),
+            } => {
+                let mut v = assignments.clone();
+                v.extend(relation_terms(relations));
+                v
+            }
+            Statement::Insert { assignments, .. } => assignments.clone(),
             _ => Vec::new(),
         };
-        for (col, term) in pairs {
-            note(
-                term,
-                col,
-                table.column_type(col)?.clone(),
-                *col == table.partition_key,
-            );
+        if let Statement::Select {
+            limit: Some(limit), ..
+        } = statement
+        {
+            pairs.push(("[limit]".into(), limit.clone()));
+        }
+        for (col, term) in &pairs {
+            let ty = if col == "[limit]" {
+                CqlType::Int
+            } else {
+                table.column_type(col)?.clone()
+            };
+            note(term, col, ty, *col == table.partition_key);
         }
         if let Statement::Update {
             conditions: Conditions::Columns(c),
@@ -168,6 +130,7 @@ impl Engine {
                 table: key.1.clone(),
                 columns: select_columns(table, selectors)?.1,
                 rows: Vec::new(),
+                paging_state: None,
             }),
             _ => None,
         };
@@ -180,7 +143,7 @@ impl Engine {
 }
 
 /// The selectors (`*` expanded) and the result columns they produce.
-fn select_columns(
+pub(super) fn select_columns(
     table: &Table,
     selectors: &[Selector],
 ) -> Result<(Vec<Selector>, Columns), DbErr> {

@@ -1,0 +1,129 @@
+//! Applying a resolved mutation with Cassandra's rules: last write wins per cell (a tombstone
+//! on a tie), and deletions of rows, ranges and partitions that shadow older writes.
+
+use super::engine::{Cell, Deletion, Engine, Liveness, Partition, RangeTombstone, Row};
+use super::lwt::{Effect, Mutation, Place};
+use super::values::Value;
+
+impl Engine {
+    pub(super) fn apply(&mut self, m: &Mutation, timestamp: i64) {
+        let now = self.clock.now_secs();
+        let Some(table) = self.tables.get_mut(&m.table) else {
+            return;
+        };
+        let default_ttl = i64::from(table.default_ttl);
+        let statics = table.statics.clone();
+        let partition = table
+            .partitions
+            .entry(m.pk.key_bytes())
+            .or_insert_with(|| Partition::new(m.pk.clone()));
+        let deletion = Deletion {
+            timestamp,
+            at_sec: now,
+        };
+        let tombstone = Cell {
+            value: None,
+            live: Liveness {
+                timestamp,
+                expires_at_sec: Some(now),
+            },
+        };
+        match (&m.effect, &m.place) {
+            (Effect::Delete, Place::Partition) => {
+                if partition.deletion.is_none_or(|d| d.timestamp < timestamp) {
+                    partition.deletion = Some(deletion);
+                }
+                partition.statics.shadow(timestamp);
+                for row in partition.rows.values_mut() {
+                    row.shadow(timestamp);
+                }
+            }
+            (Effect::Delete, Place::Range(slice)) => {
+                partition.ranges.push(RangeTombstone {
+                    slice: slice.clone(),
+                    deletion,
+                });
+                for (ck, row) in partition.rows.iter_mut() {
+                    if slice.contains(ck) {
+                        row.shadow(timestamp);
+                    }
+                }
+            }
+            (Effect::Delete, place) => {
+                let row = row_at(partition, place);
+                if row.deletion.is_none_or(|d| d.timestamp < timestamp) {
+                    row.deletion = Some(deletion);
+                }
+                row.shadow(timestamp);
+            }
+            (Effect::DeleteColumns(cols), place) => {
+                for c in cols {
+                    let row = if statics.contains(c) {
+                        &mut partition.statics
+                    } else {
+                        row_at(partition, place)
+                    };
+                    row.merge(c, tombstone.clone(), now);
+                }
+            }
+            (Effect::Set { cells, marker, ttl }, place) => {
+                // An explicit TTL of 0 means "no TTL", overriding the table's default.
+                let ttl = ttl.unwrap_or(default_ttl);
+                let live = Liveness {
+                    timestamp,
+                    expires_at_sec: (ttl > 0).then_some(now + ttl),
+                };
+                if *marker && let Place::Row(_) = place {
+                    let row = row_at(partition, place);
+                    if row.marker.is_none_or(|old| old.timestamp <= timestamp) {
+                        row.marker = Some(live);
+                    }
+                }
+                for (col, value) in cells {
+                    // Writing null is deleting: a cell tombstone.
+                    let cell = if *value == Value::Null {
+                        tombstone.clone()
+                    } else {
+                        Cell {
+                            value: Some(value.clone()),
+                            live,
+                        }
+                    };
+                    let row = if statics.contains(col) {
+                        &mut partition.statics
+                    } else {
+                        row_at(partition, place)
+                    };
+                    row.merge(col, cell, now);
+                }
+            }
+        }
+    }
+}
+
+fn row_at<'p>(partition: &'p mut Partition, place: &Place) -> &'p mut Row {
+    match place {
+        Place::Row(ck) => partition.rows.entry(ck.clone()).or_default(),
+        _ => &mut partition.statics,
+    }
+}
+
+impl Row {
+    /// Stores `cell` in `column` unless the stored one wins over it.
+    fn merge(&mut self, column: &str, cell: Cell, now_sec: i64) {
+        match self.cells.get(column) {
+            Some(old) if old.wins_over(&cell, now_sec) => {}
+            _ => {
+                self.cells.insert(column.to_owned(), cell);
+            }
+        }
+    }
+
+    /// Drops what a deletion at `timestamp` shadows for good.
+    fn shadow(&mut self, timestamp: i64) {
+        self.cells.retain(|_, c| c.live.timestamp > timestamp);
+        if self.marker.is_some_and(|m| m.timestamp <= timestamp) {
+            self.marker = None;
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Clustering keys in table order (ASC/DESC per column), slices of them, and range
+//! tombstones.
+
+use super::engine::Deletion;
+use super::values::Value;
+
+/// A clustering key component and its order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    /// The value.
+    pub value: Value,
+    /// Declared `DESC`.
+    pub desc: bool,
+}
+
+/// A clustering key (empty for tables without clustering columns), ordered as the table
+/// declares: by each component in turn, reversed for `DESC` ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Clustering(pub Vec<Component>);
+
+impl Ord for Clustering {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        compare_prefix(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for Clustering {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Compares two clustering prefixes component by component, in table order; a shorter
+/// prefix that matches so far compares equal.
+pub fn compare_prefix(a: &[Component], b: &[Component]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let ord = x.value.total_cmp(&y.value);
+        let ord = if x.desc { ord.reverse() } else { ord };
+        if ord != std::cmp::Ordering::Equal {
+            return ord;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+/// One end of a range of clustering keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bound {
+    /// No limit.
+    Unbounded,
+    /// Up to and including keys with this prefix.
+    Inclusive(Vec<Component>),
+    /// Up to, excluding, keys with this prefix.
+    Exclusive(Vec<Component>),
+}
+
+/// A range of clustering keys, in table order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    /// Lower end.
+    pub start: Bound,
+    /// Upper end.
+    pub end: Bound,
+}
+
+impl Slice {
+    /// Whether `key` falls in the slice.
+    pub fn contains(&self, key: &Clustering) -> bool {
+        use std::cmp::Ordering::*;
+        let after_start = match &self.start {
+            Bound::Unbounded => true,
+            Bound::Inclusive(p) => compare_prefix(&key.0, p) != Less,
+            Bound::Exclusive(p) => compare_prefix(&key.0, p) == Greater,
+        };
+        let before_end = match &self.end {
+            Bound::Unbounded => true,
+            Bound::Inclusive(p) => compare_prefix(&key.0, p) != Greater,
+            Bound::Exclusive(p) => compare_prefix(&key.0, p) == Less,
+        };
+        after_start && before_end
+    }
+}
+
+/// A range tombstone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeTombstone {
+    /// The deleted range.
+    pub slice: Slice,
+    /// When and at which timestamp.
+    pub deletion: Deletion,
+}

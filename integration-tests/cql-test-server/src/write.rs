@@ -1,0 +1,327 @@
+//! Writes: resolving a modification to a mutation, and applying it with Cassandra's
+//! last-write-wins rules (tombstones included).
+
+use scylla_cql::Consistency;
+use scylla_cql::frame::response::error::{DbError, WriteType};
+
+use super::engine::{Clustering, DbErr, Engine, Row};
+use super::exec::{Bound, Outcome, Request, eval};
+use super::keys::restrict;
+use super::lwt::{Check, Cond, Effect, Mutation, Place, check};
+use super::parser::{Condition, Conditions, Relation, Statement, Using};
+use super::values::{CqlType, Value};
+
+/// Longest TTL Cassandra accepts.
+const MAX_TTL: i64 = 630_720_000;
+
+impl Engine {
+    /// Runs modifications atomically; `is_batch` shapes the LWT result as Cassandra does.
+    pub fn batch(
+        &mut self,
+        statements: &[(&Statement, &Bound)],
+        is_batch: bool,
+        request: &Request,
+    ) -> Result<Outcome, DbErr> {
+        let mutations = statements
+            .iter()
+            .map(|(s, b)| self.resolve(s, b))
+            .collect::<Result<Vec<_>, _>>()?;
+        let conditional = mutations.iter().any(|m| !matches!(m.check, Check::None));
+        if !conditional {
+            let server_ts = self.next_timestamp();
+            for m in &mutations {
+                self.apply(m, m.timestamp.or(request.timestamp).unwrap_or(server_ts));
+            }
+            return Ok(Outcome::Void);
+        }
+        if mutations.iter().any(|m| m.timestamp.is_some()) {
+            let what = if is_batch {
+                "conditional BATCH"
+            } else {
+                "conditional updates"
+            };
+            return Err(DbErr::invalid(format!(
+                "Cannot provide custom timestamp for {what}"
+            )));
+        }
+        let (table, pk) = (mutations[0].table.clone(), mutations[0].pk.clone());
+        if mutations.iter().any(|m| m.table != table) {
+            return Err(DbErr::invalid(
+                "Batch with conditions cannot span multiple tables",
+            ));
+        }
+        if mutations.iter().any(|m| m.pk != pk) {
+            return Err(DbErr::invalid(
+                "Batch with conditions cannot span multiple partitions",
+            ));
+        }
+        self.paxos_round(&table, &pk)?;
+        let mut applied = true;
+        let mut shown = None;
+        for m in &mutations {
+            let old = self.old_row(m);
+            applied &= check(&m.check, old.as_ref())?;
+            if shown.is_none() && !matches!(m.check, Check::None) {
+                shown = Some((m, old));
+            }
+        }
+        let (first, old) = shown.unwrap_or((&mutations[0], None));
+        let result = self.cas_result(first, applied, old.as_ref(), &mutations, is_batch)?;
+        if applied {
+            let ts = self.next_timestamp();
+            for m in &mutations {
+                self.apply(m, ts);
+            }
+        }
+        Ok(Outcome::Rows(result))
+    }
+
+    /// Opens a Paxos round on a partition: refused on a tablets keyspace (ScyllaDB), counted,
+    /// and failed with a CAS timeout past the contention budget.
+    pub(super) fn paxos_round(
+        &mut self,
+        table: &(String, String),
+        pk: &Value,
+    ) -> Result<(), DbErr> {
+        if self.keyspaces.get(&table.0).is_some_and(|k| k.tablets) {
+            return Err(DbErr::invalid(format!(
+                "LWT is not yet supported with tablets (keyspace {})",
+                table.0
+            )));
+        }
+        let others = self.paxos.begin(
+            (table.0.clone(), table.1.clone(), pk.display()),
+            self.options.paxos_round,
+        );
+        if let Some(budget) = self.options.cas_contention_budget
+            && others >= budget as usize
+        {
+            self.paxos.timed_out();
+            return Err(DbErr {
+                error: DbError::WriteTimeout {
+                    consistency: Consistency::Serial,
+                    received: 0,
+                    required: 1,
+                    write_type: WriteType::Cas,
+                },
+                message: format!(
+                    "CAS operation timed out: {others} other Paxos rounds contend for partition {}",
+                    pk.display()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// What a condition of `m` is checked against: its live row with the live static cells.
+    fn old_row(&self, m: &Mutation) -> Option<Row> {
+        let now = self.clock.now_secs();
+        let partition = self
+            .tables
+            .get(&m.table)?
+            .partitions
+            .get(&m.pk.key_bytes())?;
+        let statics = partition.live_statics(now);
+        let row = match &m.place {
+            Place::Row(ck) => partition.live_row(ck, now),
+            _ => None,
+        };
+        match (row, statics) {
+            (Some(mut r), Some(s)) => {
+                r.cells.extend(s.cells);
+                Some(r)
+            }
+            (r, s) => r.or(s),
+        }
+    }
+
+    fn resolve(&self, statement: &Statement, bound: &Bound) -> Result<Mutation, DbErr> {
+        let (table_ref, relations, conditions, using) = match statement {
+            Statement::Update {
+                table,
+                relations,
+                conditions,
+                using,
+                ..
+            }
+            | Statement::Delete {
+                table,
+                relations,
+                conditions,
+                using,
+                ..
+            } => (table, relations.clone(), conditions, using),
+            Statement::Insert {
+                table,
+                conditions,
+                using,
+                assignments,
+            } => (
+                table,
+                assignments
+                    .iter()
+                    .map(|(c, t)| Relation {
+                        column: c.clone(),
+                        op: super::parser::Op::Eq,
+                        terms: vec![t.clone()],
+                        is_in: false,
+                    })
+                    .collect(),
+                conditions,
+                using,
+            ),
+            other => return Err(DbErr::invalid(format!("not a modification: {other:?}"))),
+        };
+        let key = self.table_key(table_ref)?;
+        let table = self.table(&key)?;
+        if table.system {
+            return Err(DbErr {
+                error: DbError::Unauthorized,
+                message: format!("{} is a system table", key.1),
+            });
+        }
+        let key_relations: Vec<Relation> = relations
+            .iter()
+            .filter(|r| !matches!(statement, Statement::Insert { .. }) || table.is_key(&r.column))
+            .cloned()
+            .collect();
+        let place_of = restrict(table, &key_relations, bound, false)?;
+        let pk = place_of
+            .partitions
+            .as_ref()
+            .and_then(|p| p.first().cloned())
+            .ok_or_else(|| DbErr::invalid("Missing mandatory PRIMARY KEY part"))?;
+        let ck = Clustering(place_of.prefix.clone());
+        let ttl = self.ttl(using, bound)?;
+        let timestamp = match &using.timestamp {
+            None => None,
+            Some(t) => match eval(t, &CqlType::BigInt, bound)? {
+                Value::BigInt(ts) => Some(ts),
+                _ => return Err(DbErr::invalid("Invalid null value of timestamp")),
+            },
+        };
+        let full_row = place_of.is_full_row(table);
+        let (effect, place) = match statement {
+            Statement::Update { assignments, .. } | Statement::Insert { assignments, .. } => {
+                let mut cells = Vec::new();
+                for (col, term) in assignments {
+                    if table.is_key(col) {
+                        if matches!(statement, Statement::Update { .. }) {
+                            return Err(DbErr::invalid(format!(
+                                "PRIMARY KEY part {col} found in SET part"
+                            )));
+                        }
+                        continue;
+                    }
+                    cells.push((col.clone(), eval(term, table.column_type(col)?, bound)?));
+                }
+                let only_statics = cells.iter().all(|(c, _)| table.statics.contains(c))
+                    && !table.statics.is_empty();
+                let place = if full_row {
+                    Place::Row(ck)
+                } else if only_statics && place_of.prefix.is_empty() && !place_of.has_range {
+                    Place::Statics
+                } else {
+                    let missing = &table.clustering[place_of
+                        .prefix
+                        .len()
+                        .min(table.clustering.len().saturating_sub(1))]
+                    .0;
+                    return Err(DbErr::invalid(format!(
+                        "Missing mandatory PRIMARY KEY part {missing}"
+                    )));
+                };
+                let marker = matches!(statement, Statement::Insert { .. });
+                (Effect::Set { cells, marker, ttl }, place)
+            }
+            Statement::Delete { columns, .. } if columns.is_empty() => {
+                let place = if full_row {
+                    Place::Row(ck)
+                } else if place_of.prefix.is_empty() && !place_of.has_range {
+                    Place::Partition
+                } else {
+                    Place::Range(place_of.slice.clone())
+                };
+                (Effect::Delete, place)
+            }
+            Statement::Delete { columns, .. } => {
+                for c in columns {
+                    table.column_type(c)?;
+                    if table.is_key(c) {
+                        return Err(DbErr::invalid(format!(
+                            "Invalid identifier {c} for deletion (should not be a PRIMARY KEY part)"
+                        )));
+                    }
+                }
+                let all_static = columns.iter().all(|c| table.statics.contains(c));
+                let place = if full_row {
+                    Place::Row(ck)
+                } else if all_static && place_of.prefix.is_empty() && !place_of.has_range {
+                    Place::Statics
+                } else {
+                    return Err(DbErr::invalid(
+                        "Range deletions are not supported for specific columns",
+                    ));
+                };
+                (Effect::DeleteColumns(columns.clone()), place)
+            }
+            _ => return Err(DbErr::invalid("not a modification")),
+        };
+        let check = match conditions {
+            Conditions::None => Check::None,
+            Conditions::Exists => Check::Exists,
+            Conditions::NotExists => Check::NotExists,
+            Conditions::Columns(conds) => Check::Columns(
+                conds
+                    .iter()
+                    .map(|c| match c {
+                        Condition::Compare(col, op, term) => Ok(Cond::Compare(
+                            col.clone(),
+                            *op,
+                            eval(term, table.column_type(col)?, bound)?,
+                        )),
+                        Condition::In(col, terms) => {
+                            let ty = table.column_type(col)?;
+                            Ok(Cond::In(
+                                col.clone(),
+                                terms
+                                    .iter()
+                                    .map(|t| eval(t, ty, bound))
+                                    .collect::<Result<_, _>>()?,
+                            ))
+                        }
+                    })
+                    .collect::<Result<_, DbErr>>()?,
+            ),
+        };
+        if !matches!(check, Check::None) && matches!(place, Place::Range(_)) {
+            return Err(DbErr::invalid(
+                "DELETE statements must restrict all PRIMARY KEY columns with equality relations in order to use IF conditions",
+            ));
+        }
+        Ok(Mutation {
+            table: key,
+            pk,
+            place,
+            effect,
+            check,
+            timestamp,
+        })
+    }
+
+    fn ttl(&self, using: &Using, bound: &Bound) -> Result<Option<i64>, DbErr> {
+        let Some(term) = &using.ttl else {
+            return Ok(None);
+        };
+        match eval(term, &CqlType::Int, bound)? {
+            Value::Int(t) if t < 0 => Err(DbErr::invalid(format!(
+                "A TTL must be greater or equal to 0, but was {t}"
+            ))),
+            Value::Int(t) if i64::from(t) > MAX_TTL => Err(DbErr::invalid(format!(
+                "ttl is too large. requested ({t}) maximum ({MAX_TTL})"
+            ))),
+            Value::Int(t) => Ok(Some(i64::from(t))),
+            _ => Err(DbErr::invalid("Invalid null value of TTL")),
+        }
+    }
+}

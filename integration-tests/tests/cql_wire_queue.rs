@@ -1,0 +1,136 @@
+//! The work queue's statements on the strict CQL test server: each one is known and
+//! exercised by a plain workload, and a statement altered without teaching the server is
+//! refused, naming it.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
+
+use std::time::Duration;
+
+use cql_lease::memory::{Fault, Times};
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
+use cql_workqueue::memory::QueueOp;
+use cql_workqueue::scylla::cql;
+use integration_tests::backend::Backend;
+use integration_tests::conformance::queue::queue;
+use integration_tests::wire_backend::{WireBackend, register_queue};
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_queue_statement_is_known_and_exercised() {
+    let b = WireBackend::start(Flavor::Cassandra).await;
+    let q = queue(&b, "all");
+    q.enqueue("one").await.expect("enqueue");
+    q.enqueue("two").await.expect("enqueue");
+    // A lost claim answer is resolved by a SERIAL read.
+    b.inject_queue(
+        Some(QueueOp::Claim),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let job = q.claim("w").await.expect("claim").expect("item");
+    // Held past a renew interval: heartbeats.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let failed = job.id().clone();
+    job.discard("boom").await.expect("discard");
+    assert_eq!(q.dead_letters().await.expect("dead letters").len(), 1);
+    assert!(q.requeue_dead(&failed).await.expect("requeue"));
+    // A claim answered after its deadline is undone.
+    b.inject_queue(
+        Some(QueueOp::Claim),
+        Fault::Latency(Duration::from_millis(1500)),
+        Times::Next(1),
+    );
+    let _ = q.claim("w").await.expect("claim");
+    loop {
+        let Some(job) = q.claim("w").await.expect("claim") else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        if job.id() == &failed {
+            job.complete().await.expect("complete");
+            break;
+        }
+        let other = job.id().clone();
+        job.discard("poison").await.expect("discard");
+        assert!(q.purge_dead(&other).await.expect("purge"));
+    }
+    if q.dead_letters().await.expect("dead letters").is_empty() {
+        let job = loop {
+            if let Some(job) = q.claim("w").await.expect("claim") {
+                break job;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let other = job.id().clone();
+        job.discard("poison").await.expect("discard");
+        assert!(q.purge_dead(&other).await.expect("purge"));
+    }
+    let _ = q.stats().await.expect("stats");
+    q.items().await.expect("items");
+    b.after_scenario();
+    let executed = b.server.executed();
+    for template in cql::ALL {
+        let text = cql_lease::scylla::cql::render(template, "coordination", "work_items");
+        assert!(
+            executed.contains(&text),
+            "queue statement never executed: {template}\nexecuted: {executed:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_altered_queue_statement_is_refused_by_name() {
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra)).await;
+    register_queue(&server, "coordination", "work_items");
+    let session = server.session().await;
+    let altered = cql_lease::scylla::cql::render(cql::SCAN_INDEX, "coordination", "work_items")
+        .replace("seq > ?", "seq >= ?");
+    match session.prepare(altered.clone()).await {
+        Err(e) => assert!(e.to_string().contains(&altered), "{e}"),
+        Ok(_) => panic!("an altered statement must be refused"),
+    }
+    let refused = server.refused();
+    assert!(
+        !refused.is_empty() && refused.iter().all(|r| *r == altered),
+        "{refused:?}"
+    );
+    match session
+        .query_unpaged(altered.clone(), ("p", 1_i64, "x", "y", 1))
+        .await
+    {
+        Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::Invalid,
+            m,
+        ))) => {
+            assert!(m.contains(&altered), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Every LWT of an item (enqueue, claim, complete) is a Paxos round of that item's own
+/// partition: no two items share Paxos state, and the index and cursor see no LWT at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_item_is_its_own_partition_of_paxos_rounds() {
+    let b = WireBackend::start(Flavor::Cassandra).await;
+    let q = queue(&b, "hot");
+    for n in 0..3 {
+        q.enqueue(&format!("job {n}")).await.expect("enqueue");
+    }
+    let mut claimed = 0;
+    while claimed < 3 {
+        match q.claim("w").await.expect("claim") {
+            Some(job) => {
+                job.complete().await.expect("complete");
+                claimed += 1;
+            }
+            None => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let paxos = b.server.paxos();
+    assert_eq!(paxos.rounds.len(), 3, "one partition per item: {paxos:?}");
+    for ((_, table, _), rounds) in &paxos.rounds {
+        assert_eq!(table, "work_items", "{paxos:?}");
+        assert_eq!(*rounds, 3, "enqueue, claim, complete: {paxos:?}");
+    }
+}
