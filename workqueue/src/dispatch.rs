@@ -25,6 +25,9 @@ use crate::queue::WorkQueue;
 #[derive(Debug)]
 pub(crate) struct Dispatcher {
     state: Mutex<ScanState>,
+    /// Entries handed to local claimers whose claims are not settled yet (a plain lock: it
+    /// is never held across an await, so settling never waits for a scan).
+    in_flight: std::sync::Mutex<HashSet<String>>,
     cursor_hint: std::sync::atomic::AtomicI64,
     /// This process's preferred slot: claimers in different processes look at different
     /// items of the same head first (work stealing when their own slot has none).
@@ -35,6 +38,7 @@ impl Default for Dispatcher {
     fn default() -> Self {
         Dispatcher {
             state: Mutex::default(),
+            in_flight: std::sync::Mutex::default(),
             cursor_hint: std::sync::atomic::AtomicI64::default(),
             home: rand::random::<u64>() % SLOTS,
         }
@@ -42,6 +46,9 @@ impl Default for Dispatcher {
 }
 
 const SLOTS: u64 = 8;
+
+/// Most index pages one refill reads.
+const MAX_PAGES: u32 = 8;
 
 /// An entry's slot: a hash of its item id.
 fn slot(entry: &IndexEntry) -> u64 {
@@ -62,8 +69,6 @@ struct ScanState {
     buffer: VecDeque<IndexEntry>,
     /// Immediate entries placed ahead of this process's clock already handed out.
     ahead: HashSet<String>,
-    /// Entries handed to local claimers whose claims are not settled yet.
-    in_flight: HashSet<String>,
     last_restart: Option<Instant>,
 }
 
@@ -123,8 +128,8 @@ impl WorkQueue {
             home[rand::rng().random_range(0..home.len().min(choice))]
         };
         let entry = state.buffer.remove(pick);
-        if let Some(entry) = &entry {
-            state.in_flight.insert(entry.seq.clone());
+        if let (Some(entry), Ok(mut in_flight)) = (&entry, self.dispatcher.in_flight.lock()) {
+            in_flight.insert(entry.seq.clone());
         }
         Ok(entry)
     }
@@ -133,11 +138,13 @@ impl WorkQueue {
     /// the rest of the buffer is probably being worked through by others too: it is dropped
     /// and scanned again from its first entry (claimed items have left the index by then).
     pub(crate) async fn candidate_done(&self, entry: &IndexEntry, contended: bool) {
-        let mut state = self.dispatcher.state.lock().await;
-        state.in_flight.remove(&entry.seq);
+        if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
+            in_flight.remove(&entry.seq);
+        }
         if !contended {
             return;
         }
+        let mut state = self.dispatcher.state.lock().await;
         let first = state
             .buffer
             .iter()
@@ -183,6 +190,7 @@ impl WorkQueue {
         let limit = self.config.scan_limit;
         let mut first_live: Option<i64> = None;
         let mut covered;
+        let mut pages = 0;
         loop {
             let page = self
                 .store
@@ -193,7 +201,12 @@ impl WorkQueue {
             let mut blocked = false;
             for entry in page {
                 first_live.get_or_insert(entry.pos);
-                if state.in_flight.contains(&entry.seq) {
+                let in_flight = self
+                    .dispatcher
+                    .in_flight
+                    .lock()
+                    .is_ok_and(|set| set.contains(&entry.seq));
+                if in_flight {
                     after = entry.seq.clone();
                 } else if entry.pos <= now {
                     after = entry.seq.clone();
@@ -210,11 +223,16 @@ impl WorkQueue {
                 }
             }
             covered = blocked || (!full && bucket >= last_bucket);
-            if blocked || full || !state.buffer.is_empty() || bucket >= last_bucket {
+            pages += 1;
+            if blocked || !state.buffer.is_empty() || covered || pages >= MAX_PAGES {
                 break;
             }
-            bucket += 1;
-            after = String::new();
+            // A full page of entries local claimers are still working on: read on in this
+            // bucket; an exhausted bucket: the next one.
+            if !full {
+                bucket += 1;
+                after = String::new();
+            }
         }
         if covered {
             // Everything live up to the horizon is buffered (or blocked behind a delayed

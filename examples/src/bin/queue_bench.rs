@@ -3,9 +3,10 @@
 //! tombstones passed over per claim pass and the hottest partition's LWTs.
 //!
 //! `cargo run --release -p examples --bin queue_bench -- --items 1000,10000,100000,1000000`
-//! runs on the embedded store, which counts what the store serves. With `--scylla HOST:PORT`
-//! it runs against a cluster (throughput only: the driver does not see tombstones or Paxos
-//! rounds; read those from the server's metrics).
+//! runs on the embedded store, which counts what the store serves. `--wire true` runs the
+//! scylla backend over the real CQL wire against the CQL test server, which counts Paxos rounds
+//! per partition and tombstones per read. With `--scylla HOST:PORT` it runs against a cluster
+//! (throughput only: the driver does not see tombstones or Paxos rounds).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,10 +16,13 @@ use cql_workqueue::memory::StoreCounts;
 use cql_workqueue::{NewItem, QueueConfig, WallClock, WorkQueue};
 use examples::{Args, open_queue_store};
 use futures::StreamExt;
+use integration_tests::backend::Backend;
+use integration_tests::wire_backend::WireBackend;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse(&["scylla", "items", "processes", "workers"])?;
+    let args = Args::parse(&["scylla", "wire", "items", "processes", "workers"])?;
+    let wire = args.get("wire") == Some("true");
     let sizes: Vec<usize> = args
         .get("items")
         .unwrap_or("1000,10000,100000")
@@ -32,9 +36,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (run, &n) in sizes.iter().enumerate() {
-        let (store, memory) = open_queue_store(&args.target()).await?;
+        let server = if wire {
+            Some(WireBackend::start(cql_test_server::Flavor::Cassandra).await)
+        } else {
+            None
+        };
+        let (store, memory) = match &server {
+            Some(server) => (server.queue_store().ok_or("no queue store")?, None),
+            None => open_queue_store(&args.target()).await?,
+        };
         let queue = WorkQueue::new(store, &format!("bench{run}"), QueueConfig::default())?;
-        let counts = || memory.as_ref().map(|m| m.counts());
+        let counts = || match &server {
+            Some(server) => server.queue_counts(),
+            None => memory.as_ref().map(|m| m.counts()),
+        };
         let started = Instant::now();
         let enqueued: Vec<_> = futures::stream::iter(0..n)
             .map(|i| {

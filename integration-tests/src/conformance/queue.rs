@@ -48,7 +48,11 @@ pub fn queue_store(b: &dyn Backend) -> Arc<dyn cql_workqueue::QueueStore> {
 /// The next job, claimed within a few seconds (an item placed just behind this process's
 /// scan position is found at its next rescan from the cursor, `cursor_refresh` later; on the
 /// wire, a claim lapses by the server's clock and its check entry comes due by the client's).
-pub async fn claim_soon(b: &dyn Backend, q: &WorkQueue, worker: &str) -> Option<cql_workqueue::Job> {
+pub async fn claim_soon(
+    b: &dyn Backend,
+    q: &WorkQueue,
+    worker: &str,
+) -> Option<cql_workqueue::Job> {
     for _ in 0..60 {
         if let Some(job) = q.claim(worker).await.expect("claim") {
             return Some(job);

@@ -84,7 +84,9 @@ pub async fn dead_letters_list_requeue_purge(b: &dyn Backend) {
 
     assert!(q.requeue_dead(&poison).await.expect("requeue"));
     assert!(!q.requeue_dead(&poison).await.expect("requeue twice"));
-    let job = super::queue::claim_soon(b, &q, "w").await.expect("requeued");
+    let job = super::queue::claim_soon(b, &q, "w")
+        .await
+        .expect("requeued");
     assert_eq!(job.id(), &poison);
     assert!(Some(job.token()) > last_token, "token reused after requeue");
     job.complete().await.expect("complete");

@@ -58,7 +58,8 @@ pub const COMPLETE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'd
 pub const RESCHEDULE: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE key = ? IF claim = ?";
 
 /// Undoes a claim never handed to a worker. Binds: state, attempt, key, claim.
-pub const UNCLAIM: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE key = ? IF claim = ?";
+pub const UNCLAIM: &str =
+    "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE key = ? IF claim = ?";
 
 /// Requeues a dead letter; attempts count again from `attempt`. Binds: run_at, requeued_at,
 /// key, attempt.
@@ -74,7 +75,8 @@ pub const READ: &str = "SELECT key, payload, state, attempt, claim, run_at, last
 pub const PUT_ENTRY: &str = "INSERT INTO {keyspace}.{table}_index (part, seq, id, kind, immediate, attempt) VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
 
 /// Removes an index entry. Binds: timestamp, part, seq.
-pub const DELETE_ENTRY: &str = "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq = ?";
+pub const DELETE_ENTRY: &str =
+    "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq = ?";
 
 /// Reads a slice of a bucket. Binds: part, after, before, limit.
 pub const SCAN_INDEX: &str = "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE part = ? AND seq > ? AND seq < ? LIMIT ?";

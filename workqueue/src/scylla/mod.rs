@@ -216,12 +216,7 @@ fn limit(limit: u32) -> i32 {
 impl QueueStore for ScyllaQueueStore {
     #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
-        let values = (
-            row_key(row.key),
-            row.payload,
-            row.run_at,
-            row.origin,
-        );
+        let values = (row_key(row.key), row.payload, row.run_at, row.origin);
         self.cas(&self.s.enqueue, values).await
     }
 
@@ -256,12 +251,7 @@ impl QueueStore for ScyllaQueueStore {
         claim_id: &str,
         ttl: Duration,
     ) -> Result<CasOutcome, StoreError> {
-        let values = (
-            ttl_secs(ttl),
-            claim_id,
-            &row_key(key),
-            claim_id,
-        );
+        let values = (ttl_secs(ttl), claim_id, &row_key(key), claim_id);
         self.cas(&self.s.heartbeat, values).await
     }
 
@@ -272,11 +262,7 @@ impl QueueStore for ScyllaQueueStore {
         claim_id: &str,
         retention: Duration,
     ) -> Result<CasOutcome, StoreError> {
-        let values = (
-            ttl_secs(retention),
-            &row_key(key),
-            claim_id,
-        );
+        let values = (ttl_secs(retention), &row_key(key), claim_id);
         self.cas(&self.s.complete, values).await
     }
 
@@ -305,12 +291,7 @@ impl QueueStore for ScyllaQueueStore {
         state: JobState,
         attempt: i32,
     ) -> Result<CasOutcome, StoreError> {
-        let values = (
-            state.as_str(),
-            attempt,
-            &row_key(key),
-            claim_id,
-        );
+        let values = (state.as_str(), attempt, &row_key(key), claim_id);
         self.cas(&self.s.unclaim, values).await
     }
 
