@@ -41,7 +41,12 @@ async fn every_queue_statement_is_known_and_exercised() {
         Times::Next(1),
     );
     let _ = q.claim("w").await.expect("claim");
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "the requeued item never came back"
+        );
         let Some(job) = q.claim("w").await.expect("claim") else {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
@@ -56,6 +61,10 @@ async fn every_queue_statement_is_known_and_exercised() {
     }
     if q.dead_letters().await.expect("dead letters").is_empty() {
         let job = loop {
+            assert!(
+                tokio::time::Instant::now() < give_up,
+                "the second item never came back"
+            );
             if let Some(job) = q.claim("w").await.expect("claim") {
                 break job;
             }
