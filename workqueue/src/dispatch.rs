@@ -47,7 +47,7 @@ impl Default for Dispatcher {
 
 const SLOTS: u64 = 8;
 
-/// Most index pages one refill reads.
+/// Most full index pages one refill reads.
 const MAX_PAGES: u32 = 8;
 
 /// An entry's slot: a hash of its item id.
@@ -223,7 +223,8 @@ impl WorkQueue {
                 }
             }
             covered = blocked || (!full && bucket >= last_bucket);
-            pages += 1;
+            // Only full pages count: empty buckets between the cursor and now are cheap.
+            pages += u32::from(full);
             if blocked || !state.buffer.is_empty() || covered || pages >= MAX_PAGES {
                 break;
             }
