@@ -42,6 +42,7 @@ async fn every_queue_statement_is_known_and_exercised() {
     );
     let _ = q.claim("w").await.expect("claim");
     let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut purged = false;
     loop {
         assert!(
             tokio::time::Instant::now() < give_up,
@@ -58,8 +59,9 @@ async fn every_queue_statement_is_known_and_exercised() {
         let other = job.id().clone();
         job.discard("poison").await.expect("discard");
         assert!(q.purge_dead(&other).await.expect("purge"));
+        purged = true;
     }
-    if q.dead_letters().await.expect("dead letters").is_empty() {
+    if !purged {
         let job = loop {
             assert!(
                 tokio::time::Instant::now() < give_up,
