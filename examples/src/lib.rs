@@ -40,6 +40,40 @@ impl Target {
     }
 }
 
+/// Opens a work-queue store: an empty embedded one (returned too, for its counters), or the
+/// keyspace `cql_queue_demo` on a cluster (created with replication factor 1 if missing).
+pub async fn open_queue_store(
+    target: &Target,
+) -> Result<
+    (
+        Arc<dyn cql_workqueue::QueueStore>,
+        Option<Arc<cql_workqueue::memory::MemoryQueueStore>>,
+    ),
+    Box<dyn std::error::Error>,
+> {
+    match target {
+        Target::Embedded => {
+            let store = Arc::new(cql_workqueue::memory::MemoryQueueStore::new());
+            Ok((store.clone(), Some(store)))
+        }
+        Target::Scylla(addr) => {
+            use cql_workqueue::scylla::{DEFAULT_TABLE, ScyllaQueueStore};
+            let session = Arc::new(SessionBuilder::new().known_node(addr).build().await?);
+            let options = ScyllaOptions {
+                keyspace: "cql_queue_demo".into(),
+                table: DEFAULT_TABLE.into(),
+                replication: Replication::Simple(1),
+                ..ScyllaOptions::default()
+            };
+            ScyllaQueueStore::create_schema(&session, &options).await?;
+            Ok((
+                Arc::new(ScyllaQueueStore::new(session, options).await?),
+                None,
+            ))
+        }
+    }
+}
+
 /// `--name value` arguments.
 #[derive(Debug, Default)]
 pub struct Args(std::collections::HashMap<String, String>);

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use cql_lease::LeaseStore;
 use cql_lease::memory::{CallCounts, Fault, MemoryStore, Op, Times};
 use cql_workqueue::QueueStore;
-use cql_workqueue::memory::{MemoryQueueStore, QueueOp};
+use cql_workqueue::memory::{MemoryQueueStore, QueueOp, StoreCounts};
 
 /// A backend the suite can drive: its store, its clock, its faults and its call counts.
 #[async_trait]
@@ -51,6 +51,11 @@ pub trait Backend: Send + Sync {
     }
     /// Adds a fault for work-queue calls of `op` (all when `None`).
     fn inject_queue(&self, _op: Option<QueueOp>, _fault: Fault, _times: Times) {}
+    /// What the work-queue store served so far (LWTs by kind, reads, tombstones passed over
+    /// by scans, LWTs of the hottest partition); `None` where nobody counts.
+    fn queue_counts(&self) -> Option<StoreCounts> {
+        None
+    }
 }
 
 /// The embedded backend. Run its tests with `#[tokio::test(start_paused = true)]`.
@@ -96,5 +101,8 @@ impl Backend for MemoryBackend {
     }
     fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
         self.queue.inject(op, fault, times);
+    }
+    fn queue_counts(&self) -> Option<StoreCounts> {
+        Some(self.queue.counts())
     }
 }

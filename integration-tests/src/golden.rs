@@ -53,42 +53,90 @@ pub const LEASE: &[(&str, &str)] = &[
 pub const QUEUE: &[(&str, &str)] = &[
     (
         "queue.schema",
-        "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (part text, id text, payload text, state text, attempt int, claim text, run_at bigint, last_error text, PRIMARY KEY (part, id))",
+        "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (key text PRIMARY KEY, payload blob, state text, attempt int, claim text, run_at bigint, last_error text, origin text, requeued_at int)",
+    ),
+    (
+        "queue.schema",
+        "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_index (part text, seq text, id text, kind text, immediate boolean, attempt int, PRIMARY KEY (part, seq))",
+    ),
+    (
+        "queue.schema",
+        "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_cursor (queue text PRIMARY KEY, pos bigint)",
+    ),
+    (
+        "queue.schema",
+        "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_dead (queue text, id text, PRIMARY KEY (queue, id))",
     ),
     (
         "queue.enqueue",
-        "INSERT INTO {keyspace}.{table} (part, id, payload, state, attempt, run_at) VALUES (?, ?, ?, 'available', 0, ?) IF NOT EXISTS",
-    ),
-    (
-        "queue.scan",
-        "SELECT id, payload, state, attempt, claim, run_at, last_error FROM {keyspace}.{table} WHERE part = ? AND id > ? LIMIT ?",
+        "INSERT INTO {keyspace}.{table} (key, payload, state, attempt, run_at, origin) VALUES (?, ?, 'available', 0, ?, ?) IF NOT EXISTS",
     ),
     (
         "queue.claim",
-        "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE part = ? AND id = ? IF claim = null AND attempt = ? AND state IN ('available', 'retryable', 'running')",
+        "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE key = ? IF claim = null AND attempt = ? AND state IN ('available', 'retryable', 'running')",
     ),
     (
         "queue.claim_mark",
-        "UPDATE {keyspace}.{table} SET state = 'running', attempt = ? WHERE part = ? AND id = ?",
+        "UPDATE {keyspace}.{table} SET state = 'running', attempt = ? WHERE key = ?",
     ),
     (
         "queue.heartbeat",
-        "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE part = ? AND id = ? IF claim = ?",
+        "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE key = ? IF claim = ?",
     ),
     (
         "queue.complete",
-        "DELETE FROM {keyspace}.{table} WHERE part = ? AND id = ? IF claim = ?",
+        "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', claim = null, payload = null, last_error = null WHERE key = ? IF claim = ?",
     ),
     (
         "queue.reschedule",
-        "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE part = ? AND id = ? IF claim = ?",
+        "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE key = ? IF claim = ?",
     ),
     (
         "queue.unclaim",
-        "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE part = ? AND id = ? IF claim = ?",
+        "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE key = ? IF claim = ?",
+    ),
+    (
+        "queue.reschedule",
+        "UPDATE {keyspace}.{table} SET state = 'available', run_at = ?, requeued_at = ? WHERE key = ? IF state = 'discarded' AND attempt = ?",
+    ),
+    (
+        "queue.reschedule",
+        "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE key = ? IF state = 'discarded'",
     ),
     (
         "queue.read",
-        "SELECT id, payload, state, attempt, claim, run_at, last_error FROM {keyspace}.{table} WHERE part = ? AND id = ?",
+        "SELECT key, payload, state, attempt, claim, run_at, last_error, origin, requeued_at FROM {keyspace}.{table} WHERE key = ?",
+    ),
+    (
+        "queue.index",
+        "INSERT INTO {keyspace}.{table}_index (part, seq, id, kind, immediate, attempt) VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?",
+    ),
+    (
+        "queue.index",
+        "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq = ?",
+    ),
+    (
+        "queue.scan",
+        "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE part = ? AND seq > ? AND seq < ? LIMIT ?",
+    ),
+    (
+        "queue.index_read",
+        "SELECT pos FROM {keyspace}.{table}_cursor WHERE queue = ?",
+    ),
+    (
+        "queue.index",
+        "UPDATE {keyspace}.{table}_cursor USING TIMESTAMP ? SET pos = ? WHERE queue = ?",
+    ),
+    (
+        "queue.index",
+        "INSERT INTO {keyspace}.{table}_dead (queue, id) VALUES (?, ?) USING TIMESTAMP ?",
+    ),
+    (
+        "queue.index",
+        "DELETE FROM {keyspace}.{table}_dead USING TIMESTAMP ? WHERE queue = ? AND id = ?",
+    ),
+    (
+        "queue.index_read",
+        "SELECT id FROM {keyspace}.{table}_dead WHERE queue = ? AND id > ? LIMIT ?",
     ),
 ];

@@ -8,7 +8,7 @@ use cql_lease::memory::{CallCounts, Fault, Op, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseStore};
 use cql_workqueue::QueueStore;
-use cql_workqueue::memory::QueueOp;
+use cql_workqueue::memory::{QueueOp, StoreCounts};
 use cql_workqueue::scylla::ScyllaQueueStore;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
@@ -72,13 +72,13 @@ pub fn target(op: Option<&'static str>, all: &[&'static str]) -> Target {
 pub fn queue_label(op: QueueOp) -> &'static str {
     match op {
         QueueOp::Enqueue => "queue.enqueue",
-        QueueOp::Scan => "queue.scan",
         QueueOp::Claim => "queue.claim",
         QueueOp::Heartbeat => "queue.heartbeat",
         QueueOp::Complete => "queue.complete",
         QueueOp::Reschedule => "queue.reschedule",
-        QueueOp::Read => "queue.read",
         QueueOp::Unclaim => "queue.unclaim",
+        QueueOp::Read => "queue.read",
+        QueueOp::Index => "queue.index",
     }
 }
 
@@ -90,16 +90,30 @@ pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
     }
 }
 
-const QUEUE_OPS: [&str; 8] = [
+const QUEUE_OPS: [&str; 10] = [
     "queue.enqueue",
-    "queue.scan",
     "queue.claim",
     "queue.heartbeat",
     "queue.complete",
     "queue.reschedule",
-    "queue.read",
     "queue.unclaim",
+    "queue.read",
+    "queue.index",
+    "queue.scan",
+    "queue.index_read",
 ];
+
+/// The target of `op`: the index fault covers scans and cursor reads too.
+fn queue_target(op: Option<QueueOp>) -> Target {
+    match op {
+        Some(QueueOp::Index) => Target::AnyLabel(
+            ["queue.index", "queue.scan", "queue.index_read"]
+                .map(str::to_owned)
+                .to_vec(),
+        ),
+        op => target(op.map(queue_label), &QUEUE_OPS),
+    }
+}
 
 const LEASE_OPS: [&str; 5] = [
     "lease.try_acquire",
@@ -211,11 +225,28 @@ impl Backend for WireBackend {
         Some(self.queue.clone())
     }
     fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
-        self.server.inject(
-            target(op.map(queue_label), &QUEUE_OPS),
-            wire_fault(fault),
-            wire_times(times),
-        );
+        self.server
+            .inject(queue_target(op), wire_fault(fault), wire_times(times));
+    }
+    fn queue_counts(&self) -> Option<StoreCounts> {
+        let calls = |label: &str| self.server.calls(label);
+        let paxos = self.server.paxos();
+        Some(StoreCounts {
+            enqueue_lwts: calls("queue.enqueue"),
+            claim_lwts: calls("queue.claim"),
+            heartbeat_lwts: calls("queue.heartbeat"),
+            finish_lwts: calls("queue.complete")
+                + calls("queue.reschedule")
+                + calls("queue.unclaim"),
+            serial_reads: 0,
+            peeks: calls("queue.read"),
+            index_scans: calls("queue.scan"),
+            other_reads: calls("queue.index_read"),
+            plain_writes: calls("queue.index"),
+            tombstones_scanned: self.server.tombstones().total,
+            hottest_partition_lwts: paxos.rounds.values().copied().max().unwrap_or(0),
+            lwt_partitions: paxos.rounds.len() as u64,
+        })
     }
     fn calls(&self) -> CallCounts {
         let get = |op| self.server.calls(op_label(op));

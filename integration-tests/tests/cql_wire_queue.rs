@@ -30,24 +30,53 @@ async fn every_queue_statement_is_known_and_exercised() {
     let job = q.claim("w").await.expect("claim").expect("item");
     // Held past a renew interval: heartbeats.
     tokio::time::sleep(Duration::from_millis(900)).await;
-    job.fail("boom").await.expect("fail");
-    // A claim dropped after it was sent is undone.
+    let failed = job.id().clone();
+    job.discard("boom").await.expect("discard");
+    assert_eq!(q.dead_letters().await.expect("dead letters").len(), 1);
+    assert!(q.requeue_dead(&failed).await.expect("requeue"));
+    // A claim answered after its deadline is undone.
     b.inject_queue(
         Some(QueueOp::Claim),
         Fault::Latency(Duration::from_millis(1500)),
         Times::Next(1),
     );
-    let dropped = tokio::time::timeout(Duration::from_millis(700), q.claim("w")).await;
-    assert!(dropped.is_err(), "the slow claim should have been cut off");
-    tokio::time::sleep(Duration::from_millis(2000)).await;
-    // Undone after its late answer, not left claimed for a TTL.
-    let items = q.items().await.expect("items");
-    assert!(
-        items.iter().all(|i| i.claim.is_none() && i.attempt <= 1),
-        "a dropped claim was left behind: {items:#?}"
-    );
-    let job = q.claim("w").await.expect("claim").expect("item");
-    job.complete().await.expect("complete");
+    let _ = q.claim("w").await.expect("claim");
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut purged = false;
+    loop {
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "the requeued item never came back"
+        );
+        let Some(job) = q.claim("w").await.expect("claim") else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        if job.id() == &failed {
+            job.complete().await.expect("complete");
+            break;
+        }
+        let other = job.id().clone();
+        job.discard("poison").await.expect("discard");
+        assert!(q.purge_dead(&other).await.expect("purge"));
+        purged = true;
+    }
+    if !purged {
+        let job = loop {
+            assert!(
+                tokio::time::Instant::now() < give_up,
+                "the second item never came back"
+            );
+            if let Some(job) = q.claim("w").await.expect("claim") {
+                break job;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let other = job.id().clone();
+        job.discard("poison").await.expect("discard");
+        assert!(q.purge_dead(&other).await.expect("purge"));
+    }
+    let _ = q.stats().await.expect("stats");
     q.items().await.expect("items");
     b.after_scenario();
     let executed = b.server.executed();
@@ -67,8 +96,8 @@ async fn an_altered_queue_statement_is_refused_by_name() {
         .expect("server");
     register_queue(&server, "coordination", "work_items");
     let session = server.session().await;
-    let altered = cql_lease::scylla::cql::render(cql::SCAN, "coordination", "work_items")
-        .replace("id > ?", "id >= ?");
+    let altered = cql_lease::scylla::cql::render(cql::SCAN_INDEX, "coordination", "work_items")
+        .replace("seq > ?", "seq >= ?");
     match session.prepare(altered.clone()).await {
         Err(e) => assert!(e.to_string().contains(&altered), "{e}"),
         Ok(_) => panic!("an altered statement must be refused"),
@@ -78,7 +107,10 @@ async fn an_altered_queue_statement_is_refused_by_name() {
         !refused.is_empty() && refused.iter().all(|r| *r == altered),
         "{refused:?}"
     );
-    match session.query_unpaged(altered.clone(), ("p", "x", 1)).await {
+    match session
+        .query_unpaged(altered.clone(), ("p", 1_i64, "x", "y", 1))
+        .await
+    {
         Err(ExecutionError::LastAttemptError(RequestAttemptError::DbError(
             DbError::Invalid,
             m,
@@ -89,58 +121,29 @@ async fn an_altered_queue_statement_is_refused_by_name() {
     }
 }
 
-/// Every LWT of a queue shard (enqueue, claim, complete) is a Paxos round of that one
-/// partition: the server counts them per partition, and with rounds long enough to overlap,
-/// each one after the first contends with the previous ones.
+/// Every LWT of an item (enqueue, claim, complete) is a Paxos round of that item's own
+/// partition: no two items share Paxos state, and the index and cursor see no LWT at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shard_is_one_partition_of_paxos_rounds() {
-    use std::sync::Arc;
-
-    use cql_workqueue::scylla::ScyllaQueueStore;
-    use cql_workqueue::{QueueConfig, WorkQueue};
-    use integration_tests::wire_backend::{register_lease, test_options};
-
-    let server = CqlTestServer::start(
-        ServerOptions::strict(Flavor::Cassandra).with_paxos_round(Duration::from_secs(3600)),
-    )
-    .await
-    .expect("server");
-    register_lease(&server, "coordination", "leases");
-    register_queue(&server, "coordination", "work_items");
-    let session = Arc::new(server.session().await);
-    let options = test_options("coordination", "work_items");
-    ScyllaQueueStore::create_schema(&session, &options)
-        .await
-        .expect("table");
-    let store = ScyllaQueueStore::new(session, options)
-        .await
-        .expect("store");
-    let config = QueueConfig {
-        shards: 1,
-        ..integration_tests::conformance::queue::queue_config()
-    };
-    let q = WorkQueue::new(Arc::new(store), "hot", config).expect("queue");
+async fn each_item_is_its_own_partition_of_paxos_rounds() {
+    let b = WireBackend::start(Flavor::Cassandra).await;
+    let q = queue(&b, "hot");
     for n in 0..3 {
         q.enqueue(&format!("job {n}")).await.expect("enqueue");
     }
-    for _ in 0..3 {
-        let job = q.claim("w").await.expect("claim").expect("item");
-        job.complete().await.expect("complete");
+    let mut claimed = 0;
+    while claimed < 3 {
+        match q.claim("w").await.expect("claim") {
+            Some(job) => {
+                job.complete().await.expect("complete");
+                claimed += 1;
+            }
+            None => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
     }
-    let paxos = server.paxos();
-    let shard = (
-        "coordination".to_owned(),
-        "work_items".to_owned(),
-        "hot/0".to_owned(),
-    );
-    assert_eq!(paxos.rounds.get(&shard), Some(&9), "{paxos:?}");
-    assert_eq!(paxos.contended.get(&shard), Some(&8), "{paxos:?}");
-    assert_eq!(
-        paxos.rounds.len(),
-        1,
-        "no other partition saw a round: {paxos:?}"
-    );
-    // The three completed items are row tombstones the next scan walks.
-    assert!(q.claim("w").await.expect("claim").is_none());
-    assert_eq!(server.tombstones().last(), Some(3));
+    let paxos = b.server.paxos();
+    assert_eq!(paxos.rounds.len(), 3, "one partition per item: {paxos:?}");
+    for ((_, table, _), rounds) in &paxos.rounds {
+        assert_eq!(table, "work_items", "{paxos:?}");
+        assert_eq!(*rounds, 3, "enqueue, claim, complete: {paxos:?}");
+    }
 }

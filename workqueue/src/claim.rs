@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use cql_lease::hold::Holdable;
 use cql_lease::{CasOutcome, StoreError};
 
-use crate::item::{ItemKey, JobState};
+use crate::item::{IndexEntry, ItemKey, JobState};
+use crate::queue::WorkQueue;
 use crate::store::{QueueStore, Reschedule};
 
 /// How a claim is given back when its holder lets go without finishing.
@@ -32,6 +33,8 @@ pub(crate) struct ClaimTarget {
     pub claim_id: String,
     pub ttl: Duration,
     pub hand_back: HandBack,
+    /// The queue and the claim's check entry, for index upkeep after a hand-back.
+    pub index: Option<(WorkQueue, IndexEntry)>,
 }
 
 #[async_trait]
@@ -54,12 +57,17 @@ impl Holdable for ClaimTarget {
     async fn release(&self) -> Result<CasOutcome, StoreError> {
         match self.hand_back {
             HandBack::Delivered => {
+                let run_at = self.index.as_ref().map_or(0, |(queue, _)| queue.now());
                 let to = Reschedule {
                     state: JobState::Available,
-                    run_at: 0,
+                    run_at,
                     error: None,
                 };
-                self.store.reschedule(&self.key, &self.claim_id, to).await
+                let outcome = self.store.reschedule(&self.key, &self.claim_id, to).await?;
+                if let (CasOutcome::Applied, Some((queue, check))) = (&outcome, &self.index) {
+                    queue.after_finish(check, check.attempt, Some(to)).await;
+                }
+                Ok(outcome)
             }
             HandBack::Undelivered { state, attempt } => {
                 self.store

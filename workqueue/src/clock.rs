@@ -1,31 +1,32 @@
-//! The wall clock the queue stamps items with: the process's start time on the system clock
-//! plus its monotonic (tokio) clock since then.
+//! Wall-clock readings for ordering and scheduling (never for deciding who holds what).
 //!
-//! It never goes backwards inside a process, so one producer's items keep their order, and it
-//! follows tokio's paused clock in tests, so retry back-off and scheduled items can be tested
-//! without sleeping. Across machines it is only as good as their clocks: it orders items and
-//! schedules retries, it never decides who holds what.
+//! The system clock is read fresh on every call, so a clock stepped by NTP is followed at
+//! once. Under tokio's paused test clock, the time tokio skipped is added, so retry back-off
+//! and delayed items can be tested without sleeping; outside tests that drift is zero.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tokio::time::Instant;
-
-static ORIGIN: OnceLock<(Instant, i64)> = OnceLock::new();
+static ORIGIN: OnceLock<(std::time::Instant, tokio::time::Instant)> = OnceLock::new();
 static LAST: AtomicI64 = AtomicI64::new(0);
 
-/// Microseconds since the Unix epoch.
+/// Microseconds since the Unix epoch, read now.
 pub fn now_micros() -> i64 {
-    let (start, start_micros) =
-        *ORIGIN.get_or_init(|| (Instant::now(), micros_of(SystemTime::now())));
-    let elapsed = i64::try_from(Instant::now().saturating_duration_since(start).as_micros())
-        .unwrap_or(i64::MAX);
-    start_micros.saturating_add(elapsed)
+    micros_of(SystemTime::now()).saturating_add(paused_drift())
 }
 
-/// A reading strictly above every earlier one of this process: ids made from it are unique
-/// in time and keep the order they were made in.
+/// How far tokio's clock ran ahead of the real monotonic clock (paused test time only).
+fn paused_drift() -> i64 {
+    let (std_origin, tokio_origin) =
+        *ORIGIN.get_or_init(|| (std::time::Instant::now(), tokio::time::Instant::now()));
+    let tokio_elapsed = tokio::time::Instant::now().saturating_duration_since(tokio_origin);
+    let real_elapsed = std_origin.elapsed();
+    i64::try_from(tokio_elapsed.saturating_sub(real_elapsed).as_micros()).unwrap_or(0)
+}
+
+/// A reading strictly above every earlier one of this process: unique ids and the client
+/// timestamps of plain writes (so one process's later write always wins over its earlier).
 pub fn next_micros() -> i64 {
     let now = now_micros();
     let previous = LAST.fetch_max(now, Ordering::SeqCst);
@@ -41,4 +42,63 @@ pub fn micros_of(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+/// The wall clock a queue handle reads: the fresh system clock, optionally skewed (to test
+/// what a process with a wrong clock does to the queue). Its readings never go backwards
+/// (a clock stepped back stalls until it catches up).
+#[derive(Debug, Clone, Default)]
+pub struct WallClock {
+    offset_micros: i64,
+    highest: std::sync::Arc<AtomicI64>,
+}
+
+impl WallClock {
+    /// The system clock.
+    pub fn system() -> Self {
+        WallClock::default()
+    }
+
+    /// The system clock shifted by `offset_micros` (negative: behind).
+    pub fn skewed(offset_micros: i64) -> Self {
+        WallClock {
+            offset_micros,
+            highest: std::sync::Arc::default(),
+        }
+    }
+
+    /// Microseconds since the epoch on this clock.
+    pub fn now_micros(&self) -> i64 {
+        let fresh = now_micros().saturating_add(self.offset_micros);
+        self.highest.fetch_max(fresh, Ordering::SeqCst).max(fresh)
+    }
+
+    /// A reading strictly above every earlier one of this clock.
+    pub fn next_micros(&self) -> i64 {
+        let fresh = now_micros().saturating_add(self.offset_micros);
+        let previous = self.highest.fetch_max(fresh, Ordering::SeqCst);
+        if fresh > previous {
+            fresh
+        } else {
+            self.highest.fetch_add(1, Ordering::SeqCst) + 1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn follows_paused_time_and_skew() {
+        let before = now_micros();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        let after = now_micros();
+        assert!(after - before >= 3_600_000_000);
+        let behind = WallClock::skewed(-5_000_000).now_micros();
+        assert!(now_micros() - behind >= 5_000_000);
+        assert!(next_micros() < next_micros());
+    }
 }

@@ -1,4 +1,4 @@
-//! Work-queue settings: sharding, claim timing, retries.
+//! Work-queue settings: index layout, claim timing, retries.
 
 use std::time::Duration;
 
@@ -15,9 +15,6 @@ pub const MAX_PAYLOAD_LEN: usize = 64 * 1024;
 /// before the TTL can run out, exactly as a lease holder does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueConfig {
-    /// Partitions per queue. Claims on different partitions never contend in Paxos; an idle
-    /// worker reads the head of every partition, so more shards cost more reads per poll.
-    pub shards: u16,
     /// Claim timing.
     pub claim: LeaseConfig,
     /// Claims an item may have; a failure on the last one discards it.
@@ -26,19 +23,37 @@ pub struct QueueConfig {
     pub retry_backoff: Duration,
     /// Longest wait between attempts.
     pub max_retry_backoff: Duration,
-    /// Rows read per partition per scan.
+    /// Index rows read per scan (one read fills the process's candidate buffer).
     pub scan_limit: u32,
+    /// Width of one index partition (time bucket of positions).
+    pub bucket_width: Duration,
+    /// A claimer picks at random among the first `choice` buffered candidates, so claimers in
+    /// different processes rarely race for the same item.
+    pub choice: u32,
+    /// A process rescans from the shared low-watermark cursor at least this often (it finds
+    /// entries written behind its own position, and moves the cursor on).
+    pub cursor_refresh: Duration,
+    /// Where the first scan of a queue whose cursor was never written starts: this long
+    /// before the scanner's clock (enqueues never place items earlier than their clock).
+    pub cold_start: Duration,
+    /// How long a completed item's `done` state is kept (its row marker and attempt number
+    /// stay for good).
+    pub done_retention: Duration,
 }
 
 impl Default for QueueConfig {
     fn default() -> Self {
         QueueConfig {
-            shards: 4,
             claim: LeaseConfig::default(),
             max_attempts: 5,
             retry_backoff: Duration::from_secs(1),
             max_retry_backoff: Duration::from_secs(3600),
-            scan_limit: 32,
+            scan_limit: 64,
+            bucket_width: Duration::from_secs(60),
+            choice: 4,
+            cursor_refresh: Duration::from_secs(5),
+            cold_start: Duration::from_secs(600),
+            done_retention: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -53,9 +68,6 @@ impl QueueConfig {
                 reason,
             })
         };
-        if !(1..=1024).contains(&self.shards) {
-            return bad(format!("shards must be 1..=1024, not {}", self.shards));
-        }
         if self.max_attempts < 1 {
             return bad(format!(
                 "max_attempts must be at least 1, not {}",
@@ -67,6 +79,18 @@ impl QueueConfig {
                 "scan_limit must be 1..=10000, not {}",
                 self.scan_limit
             ));
+        }
+        if !(1..=self.scan_limit).contains(&self.choice) {
+            return bad(format!(
+                "choice must be 1..=scan_limit, not {}",
+                self.choice
+            ));
+        }
+        if self.bucket_width < Duration::from_secs(1) {
+            return bad("bucket_width must be at least 1 s".into());
+        }
+        if self.done_retention < self.claim.resolve_timeout * 2 {
+            return bad("done_retention must cover a resent enqueue (2 x resolve_timeout)".into());
         }
         if self.retry_backoff > self.max_retry_backoff {
             return bad("retry_backoff exceeds max_retry_backoff".into());
@@ -83,6 +107,22 @@ impl QueueConfig {
             .saturating_mul(1 << doublings)
             .min(self.max_retry_backoff)
     }
+
+    /// How far behind its own clock a scanner keeps the cursor: `1 s + 2 x max_clock_skew`.
+    /// An enqueue whose write lands within `lag - 2 x skew` of its clock reading can never be
+    /// passed by the cursor (see the crate docs).
+    pub fn cursor_lag(&self) -> Duration {
+        Duration::from_secs(1) + self.claim.max_clock_skew * 2
+    }
+
+    pub(crate) fn bucket_micros(&self) -> i64 {
+        micros(self.bucket_width).max(1)
+    }
+}
+
+/// A duration in whole microseconds, saturating.
+pub(crate) fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -94,15 +134,19 @@ mod tests {
         assert!(QueueConfig::default().validate().is_ok());
         for bad in [
             QueueConfig {
-                shards: 0,
-                ..QueueConfig::default()
-            },
-            QueueConfig {
                 max_attempts: 0,
                 ..QueueConfig::default()
             },
             QueueConfig {
                 scan_limit: 0,
+                ..QueueConfig::default()
+            },
+            QueueConfig {
+                choice: 100,
+                ..QueueConfig::default()
+            },
+            QueueConfig {
+                bucket_width: Duration::ZERO,
                 ..QueueConfig::default()
             },
             QueueConfig {

@@ -28,6 +28,9 @@ pub enum QueueError {
         /// The last store error.
         source: StoreError,
     },
+    /// A payload could not be encoded or decoded as JSON.
+    #[error("payload: {0}")]
+    Payload(String),
     /// This worker's claim on the item is gone (it expired, or another worker took the item
     /// over): the item's fate is no longer this worker's to decide.
     #[error("the claim on item {id} was lost")]

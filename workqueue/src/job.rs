@@ -13,11 +13,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, instrument, warn};
 
 use crate::claim::{ClaimTarget, HandBack};
-use crate::clock;
 use crate::error::QueueError;
-use crate::item::{ItemId, ItemKey, JobState, StoredItem};
+use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 use crate::queue::WorkQueue;
 use crate::store::Reschedule;
+use crate::worker::InFlight;
 
 /// One claimed work item, kept claimed by a background heartbeat (a [`Hold`]).
 ///
@@ -28,12 +28,15 @@ use crate::store::Reschedule;
 ///
 /// End it with [`Job::complete`], [`Job::fail`] or [`Job::discard`]; each cancels the token
 /// and turns `held` false first, whatever its outcome. Dropping it unfinished does the same
-/// and hands the item back (best effort, in a spawned task); the attempt still counts.
+/// and hands the item back (best effort, in a spawned task); the attempt still counts, so
+/// the next claim's token is higher.
 pub struct Job {
     queue: WorkQueue,
     item: StoredItem,
     claim: Arc<ClaimTarget>,
     hold: Hold,
+    check: IndexEntry,
+    pub(crate) in_flight: Option<InFlight>,
 }
 
 impl std::fmt::Debug for Job {
@@ -46,15 +49,18 @@ impl std::fmt::Debug for Job {
 }
 
 impl Job {
-    /// Starts the heartbeat of a claim sent at `sent_at`. The caller checked that its
-    /// deadline has not passed (a hold past its deadline would start lost anyway).
+    /// Starts the heartbeat of a claim sent at `sent_at` that took attempt number `attempt`
+    /// and placed the check entry `check`. The caller checked that its deadline has not
+    /// passed (a hold past its deadline would start lost anyway).
     pub(crate) fn start(
         queue: WorkQueue,
         mut item: StoredItem,
+        attempt: i32,
         claim_id: String,
         sent_at: Instant,
+        check: IndexEntry,
     ) -> Job {
-        item.attempt += 1;
+        item.attempt = attempt;
         item.state = JobState::Running;
         item.claim = Some(claim_id.clone());
         let claim = Arc::new(ClaimTarget {
@@ -63,6 +69,7 @@ impl Job {
             claim_id,
             ttl: queue.config.claim.store_ttl(),
             hand_back: HandBack::Delivered,
+            index: Some((queue.clone(), check.clone())),
         });
         let timing = HoldTiming::from(&queue.config.claim);
         let hold = Hold::start(claim.clone(), timing, sent_at, None);
@@ -72,6 +79,8 @@ impl Job {
             item,
             claim,
             hold,
+            check,
+            in_flight: None,
         }
     }
 
@@ -85,14 +94,33 @@ impl Job {
         &self.item.key
     }
 
-    /// What to do.
+    /// The payload as text (empty if it is not UTF-8: use [`Job::payload_bytes`]).
     pub fn payload(&self) -> &str {
+        std::str::from_utf8(&self.item.payload).unwrap_or("")
+    }
+
+    /// The payload as given to `enqueue`.
+    pub fn payload_bytes(&self) -> &[u8] {
         &self.item.payload
+    }
+
+    /// The payload decoded from JSON.
+    ///
+    /// # Errors
+    ///
+    /// [`QueueError::Payload`] when it is not JSON of type `T`.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, QueueError> {
+        serde_json::from_slice(&self.item.payload).map_err(|e| QueueError::Payload(e.to_string()))
     }
 
     /// This claim's number: 1 for the first claim of the item, then one more per claim.
     pub fn attempt(&self) -> i32 {
         self.item.attempt
+    }
+
+    /// Claims since the item was enqueued or last requeued from the dead letters.
+    pub fn attempts_used(&self) -> i32 {
+        self.item.attempts_used()
     }
 
     /// The claim's fencing token: [`Job::attempt`], which only grows for an item.
@@ -130,7 +158,9 @@ impl Job {
         self.hold.lost_at()
     }
 
-    /// The item is done: deletes it, if this claim still holds it. One LWT.
+    /// The item is done: marks it done (a short-lived marker; the row and its attempt number
+    /// stay, so a resent enqueue cannot bring it back), if this claim still holds it, then
+    /// removes its index entry. One LWT, one plain delete.
     ///
     /// # Errors
     /// [`QueueError::ClaimLost`] when the claim had lapsed or was taken over;
@@ -163,17 +193,19 @@ impl Job {
     #[instrument(skip(self), fields(id = %self.item.key.id, attempt = self.item.attempt))]
     pub async fn fail(self, error: &str) -> Result<JobState, QueueError> {
         let config = self.queue.config;
-        let to = if self.item.attempt >= config.max_attempts {
+        let to = if self.item.attempts_used() >= config.max_attempts {
             Reschedule {
                 state: JobState::Discarded,
-                run_at: clock::now_micros(),
+                run_at: self.queue.now(),
                 error: Some(error),
             }
         } else {
             let backoff = config.backoff(self.item.attempt);
             Reschedule {
                 state: JobState::Retryable,
-                run_at: clock::now_micros()
+                run_at: self
+                    .queue
+                    .now()
                     .saturating_add(i64::try_from(backoff.as_micros()).unwrap_or(i64::MAX)),
                 error: Some(error),
             }
@@ -182,7 +214,7 @@ impl Job {
         self.finish(Some(to)).await.map(|()| state)
     }
 
-    /// Gives up on the item for good: it stays in the queue as discarded. One LWT.
+    /// Gives up on the item: it becomes a dead letter with `error`. One LWT.
     ///
     /// # Errors
     /// [`QueueError::ClaimLost`] when the claim had lapsed or was taken over;
@@ -198,7 +230,7 @@ impl Job {
     pub async fn discard(self, error: &str) -> Result<(), QueueError> {
         let to = Reschedule {
             state: JobState::Discarded,
-            run_at: clock::now_micros(),
+            run_at: self.queue.now(),
             error: Some(error),
         };
         self.finish(Some(to)).await
@@ -218,6 +250,8 @@ impl Job {
             item,
             claim,
             hold,
+            check,
+            in_flight: _in_flight,
         } = self;
         let timing = *hold.timing();
         let was_held = hold.is_held();
@@ -234,16 +268,16 @@ impl Job {
         let key = &item.key;
         let claim_id = claim.claim_id.as_str();
         let maybe_applied = AtomicBool::new(false);
-        let applied = |current: &Option<StoredItem>| match (current, to) {
-            (None, None) => true,
-            (Some(c), Some(to)) => {
-                c.claim.is_none() && c.attempt == item.attempt && c.state == to.state
-            }
-            _ => false,
+        let state = to.map_or(JobState::Done, |to| to.state);
+        let applied = |current: &Option<StoredItem>| {
+            current
+                .as_ref()
+                .is_some_and(|c| c.claim.is_none() && c.attempt == item.attempt && c.state == state)
         };
+        let retention = queue.config.done_retention;
         let result = until_resolved(&timing, operation, || async {
             let sent = match to {
-                None => store.complete(key, claim_id).await,
+                None => store.complete(key, claim_id, retention).await,
                 Some(to) => store.reschedule(key, claim_id, to).await,
             };
             let error = match sent {
@@ -278,6 +312,7 @@ impl Job {
             Ok(true) => {
                 guard.disarm();
                 info!(id = %key.id, operation, "job finished");
+                queue.after_finish(&check, item.attempt, to).await;
                 Ok(())
             }
             Ok(false) => {
@@ -306,5 +341,38 @@ impl Job {
     /// token is cancelled, and the claim stays until its TTL runs out. For tests and drills.
     pub fn abandon(self) -> Instant {
         self.hold.abandon()
+    }
+}
+
+impl WorkQueue {
+    /// Index upkeep after a claim ended with the LWT `to` (`None`: completed): the item's
+    /// next entry (a run entry, or a dead letter) is placed, then the claim's check entry is
+    /// removed. A failure leaves the check entry, which a later scan acts on.
+    pub(crate) async fn after_finish(
+        &self,
+        check: &IndexEntry,
+        attempt: i32,
+        to: Option<Reschedule<'_>>,
+    ) {
+        let result = match to.map(|to| (to.state, to.run_at)) {
+            None => Ok(()),
+            Some((JobState::Discarded, _)) => self.put_dead(&check.id).await,
+            Some((state, run_at)) => {
+                let immediate = state == JobState::Available;
+                let run = self.entry(&check.id, run_at, EntryKind::Run, immediate, attempt);
+                let placed_from = Instant::now();
+                match self.place(&run).await {
+                    // This worker's clock may be behind: never leave the entry under the cursor.
+                    Ok(()) => self.keep_ahead_of_cursor(run, placed_from).await,
+                    Err(error) => Err(error),
+                }
+            }
+        };
+        match result {
+            Ok(()) => self.remove(check).await,
+            Err(error) => {
+                warn!(id = %check.id, %error, "index upkeep failed; the check entry stays")
+            }
+        }
     }
 }

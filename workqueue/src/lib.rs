@@ -2,15 +2,51 @@
 //! work queue, with its open issues closed: workers hold a lease (not a lock) on an item, idle
 //! workers back off, and a claim never scans from the start of time.
 //!
-//! - [`WorkQueue::enqueue`] stores an item in one of `shards` partitions under an id that
-//!   sorts by enqueue time.
-//! - [`WorkQueue::claim`] (or a [`Worker`] stream) takes the oldest claimable item with one
-//!   LWT that also takes the item's next attempt number, the claim's fencing token.
-//! - A [`Job`] keeps its claim alive and tells the worker to stop (token, watch) before the
-//!   claim can lapse for others; [`Job::complete`] deletes the item, [`Job::fail`] schedules a
-//!   retry with back-off or discards it after `max_attempts`.
-//! - A worker that dies leaves its claim to expire; the item is then claimed again, with a
-//!   higher attempt number.
+//! # Layout
+//!
+//! - **Item rows**, one partition per item `(queue, id)`, written only with LWTs: enqueue
+//!   (`IF NOT EXISTS`), claim (takes the next attempt number with a TTL'd claim cell),
+//!   heartbeat, complete, reschedule. Paxos state is per partition, so items never contend
+//!   with each other. Completion leaves a `done` marker (state `done` for `done_retention`;
+//!   the row marker and attempt number stay), so a resent enqueue cannot bring a completed
+//!   item back and an attempt number (the claim's fencing token) is never issued twice.
+//! - **Order index**, partitions `(queue, bucket)` where `bucket = pos / bucket_width`,
+//!   clustered by `"{pos:020}-{kind}-{id}"`, written only with plain writes carrying this
+//!   process's monotonic client timestamps. A `run` entry says "claimable from `pos`"
+//!   (immediate items are claimable as soon as seen, whatever their `pos`, which only orders
+//!   them; delayed and retrying items sit at their `run_at`). A claimed item's `run` entry is
+//!   replaced by a `check` entry at its claim's expiry: claimed items leave the hot path,
+//!   and a lapsed claim is still found; a check entry found still held is pushed forward
+//!   (heartbeats never touch the index).
+//! - **Cursor**: one cell per queue, the low watermark below which every index entry is
+//!   dead. Written with `USING TIMESTAMP = value`, so it never decreases. Scans start at the
+//!   cursor (or at the process's own position past it), never at the start of time, so
+//!   completed items' tombstones are not walked again and drained buckets are not read.
+//! - **Dead letters**: discarded items move out of the index into a per-queue list
+//!   ([`WorkQueue::dead_letters`], [`WorkQueue::requeue_dead`], [`WorkQueue::purge_dead`]).
+//!
+//! # Why no item becomes invisible
+//!
+//! 1. An item that is not done always has an index entry: entries are placed before the row
+//!    is written (enqueue) and every change places the new entry before removing the old.
+//!    A claimer that crashes between steps leaves the older entry, and whoever finds it
+//!    repairs the item's entry from the row's state.
+//! 2. The cursor never passes a live entry: a scanner moves it to at most the first live
+//!    entry it saw, and at most to its own clock minus `cursor_lag` (`1 s + 2 x skew`).
+//!    An entry whose write finished within `lag - 2 x skew` of its enqueuer's (correct within
+//!    `max_clock_skew`) clock reading lies above every cursor value any scanner that missed it
+//!    can write. An enqueuer whose clock is behind (or whose write was slow) re-reads the
+//!    cursor after writing and re-places its entry ahead of it ([`WorkQueue::enqueue_item`]).
+//!    Enqueues also never place below the cursor this process last saw.
+//! 3. A process's own scan position can pass entries written behind it; it rescans from the
+//!    cursor every `cursor_refresh` and whenever its own position finds nothing.
+//!
+//! # Convoys
+//!
+//! Clones of a [`WorkQueue`] share one dispatcher: one index read fills a buffer of
+//! candidates and each local claimer takes a different one, so a process's workers never
+//! race each other. Across processes, each claimer picks at random among the first
+//! `choice` buffered candidates.
 //!
 //! Delivery is at least once: a worker can finish the work and die before `complete`. Fence
 //! side effects with [`Job::token`] or make them idempotent.
@@ -18,9 +54,13 @@
 //! Backends implement [`QueueStore`]: [`scylla::ScyllaQueueStore`] and
 //! [`memory::MemoryQueueStore`].
 
+mod attempt;
 mod claim;
 pub mod clock;
 mod config;
+mod deadletter;
+mod dispatch;
+mod enqueue;
 mod error;
 mod item;
 mod job;
@@ -30,10 +70,13 @@ pub mod scylla;
 mod store;
 mod worker;
 
+pub use clock::WallClock;
 pub use config::{MAX_PAYLOAD_LEN, QueueConfig};
+pub use deadletter::{DeadLetter, QueueStats};
+pub use enqueue::{Enqueued, MAX_UNIQUE_KEY_LEN, NewItem};
 pub use error::QueueError;
-pub use item::{ItemId, ItemKey, JobState, StoredItem};
+pub use item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 pub use job::Job;
 pub use queue::WorkQueue;
-pub use store::{ClaimOutcome, ItemClaim, QueueStore, Reschedule};
-pub use worker::Worker;
+pub use store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+pub use worker::{Drain, DrainReport, Worker};

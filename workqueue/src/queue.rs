@@ -1,37 +1,33 @@
-//! The queue handle: enqueue, claim, list.
+//! The queue handle: settings, clock, index upkeep, listing.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::SystemTime;
 
-use cql_lease::hold::{AttemptGuard, HoldTiming, until_resolved};
-use cql_lease::{CasOutcome, StoreError, check_name, check_text};
-use rand::Rng;
-use tokio::time::Instant;
-use tracing::{debug, info, instrument, warn};
+use cql_lease::{StoreError, check_name};
+use tracing::{debug, warn};
 
-use crate::claim::{ClaimTarget, HandBack};
-use crate::clock;
-use crate::config::{MAX_PAYLOAD_LEN, QueueConfig};
+use crate::clock::{self, WallClock};
+use crate::config::{QueueConfig, micros};
+use crate::dispatch::Dispatcher;
 use crate::error::QueueError;
-use crate::item::{ItemId, ItemKey, StoredItem};
-use crate::job::Job;
-use crate::store::{ClaimOutcome, ItemClaim, QueueStore};
+use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+use crate::store::QueueStore;
 use crate::worker::Worker;
 
-/// A named work queue on a [`QueueStore`]. Cheap to clone.
+/// A named work queue on a [`QueueStore`]. Cheap to clone; clones share one candidate
+/// dispatcher, so a process's workers never race each other for the same item.
 ///
-/// Items are kept in `shards` partitions, ordered by enqueue time inside each. A worker reads
-/// the head of every partition, merges them oldest first, and claims the first claimable item
-/// with one LWT that takes the item's next attempt number: that number is the claim's fencing
-/// token, and the claim is a lease that the worker's [`Job`] keeps alive.
+/// Each item is its own partition (its LWTs contend with nobody else's); an index of plain
+/// rows, bucketed by time, orders them, and a low-watermark cursor keeps scans off drained
+/// buckets. See the crate docs for the layout and why no item can become invisible.
 ///
 /// ```
 /// use std::sync::Arc;
 /// use cql_workqueue::{QueueConfig, WorkQueue, memory::MemoryQueueStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
-/// let queue = WorkQueue::new(Arc::new(MemoryQueueStore::new()), "emails", QueueConfig::default())?;
+/// // `choice: 1`: strictly oldest first (the default picks among the first few at random).
+/// let config = QueueConfig { choice: 1, ..QueueConfig::default() };
+/// let queue = WorkQueue::new(Arc::new(MemoryQueueStore::new()), "emails", config)?;
 /// queue.enqueue("send welcome to ada@example.com").await?;
 /// queue.enqueue("send welcome to bob@example.com").await?;
 ///
@@ -48,6 +44,8 @@ pub struct WorkQueue {
     pub(crate) store: Arc<dyn QueueStore>,
     name: Arc<str>,
     pub(crate) config: QueueConfig,
+    pub(crate) clock: WallClock,
+    pub(crate) dispatcher: Arc<Dispatcher>,
 }
 
 impl std::fmt::Debug for WorkQueue {
@@ -61,6 +59,10 @@ impl std::fmt::Debug for WorkQueue {
 
 impl WorkQueue {
     /// A handle on the queue `name`, after checking the name and settings.
+    ///
+    /// # Errors
+    ///
+    /// [`QueueError::InvalidArgument`] for a bad name or settings.
     pub fn new(
         store: Arc<dyn QueueStore>,
         name: &str,
@@ -72,7 +74,19 @@ impl WorkQueue {
             store,
             name: name.into(),
             config,
+            clock: WallClock::system(),
+            dispatcher: Arc::default(),
         })
+    }
+
+    /// The same queue seen by a process whose wall clock reads `clock` (for drills and
+    /// tests of skewed clocks). It gets its own dispatcher, like another process.
+    pub fn with_clock(&self, clock: WallClock) -> Self {
+        WorkQueue {
+            clock,
+            dispatcher: Arc::default(),
+            ..self.clone()
+        }
     }
 
     /// The queue's name.
@@ -85,133 +99,138 @@ impl WorkQueue {
         &self.config
     }
 
-    /// Adds an item, available now. One LWT. See [`WorkQueue::enqueue_at`].
+    /// A worker that claims jobs from this queue as a stream. See [`Worker`].
     ///
     /// # Errors
-    /// As [`WorkQueue::enqueue_at`].
     ///
-    /// # Cancel safety
-    /// As [`WorkQueue::enqueue_at`].
-    pub async fn enqueue(&self, payload: &str) -> Result<ItemId, QueueError> {
-        self.enqueue_at(payload, None).await
+    /// [`QueueError::InvalidArgument`] for a bad worker id.
+    pub fn worker(&self, worker: &str) -> Result<Worker, QueueError> {
+        Worker::new(self.clone(), worker)
     }
 
-    /// Adds an item that no worker takes before `run_at` (wall clock; `None`: now). One LWT.
-    ///
-    /// A lost answer is settled by sending the same insert again: it is conditional on the
-    /// item's fresh unique key, so it can apply at most once.
-    ///
-    /// # Errors
-    /// [`QueueError::InvalidArgument`] before any store call; [`QueueError::OutcomeUnknown`]
-    /// when a lost answer could not be settled within `resolve_timeout`;
-    /// [`QueueError::Store`] on a definite failure.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe in the sense that matters for a unique insert: if the future is dropped
-    /// after the insert was sent, the item exists once or not at all (never twice).
-    #[instrument(skip(self, payload), fields(queue = %self.name))]
-    pub async fn enqueue_at(
+    pub(crate) fn key(&self, id: ItemId) -> ItemKey {
+        ItemKey {
+            partition: self.name.to_string(),
+            id,
+        }
+    }
+
+    /// This handle's wall clock: fresh, and strictly increasing, so this process's entries
+    /// never share a position.
+    pub(crate) fn now(&self) -> i64 {
+        self.clock.next_micros()
+    }
+
+    /// The cursor a scan starts from: the stored one, or `cold_start` ago if never written
+    /// (then `cold` is true).
+    pub(crate) async fn read_cursor_cold(&self) -> Result<(i64, bool), QueueError> {
+        let stored =
+            self.store
+                .read_cursor(&self.name)
+                .await
+                .map_err(|source| QueueError::Store {
+                    operation: "read cursor",
+                    source,
+                })?;
+        if stored > 0 {
+            self.dispatcher.saw_cursor(stored);
+            Ok((stored, false))
+        } else {
+            Ok((self.now() - micros(self.config.cold_start), true))
+        }
+    }
+
+    /// [`Self::read_cursor_cold`] without the flag.
+    pub(crate) async fn read_cursor(&self) -> Result<i64, QueueError> {
+        Ok(self.read_cursor_cold().await?.0)
+    }
+
+    pub(crate) fn entry(
         &self,
-        payload: &str,
-        run_at: Option<SystemTime>,
-    ) -> Result<ItemId, QueueError> {
-        check_text("payload", payload, MAX_PAYLOAD_LEN)?;
-        let run_at = run_at.map_or_else(clock::now_micros, clock::micros_of);
-        let id = ItemId::now();
-        let shard = rand::rng().random_range(0..self.config.shards);
-        let key = ItemKey {
-            partition: self.partition(shard),
-            id: id.clone(),
-        };
-        let timing = HoldTiming::from(&self.config.claim);
-        // Once a send may have applied, "already exists" means it did.
-        let maybe_sent = AtomicBool::new(false);
-        let result = until_resolved(&timing, "enqueue", || async {
-            match self.store.enqueue(&key, payload, run_at).await {
-                Ok(CasOutcome::Applied) => Ok(Some(true)),
-                Ok(CasOutcome::NotApplied) => Ok(Some(maybe_sent.load(Ordering::Relaxed))),
-                Err(error) => {
-                    if error.is_unknown() {
-                        maybe_sent.store(true, Ordering::Relaxed);
-                    }
-                    Err(error)
-                }
-            }
-        })
-        .await;
+        id: &ItemId,
+        pos: i64,
+        kind: EntryKind,
+        immediate: bool,
+        attempt: i32,
+    ) -> IndexEntry {
+        IndexEntry::new(
+            id.clone(),
+            pos,
+            kind,
+            immediate,
+            attempt,
+            self.config.bucket_micros(),
+        )
+    }
+
+    /// A check entry for an item just claimed (or seen held): at its claim's expiry.
+    pub(crate) fn check_entry(&self, id: &ItemId, attempt: i32) -> IndexEntry {
+        let pos = self.now() + micros(self.config.claim.store_ttl());
+        self.entry(id, pos, EntryKind::Check, false, attempt)
+    }
+
+    /// Writes an index entry (plain write, this process's next client timestamp).
+    pub(crate) async fn place(&self, entry: &IndexEntry) -> Result<(), QueueError> {
+        debug!(queue = %self.name, id = %entry.id, seq = %entry.seq, "index entry placed");
+        self.store
+            .put_entry(&self.name, entry, clock::next_micros())
+            .await
+            .map_err(|source| QueueError::Store {
+                operation: "place index entry",
+                source,
+            })
+    }
+
+    /// Deletes an index entry. A failure leaves a stale entry that later scans clean up.
+    pub(crate) async fn remove(&self, entry: &IndexEntry) {
+        let result = self
+            .store
+            .delete_entry(&self.name, entry.bucket, &entry.seq, clock::next_micros())
+            .await;
         match result {
-            Ok(true) => {
-                info!(queue = %self.name, %id, shard, "enqueued");
-                Ok(id)
+            Ok(()) => debug!(queue = %self.name, seq = %entry.seq, "index entry removed"),
+            Err(error) => {
+                warn!(queue = %self.name, seq = %entry.seq, %error, "index delete failed")
             }
-            Ok(false) => Err(QueueError::Store {
-                operation: "enqueue",
-                source: StoreError::Rejected(format!("item id {id} already exists")),
-            }),
-            Err(source @ StoreError::Unknown(_)) => Err(QueueError::OutcomeUnknown {
-                operation: "enqueue",
-                id,
-                source,
-            }),
-            Err(source) => Err(QueueError::Store {
-                operation: "enqueue",
-                source,
-            }),
         }
     }
 
-    /// One pass over the queue: claims the oldest claimable item for `worker`, or returns
-    /// `None` when there is nothing to do now. Costs one read per shard plus one LWT per
-    /// item tried (another worker may win an item; the next one is tried).
-    ///
-    /// A claim answered after its deadline is undone at once and not returned.
-    ///
-    /// # Errors
-    /// [`QueueError::InvalidArgument`] for a bad worker id; [`QueueError::Store`] when a
-    /// scan or claim failed definitely; [`QueueError::OutcomeUnknown`] when a lost claim
-    /// answer could not be settled (the claim is then undone in the background if it held).
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: if the future is dropped after a claim was sent and before its [`Job`]
-    /// is returned, the claim is undone in a spawned task (conditional on its unique id),
-    /// restoring the item's state and attempt number, so no attempt is spent.
-    #[instrument(skip(self), fields(queue = %self.name))]
-    pub async fn claim(&self, worker: &str) -> Result<Option<Job>, QueueError> {
-        check_text("worker", worker, cql_lease::MAX_OWNER_LEN)?;
-        let now = clock::now_micros();
-        let mut candidates: Vec<StoredItem> = Vec::new();
-        let start = rand::rng().random_range(0..self.config.shards);
-        for i in 0..self.config.shards {
-            let shard = (start + i) % self.config.shards;
-            candidates.extend(self.claimable_head(&self.partition(shard), now).await?);
-        }
-        candidates.sort_by(|a, b| a.key.id.cmp(&b.key.id));
-        for item in candidates {
-            if let Some(job) = self.try_claim(worker, item).await? {
-                return Ok(Some(job));
-            }
-        }
-        Ok(None)
+    /// Places `new` then removes `old`, so the item always has an entry.
+    pub(crate) async fn replace(
+        &self,
+        old: &IndexEntry,
+        new: &IndexEntry,
+    ) -> Result<(), QueueError> {
+        self.place(new).await?;
+        self.remove(old).await;
+        Ok(())
     }
 
-    /// Every item in the queue (all shards, oldest first within each shard): for tools and
-    /// tests, not for the hot path.
-    ///
-    /// # Errors
-    /// [`QueueError::Store`] when a scan failed.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only reads.
-    pub async fn items(&self) -> Result<Vec<StoredItem>, QueueError> {
+    /// Every live index entry from the cursor up to `horizon` (wall-clock micros).
+    pub(crate) async fn live_entries(&self, horizon: i64) -> Result<Vec<IndexEntry>, QueueError> {
+        let store_err = |source: StoreError| QueueError::Store {
+            operation: "scan index",
+            source,
+        };
+        let cursor = self.read_cursor().await?;
+        let width = self.config.bucket_micros();
         let mut all = Vec::new();
-        for shard in 0..self.config.shards {
-            let partition = self.partition(shard);
-            let mut after = String::new();
+        for bucket in cursor / width..=horizon / width {
+            let mut after = if bucket == cursor / width {
+                IndexEntry::seq_floor(cursor)
+            } else {
+                String::new()
+            };
             loop {
-                let page = self.scan(&partition, &after).await?;
-                let full = page.len() == self.config.scan_limit as usize;
+                let limit = self.config.scan_limit;
+                let page = self
+                    .store
+                    .scan_index(&self.name, bucket, &after, "~", limit)
+                    .await
+                    .map_err(store_err)?;
+                let full = page.len() == limit as usize;
                 if let Some(last) = page.last() {
-                    after = last.key.id.as_str().to_owned();
+                    after = last.seq.clone();
                 }
                 all.extend(page);
                 if !full {
@@ -222,137 +241,43 @@ impl WorkQueue {
         Ok(all)
     }
 
-    /// A worker that claims jobs from this queue as a stream. See [`Worker`].
-    pub fn worker(&self, worker: &str) -> Result<Worker, QueueError> {
-        Worker::new(self.clone(), worker)
-    }
-
-    fn partition(&self, shard: u16) -> String {
-        format!("{}/{shard}", self.name)
-    }
-
-    async fn scan(&self, partition: &str, after: &str) -> Result<Vec<StoredItem>, QueueError> {
-        self.store
-            .scan(partition, after, self.config.scan_limit)
-            .await
-            .map_err(|source| QueueError::Store {
-                operation: "scan",
-                source,
-            })
-    }
-
-    /// The first claimable items of one partition, paging past items held by others.
-    async fn claimable_head(
-        &self,
-        partition: &str,
-        now: i64,
-    ) -> Result<Vec<StoredItem>, QueueError> {
-        let mut after = String::new();
-        loop {
-            let page = self.scan(partition, &after).await?;
-            let full = page.len() == self.config.scan_limit as usize;
-            if let Some(last) = page.last() {
-                after = last.key.id.as_str().to_owned();
+    /// Every item not done that the index or the dead letters reach (oldest position first),
+    /// looking ahead as far as the longest retry back-off: for tools and tests, not for the
+    /// hot path.
+    ///
+    /// # Errors
+    ///
+    /// [`QueueError::Store`] when a read fails.
+    pub async fn items(&self) -> Result<Vec<StoredItem>, QueueError> {
+        let horizon = self.now()
+            + micros(self.config.max_retry_backoff)
+            + micros(self.config.claim.ttl)
+            + self.config.bucket_micros();
+        let mut ids: Vec<ItemId> = self
+            .live_entries(horizon)
+            .await?
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        ids.extend(self.dead_letter_ids().await?);
+        let mut seen = std::collections::HashSet::new();
+        let mut items = Vec::new();
+        for id in ids {
+            if !seen.insert(id.clone()) {
+                continue;
             }
-            let claimable: Vec<_> = page
-                .into_iter()
-                .filter(|i| i.claim.is_none() && i.state.is_claimable() && i.run_at <= now)
-                .collect();
-            if !claimable.is_empty() || !full {
-                return Ok(claimable);
+            let item =
+                self.store
+                    .peek(&self.key(id))
+                    .await
+                    .map_err(|source| QueueError::Store {
+                        operation: "read item",
+                        source,
+                    })?;
+            if let Some(item) = item.filter(|i| i.state != JobState::Done) {
+                items.push(item);
             }
         }
-    }
-
-    async fn try_claim(&self, worker: &str, item: StoredItem) -> Result<Option<Job>, QueueError> {
-        let claim_id = format!("{worker}/{}", uuid::Uuid::new_v4().simple());
-        let claim = ItemClaim {
-            key: &item.key,
-            claim_id: &claim_id,
-            seen_attempt: item.attempt,
-            ttl: self.config.claim.store_ttl(),
-        };
-        let timing = HoldTiming::from(&self.config.claim);
-        // Armed until the claim is handed over or known not to exist: if this future is
-        // dropped in between, the claim is undone (state and attempt number restored).
-        let mut guard = AttemptGuard::new(
-            Arc::new(ClaimTarget {
-                store: Arc::clone(&self.store),
-                key: item.key.clone(),
-                claim_id: claim_id.clone(),
-                ttl: claim.ttl,
-                hand_back: HandBack::Undelivered {
-                    state: item.state,
-                    attempt: item.attempt,
-                },
-            }),
-            timing,
-        );
-        // Sent from its own task (see `AttemptGuard::send`): a drop of this future undoes the
-        // claim only after the LWT has been answered.
-        let request = {
-            let store = Arc::clone(&self.store);
-            let (key, claim_id) = (item.key.clone(), claim_id.clone());
-            let (seen_attempt, ttl) = (claim.seen_attempt, claim.ttl);
-            async move {
-                let claim = ItemClaim {
-                    key: &key,
-                    claim_id: &claim_id,
-                    seen_attempt,
-                    ttl,
-                };
-                store.claim(claim).await
-            }
-        };
-        let sent_at = Instant::now();
-        let claimed = match guard.send(request).await {
-            Ok(ClaimOutcome::Claimed) => true,
-            Ok(ClaimOutcome::Lost) => false,
-            Err(error) if error.is_unknown() => {
-                warn!(id = %item.key.id, %error, "claim answer lost; reading back");
-                let read_back = until_resolved(&timing, "claim read-back", || async {
-                    self.store.read(&item.key).await.map(Some)
-                })
-                .await;
-                match read_back {
-                    Ok(current) => current.is_some_and(|c| c.claim.as_deref() == Some(&claim_id)),
-                    // It may hold: the armed guard undoes it if it does.
-                    Err(source) => {
-                        return Err(QueueError::OutcomeUnknown {
-                            operation: "claim",
-                            id: item.key.id.clone(),
-                            source,
-                        });
-                    }
-                }
-            }
-            Err(source) => {
-                guard.disarm();
-                return Err(QueueError::Store {
-                    operation: "claim",
-                    source,
-                });
-            }
-        };
-        debug!(id = %item.key.id, claimed, "claim");
-        if !claimed {
-            guard.disarm();
-            return Ok(None);
-        }
-        if Instant::now() >= sent_at + self.config.claim.validity() {
-            // Answered after its deadline: nobody may work on it. The guard undoes it.
-            warn!(id = %item.key.id, "claim answered after its deadline; undoing it");
-            return Ok(None);
-        }
-        guard.disarm();
-        let job = Job::start(self.clone(), item, claim_id, sent_at);
-        if job.attempt() > self.config.max_attempts {
-            // Its last worker died mid-attempt: no attempts left.
-            let _ = job
-                .discard("attempts exhausted: the last worker stopped heartbeating")
-                .await;
-            return Ok(None);
-        }
-        Ok(Some(job))
+        Ok(items)
     }
 }

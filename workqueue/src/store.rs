@@ -1,15 +1,29 @@
 //! The narrow storage interface of the work queue.
 //!
-//! Each method is one round trip: an LWT for every write (all cells of the item table are
-//! written through Paxos only), a plain read for `scan` (a hint: the claim's condition is what
-//! decides), and a linearizable read for `read`, used to resolve lost answers.
+//! Two kinds of cells, never mixed: item rows (one partition per item) are written only with
+//! LWTs; index entries, the cursor and dead-letter entries only with plain writes carrying
+//! per-process monotonic client timestamps. Reads of item rows outside a decision
+//! ([`QueueStore::peek`]) are hints; decisions are the LWTs' conditions.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cql_lease::{CasOutcome, StoreError};
 
-use crate::item::{ItemKey, JobState, StoredItem};
+use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+
+/// A new item row.
+#[derive(Debug, Clone, Copy)]
+pub struct NewRow<'a> {
+    /// Where it goes.
+    pub key: &'a ItemKey,
+    /// What to do.
+    pub payload: &'a [u8],
+    /// Not before (wall-clock micros).
+    pub run_at: i64,
+    /// The enqueue call's unique id.
+    pub origin: &'a str,
+}
 
 /// A claim on one item.
 #[derive(Debug, Clone, Copy)]
@@ -18,7 +32,7 @@ pub struct ItemClaim<'a> {
     pub key: &'a ItemKey,
     /// The unique id of this claim attempt.
     pub claim_id: &'a str,
-    /// The attempt number seen by the scan; the claim writes `seen_attempt + 1`.
+    /// The attempt number seen; the claim writes `seen_attempt + 1`.
     pub seen_attempt: i32,
     /// How long the store keeps the claim without a heartbeat (whole seconds).
     pub ttl: Duration,
@@ -29,7 +43,7 @@ pub struct ItemClaim<'a> {
 pub enum ClaimOutcome {
     /// The item is this claim's, with attempt number `seen_attempt + 1`.
     Claimed,
-    /// Someone else got there first, the item changed, or it is gone.
+    /// Someone else got there first, the item changed, or it does not exist.
     Lost,
 }
 
@@ -47,24 +61,13 @@ pub struct Reschedule<'a> {
 /// A work-queue backend. Object safe: use it as `Arc<dyn QueueStore>`.
 #[async_trait]
 pub trait QueueStore: Send + Sync + 'static {
-    /// Writes a new available item unless its key exists. `NotApplied` means it existed.
-    async fn enqueue(
-        &self,
-        key: &ItemKey,
-        payload: &str,
-        run_at: i64,
-    ) -> Result<CasOutcome, StoreError>;
+    // ---- item rows: LWTs, one partition per item ----
 
-    /// Up to `limit` items of `partition` with ids above `after`, oldest first.
-    async fn scan(
-        &self,
-        partition: &str,
-        after: &str,
-        limit: u32,
-    ) -> Result<Vec<StoredItem>, StoreError>;
+    /// Writes a new available item unless its row exists (`IF NOT EXISTS`).
+    async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError>;
 
     /// Claims the item if nobody's claim is live, its attempt is still `seen_attempt` and it
-    /// is not discarded: sets it running with the next attempt number and a TTL'd claim.
+    /// is claimable: sets it running with the next attempt number and a TTL'd claim.
     async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError>;
 
     /// Rewrites the claim with a fresh TTL, only while `claim_id` holds the item.
@@ -75,8 +78,14 @@ pub trait QueueStore: Send + Sync + 'static {
         ttl: Duration,
     ) -> Result<CasOutcome, StoreError>;
 
-    /// Deletes the item, only while `claim_id` holds it.
-    async fn complete(&self, key: &ItemKey, claim_id: &str) -> Result<CasOutcome, StoreError>;
+    /// Marks the item done (state `done` kept for `retention`, payload dropped, attempt
+    /// kept), only while `claim_id` holds it.
+    async fn complete(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        retention: Duration,
+    ) -> Result<CasOutcome, StoreError>;
 
     /// Drops the claim and sets the state, time and error, only while `claim_id` holds it.
     async fn reschedule(
@@ -89,8 +98,8 @@ pub trait QueueStore: Send + Sync + 'static {
     /// Undoes a claim that was never handed to a worker (its future was dropped, or it was
     /// answered after its deadline): drops the claim and restores the state and attempt
     /// number it had before, only while `claim_id` holds it. The attempt number it took was
-    /// never used to fence anything, so the item loses no attempt and later claims still get
-    /// numbers above every delivered one.
+    /// never used to fence anything, so later claims still get numbers above every
+    /// delivered one.
     async fn unclaim(
         &self,
         key: &ItemKey,
@@ -99,6 +108,66 @@ pub trait QueueStore: Send + Sync + 'static {
         attempt: i32,
     ) -> Result<CasOutcome, StoreError>;
 
-    /// Linearizable read of one item.
+    /// A discarded item with attempt number `attempt` becomes available at `run_at`, its
+    /// attempts counted again from `attempt` (the number itself is kept).
+    async fn requeue(
+        &self,
+        key: &ItemKey,
+        run_at: i64,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError>;
+
+    /// A discarded item becomes done, only if discarded.
+    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError>;
+
+    /// Linearizable read of one item (SERIAL), to settle lost answers.
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError>;
+
+    /// Plain read of one item: a hint for a claimer looking at an index entry.
+    async fn peek(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError>;
+
+    // ---- the order index, the cursor and dead letters: plain writes only ----
+
+    /// Writes an index entry with client timestamp `ts`.
+    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError>;
+
+    /// Deletes an index entry with client timestamp `ts`.
+    async fn delete_entry(
+        &self,
+        queue: &str,
+        bucket: i64,
+        seq: &str,
+        ts: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Up to `limit` live entries of one bucket with `after < seq < before`, in order.
+    async fn scan_index(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        limit: u32,
+    ) -> Result<Vec<IndexEntry>, StoreError>;
+
+    /// The queue's low-watermark cursor (0 when never written).
+    async fn read_cursor(&self, queue: &str) -> Result<i64, StoreError>;
+
+    /// Moves the cursor to `pos` if that is higher: written `USING TIMESTAMP pos`, so the
+    /// stored value never decreases whatever order writes arrive in.
+    async fn advance_cursor(&self, queue: &str, pos: i64) -> Result<(), StoreError>;
+
+    /// Records a dead letter.
+    async fn put_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError>;
+
+    /// Removes a dead letter.
+    async fn delete_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError>;
+
+    /// Up to `limit` dead letters with ids above `after`.
+    async fn list_dead(
+        &self,
+        queue: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ItemId>, StoreError>;
 }

@@ -12,6 +12,8 @@ pub enum CqlType {
     BigInt,
     /// `boolean`
     Boolean,
+    /// `blob`
+    Blob,
     /// `int`
     Int,
     /// `text` / `varchar`
@@ -38,6 +40,7 @@ impl CqlType {
             ("ascii", 0) => CqlType::Ascii,
             ("bigint", 0) => CqlType::BigInt,
             ("boolean", 0) => CqlType::Boolean,
+            ("blob", 0) => CqlType::Blob,
             ("int", 0) => CqlType::Int,
             ("text" | "varchar", 0) => CqlType::Text,
             ("uuid", 0) => CqlType::Uuid,
@@ -61,6 +64,7 @@ impl CqlType {
             CqlType::Ascii => 0x0001,
             CqlType::BigInt => 0x0002,
             CqlType::Boolean => 0x0004,
+            CqlType::Blob => 0x0003,
             CqlType::Int => 0x0009,
             CqlType::Text => 0x000D,
             CqlType::Uuid => 0x000C,
@@ -95,6 +99,8 @@ pub enum Value {
     BigInt(i64),
     /// text or ascii
     Text(String),
+    /// blob
+    Blob(Vec<u8>),
     /// uuid
     Uuid([u8; 16]),
     /// inet
@@ -126,6 +132,7 @@ impl Value {
                 Value::Int(i32::from_be_bytes(fixed(4)?.try_into().map_err(|_| "int")?))
             }
             CqlType::Boolean => Value::Bool(fixed(1)?[0] != 0),
+            CqlType::Blob => Value::Blob(bytes.to_vec()),
             CqlType::Uuid => Value::Uuid(fixed(16)?.try_into().map_err(|_| "uuid")?),
             CqlType::Inet => match bytes.len() {
                 4 => Value::Inet(IpAddr::from(
@@ -150,6 +157,7 @@ impl Value {
             Value::Int(v) => v.to_be_bytes().to_vec(),
             Value::BigInt(v) => v.to_be_bytes().to_vec(),
             Value::Text(s) => s.as_bytes().to_vec(),
+            Value::Blob(b) => b.clone(),
             Value::Uuid(u) => u.to_vec(),
             Value::Inet(IpAddr::V4(a)) => a.octets().to_vec(),
             Value::Inet(IpAddr::V6(a)) => a.octets().to_vec(),
@@ -178,6 +186,7 @@ impl Value {
             (Value::BigInt(a), Value::BigInt(b)) => Some(a.cmp(b)),
             (Value::Text(a), Value::Text(b)) => Some(a.as_bytes().cmp(b.as_bytes())),
             (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
+            (Value::Blob(a), Value::Blob(b)) => Some(a.cmp(b)),
             (Value::Uuid(a), Value::Uuid(b)) => Some(a.cmp(b)),
             (a, b) if a == b => Some(Ordering::Equal),
             _ => None,

@@ -17,7 +17,10 @@ pub mod lease_faults;
 pub mod lock;
 pub mod lock_scenarios;
 pub mod queue;
+pub mod queue_chaos;
+pub mod queue_features;
 pub mod queue_hardening;
+pub mod queue_scale;
 
 use std::time::Duration;
 
@@ -131,6 +134,15 @@ macro_rules! queue_suite {
             queue::store_refuses_claims_it_must,
             queue::bad_queue_input_is_rejected,
             queue::claims_are_exclusive_under_contention,
+            queue_scale::claim_passes_skip_tombstones,
+            queue_scale::no_convoy_with_64_claimers,
+            queue_scale::resent_enqueue_after_completion_is_refused,
+            queue_scale::skewed_enqueuer_clocks,
+            queue_features::typed_and_raw_payloads,
+            queue_features::dead_letters_list_requeue_purge,
+            queue_features::stats_by_state,
+            queue_features::graceful_drain,
+            queue_features::batch_enqueue,
         );
     };
     (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
@@ -139,6 +151,7 @@ macro_rules! queue_suite {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue::lapsed_claim_stops_worker_and_cannot_complete,
             queue::lost_answers_are_resolved,
+            queue_chaos::chaos_loses_nothing_and_never_reuses_tokens,
             queue_hardening::late_claim_is_undone,
             queue_hardening::every_job_exit_cancels_its_token,
             queue_hardening::dropped_queue_futures_leave_no_claim,

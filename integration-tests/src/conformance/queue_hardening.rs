@@ -42,13 +42,20 @@ pub async fn late_claim_is_undone(b: &dyn Backend) {
     q.enqueue("work").await.expect("enqueue");
     let late = test_config().validity() + Duration::from_millis(50);
     b.inject_queue(Some(QueueOp::Claim), Fault::Latency(late), Times::Next(1));
+    // The late claim is never handed out. The same pass may claim the item afresh once the
+    // late claim is undone: that claim has a deadline of its own and the late one spent no
+    // attempt, so it is attempt 1.
     if let Some(job) = q.claim("w").await.expect("claim") {
-        panic!(
-            "{}: a job past its deadline was handed out (held: {}, cancelled: {})",
+        assert!(
+            job.attempt() == 1 && job.is_held() && !job.cancellation_token().is_cancelled(),
+            "{}: a job past its deadline was handed out (attempt {}, held: {}, cancelled: {})",
             b.name(),
+            job.attempt(),
             job.is_held(),
             job.cancellation_token().is_cancelled()
         );
+        job.complete().await.expect("complete");
+        return;
     }
     assert_untouched(b, &q, "a late claim").await;
     let job = q.claim("w").await.expect("claim").expect("item");

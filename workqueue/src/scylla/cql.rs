@@ -1,70 +1,127 @@
 //! Every CQL statement the work queue's scylla backend sends, as shared constants (the CQL
-//! test server recognises exactly these).
+//! test server must recognise exactly these).
 //!
 //! # Table layout
 //!
 //! ```text
-//! CREATE TABLE work_items (
-//!     part       text,    -- queue name '/' shard number
-//!     id         text,    -- 20-digit enqueue micros '-' random: sorts by enqueue time
-//!     payload    text,
-//!     state      text,    -- available | running | retryable | discarded
-//!     attempt    int,     -- claims so far; the claim's fencing token
-//!     claim      text,    -- the live claim's unique id              (TTL'd)
-//!     run_at     bigint,  -- not before, wall-clock micros
-//!     last_error text,
-//!     PRIMARY KEY (part, id)
-//! )
+//! CREATE TABLE work_items (          -- LWT writes only; one partition per item
+//!     key text PRIMARY KEY,           -- queue '/' id
+//!     payload blob, state text,       -- available | running | retryable | discarded | done
+//!     attempt int,                    -- claims so far: the fencing token; never deleted
+//!     claim text,                     -- the live claim's unique id (TTL'd)
+//!     run_at bigint, last_error text,
+//!     origin text,                    -- the enqueue call that wrote the row
+//!     requeued_at int)                -- attempt number when last requeued from dead letters
+//! CREATE TABLE work_items_index (    -- plain writes only, USING TIMESTAMP (client, monotonic)
+//!     part text, seq text,            -- part: queue '/' bucket; seq: "{pos:020}-{kind}-{id}-{r}"
+//!     id text, kind text, immediate boolean, attempt int,
+//!     PRIMARY KEY (part, seq))
+//! CREATE TABLE work_items_cursor (queue text PRIMARY KEY, pos bigint)   -- USING TIMESTAMP pos
+//! CREATE TABLE work_items_dead (queue text, id text, PRIMARY KEY (queue, id))
 //! ```
 //!
-//! Every write is an LWT, so no cell is written both with and without Paxos. A claim is a
-//! conditional batch on one row: the TTL'd `claim` cell (the lease) and, without TTL, the
-//! state and the next attempt number, conditioned on no live claim and on the attempt the
-//! claimer saw, so two workers can never take the same number. `INSERT` writes a row marker,
-//! so a row outlives its expired claim; a completed item is deleted.
+//! A claim is a conditional batch on one row: the TTL'd `claim` cell (the lease) and, without
+//! TTL, the state and the next attempt number, conditioned on no live claim and on the attempt
+//! the claimer saw. Completion rewrites the state as `done` with a TTL and nulls the payload;
+//! the `INSERT`'s row marker and `attempt` stay, so `IF NOT EXISTS` refuses a resent enqueue.
+//! Partition keys are single text columns (`queue/id`, `queue/bucket`) rather than composite
+//! keys, so the CQL test server serves them too.
 
 /// Creates the item table if missing.
-pub const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (part text, id text, payload text, state text, attempt int, claim text, run_at bigint, last_error text, PRIMARY KEY (part, id))";
+pub const CREATE_ITEMS: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (key text PRIMARY KEY, payload blob, state text, attempt int, claim text, run_at bigint, last_error text, origin text, requeued_at int)";
+/// Creates the index table if missing.
+pub const CREATE_INDEX: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_index (part text, seq text, id text, kind text, immediate boolean, attempt int, PRIMARY KEY (part, seq))";
+/// Creates the cursor table if missing.
+pub const CREATE_CURSOR: &str =
+    "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_cursor (queue text PRIMARY KEY, pos bigint)";
+/// Creates the dead-letter table if missing.
+pub const CREATE_DEAD: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_dead (queue text, id text, PRIMARY KEY (queue, id))";
 
-/// Adds an item. Binds: part, id, payload, run_at.
-pub const ENQUEUE: &str = "INSERT INTO {keyspace}.{table} (part, id, payload, state, attempt, run_at) VALUES (?, ?, ?, 'available', 0, ?) IF NOT EXISTS";
+/// Adds an item. Binds: key, payload, run_at, origin.
+pub const ENQUEUE: &str = "INSERT INTO {keyspace}.{table} (key, payload, state, attempt, run_at, origin) VALUES (?, ?, 'available', 0, ?, ?) IF NOT EXISTS";
 
-/// Reads a page of a partition, oldest first; a plain read (a hint). Binds: part, after, limit.
-pub const SCAN: &str = "SELECT id, payload, state, attempt, claim, run_at, last_error FROM {keyspace}.{table} WHERE part = ? AND id > ? LIMIT ?";
+/// The lease half of a claim. Binds: ttl, claim, key, seen attempt.
+pub const CLAIM_LEASE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE key = ? IF claim = null AND attempt = ? AND state IN ('available', 'retryable', 'running')";
 
-/// The lease half of a claim. Binds: ttl, claim, part, id, seen attempt.
-pub const CLAIM_LEASE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE part = ? AND id = ? IF claim = null AND attempt = ? AND state IN ('available', 'retryable', 'running')";
-
-/// The numbering half of a claim, batched with [`CLAIM_LEASE`]. Binds: attempt, part, id.
+/// The numbering half of a claim, batched with [`CLAIM_LEASE`]. Binds: attempt, key.
 pub const CLAIM_MARK: &str =
-    "UPDATE {keyspace}.{table} SET state = 'running', attempt = ? WHERE part = ? AND id = ?";
+    "UPDATE {keyspace}.{table} SET state = 'running', attempt = ? WHERE key = ?";
 
-/// Renews a claim. Binds: ttl, claim, part, id, claim.
+/// Renews a claim. Binds: ttl, claim, key, claim.
 pub const HEARTBEAT: &str =
-    "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE part = ? AND id = ? IF claim = ?";
+    "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE key = ? IF claim = ?";
 
-/// Deletes a finished item. Binds: part, id, claim.
-pub const COMPLETE: &str = "DELETE FROM {keyspace}.{table} WHERE part = ? AND id = ? IF claim = ?";
+/// Marks an item done. Binds: ttl, key, claim.
+pub const COMPLETE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', claim = null, payload = null, last_error = null WHERE key = ? IF claim = ?";
 
-/// Ends a claim without completing. Binds: state, run_at, last_error, part, id, claim.
-pub const RESCHEDULE: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE part = ? AND id = ? IF claim = ?";
+/// Ends a claim without completing. Binds: state, run_at, last_error, key, claim.
+pub const RESCHEDULE: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE key = ? IF claim = ?";
 
-/// Undoes a claim never handed to a worker. Binds: state, attempt, part, id, claim.
-pub const UNCLAIM: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE part = ? AND id = ? IF claim = ?";
+/// Undoes a claim never handed to a worker. Binds: state, attempt, key, claim.
+pub const UNCLAIM: &str =
+    "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE key = ? IF claim = ?";
 
-/// Reads one item at SERIAL / LOCAL_SERIAL. Binds: part, id.
-pub const READ: &str = "SELECT id, payload, state, attempt, claim, run_at, last_error FROM {keyspace}.{table} WHERE part = ? AND id = ?";
+/// Requeues a dead letter; attempts count again from `attempt`. Binds: run_at, requeued_at,
+/// key, attempt.
+pub const REQUEUE: &str = "UPDATE {keyspace}.{table} SET state = 'available', run_at = ?, requeued_at = ? WHERE key = ? IF state = 'discarded' AND attempt = ?";
+
+/// Purges a dead letter. Binds: ttl, key.
+pub const PURGE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE key = ? IF state = 'discarded'";
+
+/// Reads one item (SERIAL for `read`, the consistency level for `peek`). Binds: key.
+pub const READ: &str = "SELECT key, payload, state, attempt, claim, run_at, last_error, origin, requeued_at FROM {keyspace}.{table} WHERE key = ?";
+
+/// Places an index entry. Binds: part, seq, id, kind, immediate, attempt, timestamp.
+pub const PUT_ENTRY: &str = "INSERT INTO {keyspace}.{table}_index (part, seq, id, kind, immediate, attempt) VALUES (?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
+
+/// Removes an index entry. Binds: timestamp, part, seq.
+pub const DELETE_ENTRY: &str =
+    "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq = ?";
+
+/// Reads a slice of a bucket. Binds: part, after, before, limit.
+pub const SCAN_INDEX: &str = "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE part = ? AND seq > ? AND seq < ? LIMIT ?";
+
+/// Reads the cursor. Binds: queue.
+pub const READ_CURSOR: &str = "SELECT pos FROM {keyspace}.{table}_cursor WHERE queue = ?";
+
+/// Raises the cursor (its value is its write timestamp). Binds: timestamp, pos, queue.
+pub const ADVANCE_CURSOR: &str =
+    "UPDATE {keyspace}.{table}_cursor USING TIMESTAMP ? SET pos = ? WHERE queue = ?";
+
+/// Records a dead letter. Binds: queue, id, timestamp.
+pub const PUT_DEAD: &str =
+    "INSERT INTO {keyspace}.{table}_dead (queue, id) VALUES (?, ?) USING TIMESTAMP ?";
+
+/// Removes a dead letter. Binds: timestamp, queue, id.
+pub const DELETE_DEAD: &str =
+    "DELETE FROM {keyspace}.{table}_dead USING TIMESTAMP ? WHERE queue = ? AND id = ?";
+
+/// Lists dead letters. Binds: queue, after, limit.
+pub const LIST_DEAD: &str =
+    "SELECT id FROM {keyspace}.{table}_dead WHERE queue = ? AND id > ? LIMIT ?";
 
 /// Every statement template the backend sends.
 pub const ALL: &[&str] = &[
-    CREATE_TABLE,
+    CREATE_ITEMS,
+    CREATE_INDEX,
+    CREATE_CURSOR,
+    CREATE_DEAD,
     ENQUEUE,
-    SCAN,
     CLAIM_LEASE,
     CLAIM_MARK,
     HEARTBEAT,
     COMPLETE,
     RESCHEDULE,
     UNCLAIM,
+    REQUEUE,
+    PURGE,
     READ,
+    PUT_ENTRY,
+    DELETE_ENTRY,
+    SCAN_INDEX,
+    READ_CURSOR,
+    ADVANCE_CURSOR,
+    PUT_DEAD,
+    DELETE_DEAD,
+    LIST_DEAD,
 ];

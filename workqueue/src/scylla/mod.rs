@@ -1,10 +1,11 @@
 //! The ScyllaDB / Cassandra backend of the work queue, over the `scylla` driver.
 //!
 //! It shares [`cql_lease::scylla::ScyllaOptions`] (keyspace, consistency levels, timeouts)
-//! with the lease store; its table defaults to `work_items`. Statements and the table layout
-//! are in [`cql`].
+//! with the lease store; its table defaults to `work_items` (plus `_index`, `_cursor` and
+//! `_dead`). Statements and the table layout are in [`cql`].
 
 pub mod cql;
+mod rows;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +21,8 @@ use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
 use tracing::instrument;
 
-use crate::item::{ItemId, ItemKey, JobState, StoredItem};
-use crate::store::{ClaimOutcome, ItemClaim, QueueStore, Reschedule};
+use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
 
 /// The default table name.
 pub const DEFAULT_TABLE: &str = "work_items";
@@ -47,14 +48,28 @@ pub const DEFAULT_TABLE: &str = "work_items";
 /// ```
 pub struct ScyllaQueueStore {
     session: Arc<Session>,
+    s: Statements,
+}
+
+struct Statements {
     enqueue: PreparedStatement,
-    scan: PreparedStatement,
     claim: Batch,
     heartbeat: PreparedStatement,
     complete: PreparedStatement,
     reschedule: PreparedStatement,
     unclaim: PreparedStatement,
+    requeue: PreparedStatement,
+    purge: PreparedStatement,
     read: PreparedStatement,
+    peek: PreparedStatement,
+    put_entry: PreparedStatement,
+    delete_entry: PreparedStatement,
+    scan_index: PreparedStatement,
+    read_cursor: PreparedStatement,
+    advance_cursor: PreparedStatement,
+    put_dead: PreparedStatement,
+    delete_dead: PreparedStatement,
+    list_dead: PreparedStatement,
 }
 
 impl std::fmt::Debug for ScyllaQueueStore {
@@ -63,26 +78,28 @@ impl std::fmt::Debug for ScyllaQueueStore {
     }
 }
 
-type ItemRow = (
-    String,
-    Option<String>,
-    Option<String>,
-    Option<i32>,
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-);
-
 impl ScyllaQueueStore {
-    /// Creates the keyspace and the item table named by `options` if missing.
+    /// Creates the keyspace and the four queue tables named by `options` if missing.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError`] when the options are bad or the store refuses.
     pub async fn create_schema(
         session: &Session,
         options: &ScyllaOptions,
     ) -> Result<(), SchemaError> {
-        options.create_schema_with(session, cql::CREATE_TABLE).await
+        for table in [
+            cql::CREATE_ITEMS,
+            cql::CREATE_INDEX,
+            cql::CREATE_CURSOR,
+            cql::CREATE_DEAD,
+        ] {
+            options.create_schema_with(session, table).await?;
+        }
+        Ok(())
     }
 
-    /// Prepares every statement against the existing table and checks that the keyspace
+    /// Prepares every statement against the existing tables and checks that the keyspace
     /// accepts LWTs.
     ///
     /// # Errors
@@ -100,7 +117,7 @@ impl ScyllaQueueStore {
         let read = p(cql::READ, Kind::SerialRead).await?;
         check_lwt_support(&session, &options, || async {
             session
-                .execute_unpaged(&read, (PROBE_KEY, PROBE_KEY))
+                .execute_unpaged(&read, (PROBE_KEY,))
                 .await
                 .map(|_| ())
         })
@@ -112,17 +129,30 @@ impl ScyllaQueueStore {
                 p(cql::CLAIM_MARK, Kind::Lwt).await?,
             ],
         );
-        Ok(ScyllaQueueStore {
+        // Plain writes carry explicit client timestamps, so sending one twice is harmless:
+        // they take the idempotent settings of a plain read.
+        let plain = Kind::Read;
+        let s = Statements {
             enqueue: p(cql::ENQUEUE, Kind::Lwt).await?,
-            scan: p(cql::SCAN, Kind::Read).await?,
             claim,
             heartbeat: p(cql::HEARTBEAT, Kind::Lwt).await?,
             complete: p(cql::COMPLETE, Kind::Lwt).await?,
             reschedule: p(cql::RESCHEDULE, Kind::Lwt).await?,
             unclaim: p(cql::UNCLAIM, Kind::Lwt).await?,
+            requeue: p(cql::REQUEUE, Kind::Lwt).await?,
+            purge: p(cql::PURGE, Kind::Lwt).await?,
             read,
-            session,
-        })
+            peek: p(cql::READ, Kind::Read).await?,
+            put_entry: p(cql::PUT_ENTRY, plain).await?,
+            delete_entry: p(cql::DELETE_ENTRY, plain).await?,
+            scan_index: p(cql::SCAN_INDEX, Kind::Read).await?,
+            read_cursor: p(cql::READ_CURSOR, Kind::Read).await?,
+            advance_cursor: p(cql::ADVANCE_CURSOR, plain).await?,
+            put_dead: p(cql::PUT_DEAD, plain).await?,
+            delete_dead: p(cql::DELETE_DEAD, plain).await?,
+            list_dead: p(cql::LIST_DEAD, Kind::Read).await?,
+        };
+        Ok(ScyllaQueueStore { session, s })
     }
 
     async fn cas(
@@ -142,93 +172,73 @@ impl ScyllaQueueStore {
         })
     }
 
-    async fn rows(
+    async fn write(
         &self,
         statement: &PreparedStatement,
         values: impl scylla::serialize::row::SerializeRow,
-        partition: &str,
-    ) -> Result<Vec<StoredItem>, StoreError> {
-        let result = self
-            .session
+    ) -> Result<(), StoreError> {
+        self.session
             .execute_unpaged(statement, values)
             .await
-            .map_err(|e| classify(e, false))?;
-        let rows = result
-            .into_rows_result()
-            .map_err(|e| StoreError::Unavailable(format!("read answered without rows: {e}")))?;
-        let rows = rows
-            .rows::<ItemRow>()
-            .map_err(|e| StoreError::Unavailable(format!("unreadable rows: {e}")))?;
-        let mut items = Vec::new();
-        for row in rows {
-            let (id, payload, state, attempt, claim, run_at, last_error) =
-                row.map_err(|e| StoreError::Unavailable(format!("unreadable row: {e}")))?;
-            // A row without a state is not an item (cannot happen: every write sets it).
-            let Some(state) = state.as_deref().and_then(JobState::parse) else {
-                continue;
-            };
-            items.push(StoredItem {
-                key: ItemKey {
-                    partition: partition.to_owned(),
-                    id: ItemId::from_stored(id),
-                },
-                payload: payload.unwrap_or_default(),
-                state,
-                attempt: attempt.unwrap_or_default(),
-                claim,
-                run_at: run_at.unwrap_or_default(),
-                last_error,
-            });
-        }
-        Ok(items)
+            .map_err(|e| classify(e, true))?;
+        Ok(())
     }
+
+    async fn item(
+        &self,
+        statement: &PreparedStatement,
+        key: &ItemKey,
+    ) -> Result<Option<StoredItem>, StoreError> {
+        let result = self
+            .session
+            .execute_unpaged(statement, (row_key(key),))
+            .await
+            .map_err(|e| classify(e, false))?;
+        rows::item(result, &key.partition)
+    }
+}
+
+/// An item row's partition key: the queue, a slash, the id.
+fn row_key(key: &ItemKey) -> String {
+    format!("{}/{}", key.partition, key.id)
+}
+
+/// An index partition's key: the queue, a slash, the bucket.
+fn index_part(queue: &str, bucket: i64) -> String {
+    format!("{queue}/{bucket}")
 }
 
 fn ttl_secs(ttl: Duration) -> i32 {
     i32::try_from(ttl.as_secs()).unwrap_or(i32::MAX)
 }
 
+fn limit(limit: u32) -> i32 {
+    i32::try_from(limit).unwrap_or(i32::MAX)
+}
+
 #[async_trait]
 impl QueueStore for ScyllaQueueStore {
-    #[instrument(level = "debug", skip(self, payload), fields(partition = %key.partition, id = %key.id))]
-    async fn enqueue(
-        &self,
-        key: &ItemKey,
-        payload: &str,
-        run_at: i64,
-    ) -> Result<CasOutcome, StoreError> {
-        let values = (&key.partition, key.id.as_str(), payload, run_at);
-        self.cas(&self.enqueue, values).await
+    #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
+    async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
+        let values = (row_key(row.key), row.payload, row.run_at, row.origin);
+        self.cas(&self.s.enqueue, values).await
     }
 
-    #[instrument(level = "debug", skip(self))]
-    async fn scan(
-        &self,
-        partition: &str,
-        after: &str,
-        limit: u32,
-    ) -> Result<Vec<StoredItem>, StoreError> {
-        let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-        self.rows(&self.scan, (partition, after, limit), partition)
-            .await
-    }
-
-    #[instrument(level = "debug", skip(self, claim), fields(partition = %claim.key.partition, id = %claim.key.id))]
+    #[instrument(level = "debug", skip(self, claim), fields(id = %claim.key.id))]
     async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
-        let (part, id) = (&claim.key.partition, claim.key.id.as_str());
+        let key = row_key(claim.key);
         let values = (
             (
                 ttl_secs(claim.ttl),
                 claim.claim_id,
-                part,
-                id,
+                &key,
                 claim.seen_attempt,
             ),
-            (claim.seen_attempt.saturating_add(1), part, id),
+            (claim.seen_attempt.saturating_add(1), &key),
         );
         let result = self
             .session
-            .batch(&self.claim, values)
+            .batch(&self.s.claim, values)
             .await
             .map_err(|e| classify(e, true))?;
         Ok(if LwtRow::parse(result)?.applied {
@@ -238,30 +248,29 @@ impl QueueStore for ScyllaQueueStore {
         })
     }
 
-    #[instrument(level = "debug", skip(self), fields(partition = %key.partition, id = %key.id))]
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
     async fn heartbeat(
         &self,
         key: &ItemKey,
         claim_id: &str,
         ttl: Duration,
     ) -> Result<CasOutcome, StoreError> {
-        let values = (
-            ttl_secs(ttl),
-            claim_id,
-            &key.partition,
-            key.id.as_str(),
-            claim_id,
-        );
-        self.cas(&self.heartbeat, values).await
+        let values = (ttl_secs(ttl), claim_id, &row_key(key), claim_id);
+        self.cas(&self.s.heartbeat, values).await
     }
 
-    #[instrument(level = "debug", skip(self), fields(partition = %key.partition, id = %key.id))]
-    async fn complete(&self, key: &ItemKey, claim_id: &str) -> Result<CasOutcome, StoreError> {
-        self.cas(&self.complete, (&key.partition, key.id.as_str(), claim_id))
-            .await
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn complete(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        retention: Duration,
+    ) -> Result<CasOutcome, StoreError> {
+        let values = (ttl_secs(retention), &row_key(key), claim_id);
+        self.cas(&self.s.complete, values).await
     }
 
-    #[instrument(level = "debug", skip(self, to), fields(partition = %key.partition, id = %key.id, state = ?to.state))]
+    #[instrument(level = "debug", skip(self, to), fields(id = %key.id, state = ?to.state))]
     async fn reschedule(
         &self,
         key: &ItemKey,
@@ -272,14 +281,13 @@ impl QueueStore for ScyllaQueueStore {
             to.state.as_str(),
             to.run_at,
             to.error,
-            &key.partition,
-            key.id.as_str(),
+            &row_key(key),
             claim_id,
         );
-        self.cas(&self.reschedule, values).await
+        self.cas(&self.s.reschedule, values).await
     }
 
-    #[instrument(level = "debug", skip(self), fields(partition = %key.partition, id = %key.id))]
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
     async fn unclaim(
         &self,
         key: &ItemKey,
@@ -287,25 +295,119 @@ impl QueueStore for ScyllaQueueStore {
         state: JobState,
         attempt: i32,
     ) -> Result<CasOutcome, StoreError> {
-        let values = (
-            state.as_str(),
-            attempt,
-            &key.partition,
-            key.id.as_str(),
-            claim_id,
-        );
-        self.cas(&self.unclaim, values).await
+        let values = (state.as_str(), attempt, &row_key(key), claim_id);
+        self.cas(&self.s.unclaim, values).await
     }
 
-    #[instrument(level = "debug", skip(self), fields(partition = %key.partition, id = %key.id))]
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn requeue(
+        &self,
+        key: &ItemKey,
+        run_at: i64,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        let values = (run_at, attempt, row_key(key), attempt);
+        self.cas(&self.s.requeue, values).await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
+        let values = (ttl_secs(retention), row_key(key));
+        self.cas(&self.s.purge, values).await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
-        let items = self
-            .rows(
-                &self.read,
-                (&key.partition, key.id.as_str()),
-                &key.partition,
-            )
-            .await?;
-        Ok(items.into_iter().next())
+        self.item(&self.s.read, key).await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn peek(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.item(&self.s.peek, key).await
+    }
+
+    #[instrument(level = "debug", skip(self, entry), fields(seq = %entry.seq))]
+    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
+        let values = (
+            index_part(queue, entry.bucket),
+            &entry.seq,
+            entry.id.as_str(),
+            entry.kind.as_str(),
+            entry.immediate,
+            entry.attempt,
+            ts,
+        );
+        self.write(&self.s.put_entry, values).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn delete_entry(
+        &self,
+        queue: &str,
+        bucket: i64,
+        seq: &str,
+        ts: i64,
+    ) -> Result<(), StoreError> {
+        self.write(&self.s.delete_entry, (ts, index_part(queue, bucket), seq))
+            .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn scan_index(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        limit_rows: u32,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        let values = (index_part(queue, bucket), after, before, limit(limit_rows));
+        let result = self
+            .session
+            .execute_unpaged(&self.s.scan_index, values)
+            .await
+            .map_err(|e| classify(e, false))?;
+        rows::entries(result, bucket)
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn read_cursor(&self, queue: &str) -> Result<i64, StoreError> {
+        let result = self
+            .session
+            .execute_unpaged(&self.s.read_cursor, (queue,))
+            .await
+            .map_err(|e| classify(e, false))?;
+        rows::cursor(result)
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn advance_cursor(&self, queue: &str, pos: i64) -> Result<(), StoreError> {
+        self.write(&self.s.advance_cursor, (pos, pos, queue)).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn put_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.write(&self.s.put_dead, (queue, id.as_str(), ts)).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn delete_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.write(&self.s.delete_dead, (ts, queue, id.as_str()))
+            .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn list_dead(
+        &self,
+        queue: &str,
+        after: &str,
+        limit_rows: u32,
+    ) -> Result<Vec<ItemId>, StoreError> {
+        let result = self
+            .session
+            .execute_unpaged(&self.s.list_dead, (queue, after, limit(limit_rows)))
+            .await
+            .map_err(|e| classify(e, false))?;
+        rows::ids(result)
     }
 }

@@ -1,0 +1,129 @@
+//! Work-queue benchmark: enqueue N items, then process them with P processes of W workers
+//! (claim + complete), and print throughput, LWTs per item by kind, reads per item,
+//! tombstones passed over per claim pass and the hottest partition's LWTs.
+//!
+//! `cargo run --release -p examples --bin queue_bench -- --items 1000,10000,100000,1000000`
+//! runs on the embedded store, which counts what the store serves. `--wire true` runs the
+//! scylla backend over the real CQL wire against the CQL test server, which counts Paxos rounds
+//! per partition and tombstones per read. With `--scylla HOST:PORT` it runs against a cluster
+//! (throughput only: the driver does not see tombstones or Paxos rounds).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cql_workqueue::memory::StoreCounts;
+use cql_workqueue::{NewItem, QueueConfig, WallClock, WorkQueue};
+use examples::{Args, open_queue_store};
+use futures::StreamExt;
+use integration_tests::backend::Backend;
+use integration_tests::wire_backend::WireBackend;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse(&["scylla", "wire", "items", "processes", "workers"])?;
+    let wire = args.get("wire") == Some("true");
+    let sizes: Vec<usize> = args
+        .get("items")
+        .unwrap_or("1000,10000,100000")
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    let processes: usize = args.get("processes").unwrap_or("4").parse()?;
+    let workers: usize = args.get("workers").unwrap_or("16").parse()?;
+    println!(
+        "| items | enqueue items/s | processed items/s | processed/enqueue | LWTs/item enqueue·claim·heartbeat·finish | reads/item | tombstones/claim pass | claim passes/item | hottest partition LWTs (share of all) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (run, &n) in sizes.iter().enumerate() {
+        let server = if wire {
+            Some(WireBackend::start(cql_test_server::Flavor::Cassandra).await)
+        } else {
+            None
+        };
+        let (store, memory) = match &server {
+            Some(server) => (server.queue_store().ok_or("no queue store")?, None),
+            None => open_queue_store(&args.target()).await?,
+        };
+        let queue = WorkQueue::new(store, &format!("bench{run}"), QueueConfig::default())?;
+        let counts = || match &server {
+            Some(server) => server.queue_counts(),
+            None => memory.as_ref().map(|m| m.counts()),
+        };
+        let started = Instant::now();
+        let enqueued: Vec<_> = futures::stream::iter(0..n)
+            .map(|i| {
+                let queue = queue.clone();
+                async move {
+                    queue
+                        .enqueue_item(NewItem::text(&format!("item {i}")))
+                        .await
+                }
+            })
+            .buffer_unordered(64)
+            .collect()
+            .await;
+        for result in enqueued {
+            result?;
+        }
+        let enqueue_rate = n as f64 / started.elapsed().as_secs_f64();
+        let before = counts();
+
+        let done = Arc::new(AtomicU64::new(0));
+        let passes = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for p in 0..processes {
+            let process = queue.with_clock(WallClock::system());
+            for w in 0..workers {
+                let (q, done, passes) = (process.clone(), Arc::clone(&done), Arc::clone(&passes));
+                tasks.push(tokio::spawn(async move {
+                    let name = format!("p{p}w{w}");
+                    while done.load(Ordering::SeqCst) < n as u64 {
+                        passes.fetch_add(1, Ordering::Relaxed);
+                        match q.claim(&name).await {
+                            Ok(Some(job)) => {
+                                if job.complete().await.is_ok() {
+                                    done.fetch_add(1, Ordering::SeqCst);
+                                }
+                            }
+                            Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+                            Err(error) => eprintln!("{name}: {error}"),
+                        }
+                    }
+                }));
+            }
+        }
+        for task in tasks {
+            task.await?;
+        }
+        let process_rate = n as f64 / started.elapsed().as_secs_f64();
+        let passes = passes.load(Ordering::Relaxed) as f64;
+        let row = match (before, counts()) {
+            (Some(before), Some(after)) => figures(n as f64, passes, &before, &after),
+            _ => "n/a (cluster) | n/a | n/a | n/a | n/a".to_owned(),
+        };
+        println!(
+            "| {n} | {enqueue_rate:.0} | {process_rate:.0} | {:.0} % | {row} |",
+            100.0 * process_rate / enqueue_rate
+        );
+    }
+    Ok(())
+}
+
+/// The count columns; enqueue LWTs are the whole run's (the enqueue phase is before `before`).
+fn figures(n: f64, passes: f64, before: &StoreCounts, after: &StoreCounts) -> String {
+    let per = |a: u64, b: u64| (a - b) as f64 / n;
+    format!(
+        "{:.2}·{:.2}·{:.2}·{:.2} | {:.2} | {:.2} | {:.2} | {} ({:.5} %)",
+        after.enqueue_lwts as f64 / n,
+        per(after.claim_lwts, before.claim_lwts),
+        per(after.heartbeat_lwts, before.heartbeat_lwts),
+        per(after.finish_lwts, before.finish_lwts),
+        after.reads() as f64 / n,
+        (after.tombstones_scanned - before.tombstones_scanned) as f64 / passes,
+        passes / n,
+        after.hottest_partition_lwts,
+        100.0 * after.hottest_partition_lwts as f64 / after.lwts().max(1) as f64,
+    )
+}

@@ -1,0 +1,316 @@
+//! Work-queue scenarios at scale: tombstones per claim pass, convoys and Paxos spread,
+//! resent enqueues, skewed enqueuer clocks. LWT and tombstone counts are behaviour (what the
+//! store was asked), not timing.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cql_lease::CasOutcome;
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::{QueueOp, StoreCounts};
+use cql_workqueue::{Enqueued, JobState, NewItem, NewRow, QueueConfig, WallClock, clock};
+
+use super::queue::{queue, queue_config, queue_store, queue_with};
+use crate::backend::Backend;
+
+fn counts_or_skip(b: &dyn Backend, scenario: &str) -> Option<StoreCounts> {
+    let counts = b.queue_counts();
+    if counts.is_none() {
+        eprintln!("{}: {scenario} needs store counts; skipped", b.name());
+    }
+    counts
+}
+
+fn counts(b: &dyn Backend) -> StoreCounts {
+    b.queue_counts().unwrap_or_default()
+}
+
+/// Thousands of completions later, a claim pass still reads only about the live head: the
+/// tombstones of completed items are passed over less than 100 times per pass, while the
+/// queue drains and once it is empty.
+pub async fn claim_passes_skip_tombstones(b: &dyn Backend) {
+    let Some(start) = counts_or_skip(b, "claim_passes_skip_tombstones") else {
+        return;
+    };
+    let config = QueueConfig {
+        scan_limit: 64,
+        choice: 4,
+        ..queue_config()
+    };
+    let q = queue_with(b, "tombstones", config);
+    let (rounds, per_round) = if b.simulated_time() {
+        (30, 100)
+    } else {
+        (3, 30)
+    };
+    let mut passes = 0u64;
+    for round in 0..rounds {
+        let batch = (0..per_round).map(|n| NewItem::text(&format!("item {round}/{n}")));
+        for result in q.enqueue_batch(batch).await {
+            result.expect("enqueue");
+        }
+        loop {
+            passes += 1;
+            let Some(job) = q.claim("w").await.expect("claim") else {
+                break;
+            };
+            job.complete().await.expect("complete");
+        }
+        b.sleep(Duration::from_millis(200)).await;
+    }
+    let drained = counts(b);
+    // Idle passes once the last claims' expiry (where their check entries' tombstones sit)
+    // is behind the scanners: the first passes walk that last band once...
+    b.sleep(config.claim.ttl + config.cursor_refresh * 2 + config.cursor_lag())
+        .await;
+    let idle_passes = 40u64;
+    let mut settled = drained.clone();
+    for pass in 0..idle_passes {
+        if pass == idle_passes / 2 {
+            settled = counts(b);
+        }
+        assert!(q.claim("w").await.expect("claim").is_none());
+        b.sleep(Duration::from_millis(100)).await;
+    }
+    let end = counts(b);
+    let all_passes = passes + idle_passes;
+    let overall = (end.tombstones_scanned - start.tombstones_scanned) as f64 / all_passes as f64;
+    // ...and then nothing is walked again: drained tombstones stay behind the cursor.
+    let later =
+        (end.tombstones_scanned - settled.tombstones_scanned) as f64 / (idle_passes / 2) as f64;
+    eprintln!(
+        "{}: {} completions, {all_passes} claim passes: {overall:.1} tombstones per pass \
+         overall, {later:.1} per idle pass once settled; {:.3} index scans per pass",
+        b.name(),
+        rounds * per_round,
+        (end.index_scans - start.index_scans) as f64 / all_passes as f64,
+    );
+    assert!(overall < 100.0, "{overall} tombstones per claim pass");
+    assert!(later < 100.0, "{later} tombstones per idle pass");
+}
+
+/// 64 claimers in one process on 64 items: each item costs one claim LWT (the process's
+/// dispatcher hands each claimer a different candidate), and no item partition takes more
+/// than twice the mean number of LWTs.
+pub async fn no_convoy_with_64_claimers(b: &dyn Backend) {
+    let Some(start) = counts_or_skip(b, "no_convoy_with_64_claimers") else {
+        return;
+    };
+    let q = queue_with(
+        b,
+        "convoy",
+        QueueConfig {
+            scan_limit: 64,
+            ..queue_config()
+        },
+    );
+    let items = 64;
+    for result in q
+        .enqueue_batch((0..items).map(|n| NewItem::text(&format!("job {n}"))))
+        .await
+    {
+        result.expect("enqueue");
+    }
+    if b.supports_faults() {
+        // Round trips take time, as on a network: a claimer that scanned the same head as
+        // another races it for the same item while its claim is in flight.
+        for op in [QueueOp::Claim, QueueOp::Index, QueueOp::Read] {
+            b.inject_queue(
+                Some(op),
+                Fault::Latency(Duration::from_millis(2)),
+                Times::Always,
+            );
+        }
+    }
+    let claimed = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..64 {
+        let (q, claimed) = (q.clone(), Arc::clone(&claimed));
+        tasks.push(tokio::spawn(async move {
+            while claimed.load(Ordering::SeqCst) < items {
+                match q.claim(&format!("w{w}")).await.expect("claim") {
+                    Some(job) => {
+                        claimed.fetch_add(1, Ordering::SeqCst);
+                        job.complete().await.expect("complete");
+                    }
+                    None => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("claimer");
+    }
+    b.clear_faults();
+    let end = counts(b);
+    let claim_lwts = end.claim_lwts - start.claim_lwts;
+    let per_item = claim_lwts as f64 / items as f64;
+    let mean = end.lwts() as f64 / end.lwt_partitions.max(1) as f64;
+    eprintln!(
+        "{}: {claim_lwts} claim LWTs for {items} items ({per_item:.2} per item); hottest \
+         partition {} LWTs, mean {mean:.2}",
+        b.name(),
+        end.hottest_partition_lwts
+    );
+    assert!(per_item <= 1.2, "{per_item} claim LWTs per claimed item");
+    assert!(
+        end.hottest_partition_lwts as f64 <= 2.0 * mean,
+        "hottest partition took {} LWTs, mean {mean}",
+        end.hottest_partition_lwts
+    );
+}
+
+/// A resent enqueue (its first answer lost) arriving after the item was completed does not
+/// bring it back: the done marker refuses it and the attempt number stays. Unique jobs are
+/// reported as duplicates, before and after completion.
+pub async fn resent_enqueue_after_completion_is_refused(b: &dyn Backend) {
+    let store = queue_store(b);
+    let q = queue(b, "resent");
+    let id = q.enqueue("once").await.expect("enqueue");
+    let job = q.claim("w").await.expect("claim").expect("item");
+    job.complete().await.expect("complete");
+    let key = cql_workqueue::ItemKey {
+        partition: "resent".into(),
+        id: id.clone(),
+    };
+    let resent = NewRow {
+        key: &key,
+        payload: b"once",
+        run_at: clock::now_micros(),
+        origin: "a resend",
+    };
+    assert_eq!(
+        store.enqueue(resent).await.expect("resend"),
+        CasOutcome::NotApplied
+    );
+    let row = store.read(&key).await.expect("read").expect("done marker");
+    assert_eq!((row.state, row.attempt), (JobState::Done, 1));
+    b.sleep(Duration::from_secs(3)).await;
+    assert!(q.claim("w").await.expect("claim").is_none(), "came back");
+
+    let unique = || NewItem::text("nightly report").unique("report-2026-11-21");
+    let first = q.enqueue_item(unique()).await.expect("enqueue");
+    assert!(matches!(first, Enqueued::New(_)));
+    assert_eq!(
+        q.enqueue_item(unique()).await.expect("enqueue"),
+        Enqueued::Duplicate {
+            id: first.id().clone(),
+            state: JobState::Available
+        }
+    );
+    let job = super::queue::claim_soon(b, &q, "w").await.expect("item");
+    job.complete().await.expect("complete");
+    assert!(matches!(
+        q.enqueue_item(unique()).await.expect("enqueue"),
+        Enqueued::Duplicate {
+            state: JobState::Done,
+            ..
+        }
+    ));
+
+    // The rest needs fault injection; what is above has already been checked.
+    if !b.supports_faults() {
+        return;
+    }
+    // The first answer is lost; a worker completes the item before the resend lands.
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let worker = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Some(job) = q.claim("fast").await.expect("claim") {
+                    job.complete().await.expect("complete");
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    q.enqueue("lost answer").await.expect("resend settles");
+    worker.await.expect("worker");
+    b.sleep(Duration::from_secs(3)).await;
+    assert!(q.claim("w").await.expect("claim").is_none(), "came back");
+    assert!(q.items().await.expect("items").is_empty());
+}
+
+fn system_time(micros: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_micros(u64::try_from(micros).unwrap_or(0))
+}
+
+/// Enqueuers ten minutes behind and ahead: their immediate items are claimable at once (none
+/// invisible behind the cursor, none hidden in the future), and their delayed items become
+/// eligible at `run_at` by the worker's clock, not earlier.
+pub async fn skewed_enqueuer_clocks(b: &dyn Backend) {
+    let q = queue(b, "skew");
+    let ten_minutes = 600_000_000;
+    let behind = q.with_clock(WallClock::skewed(-ten_minutes));
+    let ahead = q.with_clock(WallClock::skewed(ten_minutes));
+    // Traffic first, so the cursor sits close to now.
+    q.enqueue("warm-up").await.expect("enqueue");
+    q.claim("w")
+        .await
+        .expect("claim")
+        .expect("item")
+        .complete()
+        .await
+        .expect("complete");
+    b.sleep(queue_config().cursor_refresh * 2).await;
+    assert!(q.claim("w").await.expect("claim").is_none());
+
+    let mut expected = HashSet::new();
+    for n in 0..4 {
+        expected.insert(
+            behind
+                .enqueue(&format!("behind {n}"))
+                .await
+                .expect("enqueue"),
+        );
+        expected.insert(ahead.enqueue(&format!("ahead {n}")).await.expect("enqueue"));
+    }
+    let mut claimed = HashSet::new();
+    for _ in 0..40 {
+        match q.claim("w").await.expect("claim") {
+            Some(job) => {
+                claimed.insert(job.id().clone());
+                job.complete().await.expect("complete");
+            }
+            None if claimed.len() == expected.len() => break,
+            None => b.sleep(Duration::from_millis(100)).await,
+        }
+    }
+    assert_eq!(claimed, expected, "items of skewed enqueuers went missing");
+
+    let run_at = clock::now_micros() + 3_000_000;
+    behind
+        .enqueue_at("later (behind)", Some(system_time(run_at)))
+        .await
+        .expect("enqueue");
+    ahead
+        .enqueue_at("later (ahead)", Some(system_time(run_at)))
+        .await
+        .expect("enqueue");
+    b.sleep(Duration::from_secs(2)).await;
+    assert!(
+        q.claim("w").await.expect("claim").is_none(),
+        "a delayed item became eligible early"
+    );
+    b.sleep(Duration::from_secs(2)).await;
+    let mut later = 0;
+    for _ in 0..20 {
+        if let Some(job) = q.claim("w").await.expect("claim") {
+            later += 1;
+            job.complete().await.expect("complete");
+        } else if later == 2 {
+            break;
+        } else {
+            b.sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert_eq!(later, 2);
+}

@@ -1,0 +1,299 @@
+//! Adding items: text, bytes or JSON payloads, delayed items, unique jobs, batches.
+
+use std::time::SystemTime;
+
+use cql_lease::{CasOutcome, InvalidArgument, StoreError, check_text};
+use futures::StreamExt;
+use serde::Serialize;
+use tokio::time::Instant;
+use tracing::{info, instrument, warn};
+
+use crate::clock;
+use crate::config::{MAX_PAYLOAD_LEN, micros};
+use crate::error::QueueError;
+use crate::item::{EntryKind, IndexEntry, ItemId, JobState};
+use crate::queue::WorkQueue;
+use crate::store::NewRow;
+
+/// Longest unique key, in bytes.
+pub const MAX_UNIQUE_KEY_LEN: usize = 256;
+
+/// An item to enqueue: its payload (text, bytes or JSON), when it may run, and an optional
+/// unique key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewItem {
+    payload: Vec<u8>,
+    run_at: Option<SystemTime>,
+    unique_key: Option<String>,
+}
+
+impl NewItem {
+    /// A text payload.
+    pub fn text(payload: &str) -> Self {
+        Self::bytes(payload.as_bytes().to_vec())
+    }
+
+    /// A raw payload.
+    pub fn bytes(payload: impl Into<Vec<u8>>) -> Self {
+        NewItem {
+            payload: payload.into(),
+            run_at: None,
+            unique_key: None,
+        }
+    }
+
+    /// `value` as JSON (read it back with [`crate::Job::json`]).
+    ///
+    /// # Errors
+    ///
+    /// [`QueueError::Payload`] when `value` cannot be serialized.
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<Self, QueueError> {
+        serde_json::to_vec(value)
+            .map(Self::bytes)
+            .map_err(|e| QueueError::Payload(e.to_string()))
+    }
+
+    /// Not to be run before `at` (wall clock). Without it the item is immediate: eligible as
+    /// soon as a worker sees it, whatever the enqueuer's clock says.
+    pub fn run_at(mut self, at: SystemTime) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// A unique job: while an item with this key exists (and after it completed), another
+    /// enqueue of the key is reported as [`Enqueued::Duplicate`] and adds nothing.
+    pub fn unique(mut self, key: &str) -> Self {
+        self.unique_key = Some(key.to_owned());
+        self
+    }
+
+    fn check(&self) -> Result<(), QueueError> {
+        if self.payload.is_empty() {
+            return Err(InvalidArgument::Empty { field: "payload" }.into());
+        }
+        if self.payload.len() > MAX_PAYLOAD_LEN {
+            return Err(InvalidArgument::TooLong {
+                field: "payload",
+                len: self.payload.len(),
+                max: MAX_PAYLOAD_LEN,
+            }
+            .into());
+        }
+        if let Some(key) = &self.unique_key {
+            check_text("unique key", key, MAX_UNIQUE_KEY_LEN)?;
+        }
+        Ok(())
+    }
+}
+
+/// What an enqueue did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new item.
+    New(ItemId),
+    /// The unique key's item already exists, in this state; nothing was added.
+    Duplicate {
+        /// The existing item.
+        id: ItemId,
+        /// Its state.
+        state: JobState,
+    },
+}
+
+impl Enqueued {
+    /// The item's id (new or existing).
+    pub fn id(&self) -> &ItemId {
+        match self {
+            Enqueued::New(id) | Enqueued::Duplicate { id, .. } => id,
+        }
+    }
+}
+
+impl WorkQueue {
+    /// Adds a text item, available now. See [`WorkQueue::enqueue_item`].
+    ///
+    /// # Errors
+    ///
+    /// As [`WorkQueue::enqueue_item`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`WorkQueue::enqueue_item`].
+    pub async fn enqueue(&self, payload: &str) -> Result<ItemId, QueueError> {
+        self.enqueue_item(NewItem::text(payload))
+            .await
+            .map(|e| e.id().clone())
+    }
+
+    /// Adds a text item that no worker takes before `run_at` (`None`: now).
+    ///
+    /// # Errors
+    ///
+    /// As [`WorkQueue::enqueue_item`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`WorkQueue::enqueue_item`].
+    pub async fn enqueue_at(
+        &self,
+        payload: &str,
+        run_at: Option<SystemTime>,
+    ) -> Result<ItemId, QueueError> {
+        let mut item = NewItem::text(payload);
+        item.run_at = run_at;
+        self.enqueue_item(item).await.map(|e| e.id().clone())
+    }
+
+    /// Adds `value` as a JSON item, available now.
+    ///
+    /// # Errors
+    ///
+    /// [`QueueError::Payload`] if it does not serialize; otherwise as
+    /// [`WorkQueue::enqueue_item`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`WorkQueue::enqueue_item`].
+    pub async fn enqueue_json<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+    ) -> Result<ItemId, QueueError> {
+        self.enqueue_item(NewItem::json(value)?)
+            .await
+            .map(|e| e.id().clone())
+    }
+
+    /// Adds items concurrently (each item is its own partition, so they cannot share one
+    /// LWT batch); results in input order.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`WorkQueue::enqueue_item`], for each item.
+    pub async fn enqueue_batch(
+        &self,
+        items: impl IntoIterator<Item = NewItem>,
+    ) -> Vec<Result<Enqueued, QueueError>> {
+        futures::stream::iter(items)
+            .map(|item| self.enqueue_item(item))
+            .buffered(32)
+            .collect()
+            .await
+    }
+
+    /// Adds an item: one plain index write, one LWT (`IF NOT EXISTS` on the item's own
+    /// partition), one cursor read to prove the entry is not behind the cursor.
+    ///
+    /// The index entry is written first, so the item is never without one. A lost answer is
+    /// settled by sending the same insert again and reading back the row's origin.
+    ///
+    /// # Errors
+    ///
+    /// [`QueueError::InvalidArgument`] for an empty or oversized payload or a bad unique key
+    /// (nothing sent); [`QueueError::OutcomeUnknown`] when a lost answer could not be settled
+    /// in `resolve_timeout` (the item may exist); [`QueueError::Store`] otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped midway, the item may or may not exist; if it exists it is findable (its
+    /// index entry was written before it).
+    #[instrument(skip(self, item), fields(queue = %self.name()))]
+    pub async fn enqueue_item(&self, item: NewItem) -> Result<Enqueued, QueueError> {
+        item.check()?;
+        let id = match &item.unique_key {
+            Some(key) => ItemId::unique(key),
+            None => ItemId::now(),
+        };
+        let key = self.key(id.clone());
+        let origin = uuid::Uuid::new_v4().simple().to_string();
+        let now = self.now();
+        let run_at = item.run_at.map_or(now, clock::micros_of);
+        // Never behind the cursor this process last saw. A delayed item sits at its run_at
+        // (eligible by the claimer's clock); one in the past is moved up by the cursor check.
+        let pos = run_at.max(self.dispatcher.cursor_hint());
+        let entry = self.entry(&id, pos, EntryKind::Run, item.run_at.is_none(), 0);
+        let written_from = Instant::now();
+        self.place(&entry).await?;
+        let row = NewRow {
+            key: &key,
+            payload: &item.payload,
+            run_at,
+            origin: &origin,
+        };
+        let give_up_at = Instant::now() + self.config.claim.resolve_timeout;
+        loop {
+            let error = match self.store.enqueue(row).await {
+                Ok(CasOutcome::Applied) => break,
+                Ok(CasOutcome::NotApplied) => match self.store.read(&key).await {
+                    Ok(Some(existing)) if existing.origin == origin => break,
+                    Ok(Some(existing)) => {
+                        self.remove(&entry).await;
+                        info!(%id, state = ?existing.state, "duplicate enqueue");
+                        return Ok(Enqueued::Duplicate {
+                            id,
+                            state: existing.state,
+                        });
+                    }
+                    Ok(None) => StoreError::Unavailable("row vanished".into()),
+                    Err(e) => e,
+                },
+                Err(error @ (StoreError::Unknown(_) | StoreError::Unavailable(_))) => error,
+                Err(source) => {
+                    self.remove(&entry).await;
+                    return Err(QueueError::Store {
+                        operation: "enqueue",
+                        source,
+                    });
+                }
+            };
+            if Instant::now() >= give_up_at {
+                return Err(QueueError::OutcomeUnknown {
+                    operation: "enqueue",
+                    id,
+                    source: error,
+                });
+            }
+            warn!(%id, %error, "enqueue answer lost; sending it again");
+            tokio::time::sleep(self.config.claim.retry_interval / 2).await;
+        }
+        self.keep_ahead_of_cursor(entry, written_from).await?;
+        info!(queue = %self.name(), %id, "enqueued");
+        Ok(Enqueued::New(id))
+    }
+
+    /// Re-places `entry` while the cursor could have passed it: the cursor only moves to
+    /// `scanner clock - lag`, so an entry written within `lag - 2 x skew` of a correct
+    /// clock's reading is safe; a slow write or a clock behind is caught here and the entry
+    /// moves to `cursor + lag`. An immediate entry far ahead of the cursor (a clock ahead)
+    /// moves back to `cursor + lag`, where scanners look now.
+    pub(crate) async fn keep_ahead_of_cursor(
+        &self,
+        mut entry: IndexEntry,
+        mut written_from: Instant,
+    ) -> Result<(), QueueError> {
+        let lag = micros(self.config.cursor_lag());
+        let skew = micros(self.config.claim.max_clock_skew);
+        // Scanners read up to their clock + `scan_ahead`; the cursor trails their clock by
+        // `lag` to `lag + cursor_refresh`.
+        let ahead_limit = 2 * lag + micros(self.config.cursor_refresh);
+        for _ in 0..3 {
+            let (cursor, cold) = self.read_cursor_cold().await?;
+            let elapsed = micros(written_from.elapsed());
+            let behind = entry.pos < cursor + lag - skew + elapsed.min(lag);
+            let ahead = !cold && entry.immediate && entry.pos > cursor + ahead_limit;
+            if !behind && !ahead {
+                return Ok(());
+            }
+            let pos = if ahead {
+                cursor + lag
+            } else {
+                self.now().max(cursor + lag)
+            };
+            let moved = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
+            warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry re-placed next to the cursor");
+            written_from = Instant::now();
+            self.replace(&entry, &moved).await?;
+            entry = moved;
+        }
+        Ok(())
+    }
+}

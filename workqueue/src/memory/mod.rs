@@ -1,0 +1,439 @@
+//! The embedded backend: in-process, linearizable, claim TTLs on tokio time, with faults.
+//!
+//! It models the scylla layout exactly (item rows one per partition, the bucketed index
+//! with tombstones for deleted entries, the cursor, dead letters) and counts what the CQL
+//! test server counts: round trips by kind, tombstones passed over by each scan, LWTs per
+//! partition ([`MemoryQueueStore::counts`]).
+
+mod counts;
+mod tables;
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cql_lease::memory::{Fault, FaultRules, Times};
+use cql_lease::{CasOutcome, StoreError};
+use tokio::time::Instant;
+use tracing::{debug, instrument};
+
+use counts::Counter;
+pub use counts::StoreCounts;
+use tables::{Row, Tables, scan, write};
+
+use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+
+/// A work-queue store operation, for aiming faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QueueOp {
+    /// [`QueueStore::enqueue`]
+    Enqueue,
+    /// [`QueueStore::claim`]
+    Claim,
+    /// [`QueueStore::heartbeat`]
+    Heartbeat,
+    /// [`QueueStore::complete`]
+    Complete,
+    /// [`QueueStore::reschedule`], [`QueueStore::requeue`], [`QueueStore::purge`]
+    Reschedule,
+    /// [`QueueStore::unclaim`]
+    Unclaim,
+    /// [`QueueStore::read`] and [`QueueStore::peek`]
+    Read,
+    /// Index, cursor and dead-letter reads and writes.
+    Index,
+}
+
+/// In-process work-queue store.
+///
+/// ```
+/// use cql_lease::memory::{Fault, Times};
+/// use cql_workqueue::memory::{MemoryQueueStore, QueueOp};
+/// let store = MemoryQueueStore::new();
+/// // The next claim is applied but its answer is lost, like a CAS write timeout.
+/// store.inject(Some(QueueOp::Claim), Fault::TimeoutAfterApply, Times::Next(1));
+/// assert_eq!(store.counts().claim_lwts, 0);
+/// ```
+#[derive(Debug, Default)]
+pub struct MemoryQueueStore {
+    tables: Mutex<(Tables, Counter)>,
+    faults: FaultRules<QueueOp>,
+}
+
+impl MemoryQueueStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a fault rule for `op` (all operations when `None`).
+    pub fn inject(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
+        debug!(?op, ?fault, ?times, "fault injected");
+        self.faults.add(op, fault, times);
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.faults.clear();
+    }
+
+    /// What the store has served so far.
+    pub fn counts(&self) -> StoreCounts {
+        self.tables
+            .lock()
+            .map(|t| t.1.counts.clone())
+            .unwrap_or_default()
+    }
+
+    async fn call<T>(
+        &self,
+        op: QueueOp,
+        apply: impl FnOnce(&mut Tables, &mut Counter, Instant) -> T,
+    ) -> Result<T, StoreError> {
+        self.faults
+            .around(op, || {
+                let mut guard = self
+                    .tables
+                    .lock()
+                    .map_err(|_| StoreError::Unavailable("memory store lock poisoned".into()))?;
+                let (tables, counter) = &mut *guard;
+                Ok(apply(tables, counter, Instant::now()))
+            })
+            .await
+    }
+
+    /// An LWT on the item's row: `apply` runs if the row exists and `condition` holds.
+    async fn lwt(
+        &self,
+        op: QueueOp,
+        key: &ItemKey,
+        condition: impl FnOnce(&mut Row, Instant) -> bool,
+        apply: impl FnOnce(&mut Row, Instant),
+    ) -> Result<CasOutcome, StoreError> {
+        self.call(op, |tables, counter, now| {
+            count_lwt(counter, op, key);
+            let Some(row) = tables.row(key) else {
+                return CasOutcome::NotApplied;
+            };
+            if !condition(row, now) {
+                return CasOutcome::NotApplied;
+            }
+            apply(row, now);
+            CasOutcome::Applied
+        })
+        .await
+    }
+
+    fn done(row: &mut Row) {
+        row.item.state = JobState::Done;
+        row.item.claim = None;
+        row.claim_expires_at = None;
+        row.item.payload = Vec::new();
+        row.item.last_error = None;
+    }
+}
+
+fn count_lwt(counter: &mut Counter, op: QueueOp, key: &ItemKey) {
+    let c = &mut counter.counts;
+    match op {
+        QueueOp::Enqueue => c.enqueue_lwts += 1,
+        QueueOp::Claim => c.claim_lwts += 1,
+        QueueOp::Heartbeat => c.heartbeat_lwts += 1,
+        _ => c.finish_lwts += 1,
+    }
+    counter.lwt(format!("{}/{}", key.partition, key.id));
+}
+
+#[async_trait]
+impl QueueStore for MemoryQueueStore {
+    #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
+    async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
+        self.call(QueueOp::Enqueue, |tables, counter, _| {
+            count_lwt(counter, QueueOp::Enqueue, row.key);
+            let slot = (row.key.partition.clone(), row.key.id.clone());
+            if tables.items.contains_key(&slot) {
+                return CasOutcome::NotApplied;
+            }
+            let item = StoredItem {
+                key: row.key.clone(),
+                payload: row.payload.to_vec(),
+                state: JobState::Available,
+                attempt: 0,
+                claim: None,
+                run_at: row.run_at,
+                last_error: None,
+                origin: row.origin.to_owned(),
+                requeued_at: 0,
+            };
+            tables.items.insert(
+                slot,
+                Row {
+                    item,
+                    claim_expires_at: None,
+                },
+            );
+            CasOutcome::Applied
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self, claim), fields(id = %claim.key.id))]
+    async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
+        let outcome = self
+            .lwt(
+                QueueOp::Claim,
+                claim.key,
+                |row, now| {
+                    let item = row.current(now);
+                    item.claim.is_none()
+                        && item.attempt == claim.seen_attempt
+                        && item.state.is_claimable()
+                },
+                |row, now| {
+                    row.item.claim = Some(claim.claim_id.to_owned());
+                    row.item.attempt = claim.seen_attempt + 1;
+                    row.item.state = JobState::Running;
+                    row.claim_expires_at = Some(now + claim.ttl);
+                },
+            )
+            .await?;
+        Ok(match outcome {
+            CasOutcome::Applied => ClaimOutcome::Claimed,
+            CasOutcome::NotApplied => ClaimOutcome::Lost,
+        })
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn heartbeat(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        ttl: Duration,
+    ) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Heartbeat,
+            key,
+            |row, now| row.held_by(now, claim_id),
+            |row, now| row.claim_expires_at = Some(now + ttl),
+        )
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn complete(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        _retention: Duration,
+    ) -> Result<CasOutcome, StoreError> {
+        // The `done` state cell's TTL is not modelled: an expired state reads as done too.
+        self.lwt(
+            QueueOp::Complete,
+            key,
+            |row, now| row.held_by(now, claim_id),
+            |row, _| Self::done(row),
+        )
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self, to), fields(id = %key.id, state = ?to.state))]
+    async fn reschedule(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        to: Reschedule<'_>,
+    ) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Reschedule,
+            key,
+            |row, now| row.held_by(now, claim_id),
+            |row, _| {
+                row.item.claim = None;
+                row.claim_expires_at = None;
+                row.item.state = to.state;
+                row.item.run_at = to.run_at;
+                row.item.last_error = to.error.map(str::to_owned);
+            },
+        )
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn unclaim(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        state: JobState,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Unclaim,
+            key,
+            |row, now| row.held_by(now, claim_id),
+            |row, _| {
+                row.item.claim = None;
+                row.claim_expires_at = None;
+                row.item.state = state;
+                row.item.attempt = attempt;
+            },
+        )
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn requeue(
+        &self,
+        key: &ItemKey,
+        run_at: i64,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Reschedule,
+            key,
+            |row, _| row.item.state == JobState::Discarded && row.item.attempt == attempt,
+            |row, _| {
+                row.item.state = JobState::Available;
+                row.item.run_at = run_at;
+                row.item.requeued_at = row.item.attempt;
+            },
+        )
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn purge(&self, key: &ItemKey, _retention: Duration) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Reschedule,
+            key,
+            |row, _| row.item.state == JobState::Discarded,
+            |row, _| Self::done(row),
+        )
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.call(QueueOp::Read, |tables, counter, now| {
+            counter.counts.serial_reads += 1;
+            tables.row(key).map(|row| row.current(now).clone())
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn peek(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.call(QueueOp::Read, |tables, counter, now| {
+            counter.counts.peeks += 1;
+            tables.row(key).map(|row| row.current(now).clone())
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self, entry), fields(seq = %entry.seq))]
+    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.plain_writes += 1;
+            let bucket = tables
+                .index
+                .entry((queue.to_owned(), entry.bucket))
+                .or_default();
+            write(bucket, entry.seq.clone(), Some(entry.clone()), ts);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn delete_entry(
+        &self,
+        queue: &str,
+        bucket: i64,
+        seq: &str,
+        ts: i64,
+    ) -> Result<(), StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.plain_writes += 1;
+            let bucket = tables.index.entry((queue.to_owned(), bucket)).or_default();
+            write(bucket, seq.to_owned(), None, ts);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn scan_index(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        limit: u32,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.index_scans += 1;
+            let Some(rows) = tables.index.get(&(queue.to_owned(), bucket)) else {
+                return Vec::new();
+            };
+            let (live, tombstones) = scan(rows, after, Some(before), limit as usize);
+            counter.counts.tombstones_scanned += tombstones;
+            live
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn read_cursor(&self, queue: &str) -> Result<i64, StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.other_reads += 1;
+            tables.cursors.get(queue).copied().unwrap_or(0)
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn advance_cursor(&self, queue: &str, pos: i64) -> Result<(), StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.plain_writes += 1;
+            let cursor = tables.cursors.entry(queue.to_owned()).or_default();
+            *cursor = (*cursor).max(pos);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn put_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.plain_writes += 1;
+            let dead = tables.dead.entry(queue.to_owned()).or_default();
+            write(dead, id.as_str().to_owned(), Some(id.clone()), ts);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn delete_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.plain_writes += 1;
+            let dead = tables.dead.entry(queue.to_owned()).or_default();
+            write(dead, id.as_str().to_owned(), None, ts);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn list_dead(
+        &self,
+        queue: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ItemId>, StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.other_reads += 1;
+            tables
+                .dead
+                .get(queue)
+                .map(|rows| scan(rows, after, None, limit as usize).0)
+                .unwrap_or_default()
+        })
+        .await
+    }
+}
