@@ -12,6 +12,7 @@ pub mod hardening;
 pub mod lease_basic;
 pub mod lease_faults;
 pub mod lock;
+pub mod lock_hazards;
 pub mod lock_scenarios;
 pub mod queue;
 pub mod queue_hardening;
