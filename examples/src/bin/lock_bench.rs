@@ -9,8 +9,9 @@
 //! (`--hold-ms`, default 0) → release → think (`--think-ms`, default 0), and counts its
 //! acquisitions. Printed per row: acquisitions per second,
 //! wait for the lock p50 / p99, store round trips per acquisition (every call of every
-//! contender, waiting and renewing included), and Jain's fairness index over the
-//! contenders' acquisition counts (1 = perfectly even, 1/n = one contender got them all).
+//! contender made inside the measuring window, waiting and renewing included, over the
+//! acquisitions granted inside it), and Jain's fairness index over the contenders'
+//! acquisition counts (1 = perfectly even, 1/n = one contender got them all).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,16 +150,18 @@ async fn measure(
 ) -> Result<Row, Box<dyn std::error::Error>> {
     let name = format!("{algorithm}-{n}-{}", std::process::id());
     let stop = Arc::new(AtomicBool::new(false));
-    let lease_calls_before = stores.leases.calls();
+    let go = tokio::sync::watch::Sender::new(false);
     let mut tasks = Vec::new();
     let mut views = Vec::new();
     for i in 0..n {
         let view = FaultyCellStore::new(Arc::clone(&stores.cells));
         let lock = make(algorithm, stores, &view, i)?;
         views.push(view);
-        let (stop, name) = (Arc::clone(&stop), name.clone());
+        let (stop, name, mut go) = (Arc::clone(&stop), name.clone(), go.subscribe());
         tasks.push(tokio::spawn(async move {
             let mut waits = Vec::new();
+            // Everyone starts with the window.
+            let _ = go.wait_for(|go| *go).await;
             while !stop.load(Ordering::Relaxed) {
                 let asked = Instant::now();
                 match lock.lock(&name, Duration::from_secs(60)).await {
@@ -182,10 +185,21 @@ async fn measure(
             waits
         }));
     }
+    // Store calls are counted inside the window only, like the acquisitions: work for
+    // acquisitions granted after it would otherwise inflate the per-acquisition cost.
+    let trips = |views: &[FaultyCellStore]| {
+        let cells: u64 = views.iter().map(FaultyCellStore::round_trips).sum();
+        (cells, stores.leases.calls())
+    };
+    let (cells_before, leases_before) = trips(&views);
     let started = Instant::now();
+    go.send_replace(true);
     tokio::time::sleep(seconds).await;
     stop.store(true, Ordering::Relaxed);
     let elapsed = started.elapsed();
+    let (cells_after, leases_after) = trips(&views);
+    let lease_calls = leases_after.since(leases_before);
+    let trips = cells_after - cells_before + lease_calls.writes() + lease_calls.read;
     let mut counts = Vec::new();
     let mut waits = Vec::new();
     for t in tasks {
@@ -195,9 +209,6 @@ async fn measure(
     }
     waits.sort();
     let total = waits.len().max(1) as f64;
-    let cell_trips: u64 = views.iter().map(FaultyCellStore::round_trips).sum();
-    let lease_calls = stores.leases.calls().since(lease_calls_before);
-    let trips = cell_trips + lease_calls.writes() + lease_calls.read;
     let pick = |q: f64| {
         waits
             .get(((waits.len() as f64 - 1.0) * q) as usize)

@@ -17,6 +17,7 @@ use cql_lease::{InvalidArgument, LeaseClient};
 use super::test_config;
 use crate::backend::{Backend, MemoryBackend};
 
+pub use super::lock_hazards::*;
 pub use super::lock_scenarios::*;
 
 /// What the lock suite needs from a backend: a cell store and a lease backend.
@@ -252,6 +253,9 @@ macro_rules! lock_suite {
             grants_in_arrival_order [Fair, Bakery],
             concurrent_attempts_happen_and_are_retried [Shadow],
             queue_reads_skip_the_dead_prefix [Fair],
+            slow_refresh_restarts_the_waiter [Bakery],
+            reused_contender_key_cannot_hide_a_ticket [Bakery],
+            dropped_lock_leaves_no_cell [Bakery, Fair, Shadow],
         );
         mod global_time {
             #[allow(unused_imports)]

@@ -15,6 +15,7 @@ pub mod late_apply;
 pub mod lease_basic;
 pub mod lease_faults;
 pub mod lock;
+pub mod lock_hazards;
 pub mod lock_scenarios;
 pub mod queue;
 pub mod queue_chaos;

@@ -1,6 +1,7 @@
 //! Client-side fault injection for any cell store: one contender's view of the store with
 //! its own faults and its own round-trip count. It works over the wire too: a "lost answer"
-//! sends the request and drops the reply; a late apply sends it after a delay.
+//! sends the request and drops the reply; a late apply sends it after a delay; a slow answer
+//! applies it at once and answers after a delay (a caller dropped meanwhile never hears).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +31,7 @@ pub struct FaultyCellStore {
     inner: Arc<dyn CellStore>,
     faults: Arc<FaultRules<CellOp>>,
     late: Arc<FaultRules<CellOp>>,
+    slow: Arc<FaultRules<CellOp>>,
     round_trips: Arc<AtomicU64>,
 }
 
@@ -48,6 +50,7 @@ impl FaultyCellStore {
             inner,
             faults: Arc::default(),
             late: Arc::default(),
+            slow: Arc::default(),
             round_trips: Arc::default(),
         }
     }
@@ -63,10 +66,16 @@ impl FaultyCellStore {
         self.late.add(op, Fault::Latency(delay), times);
     }
 
+    /// Makes matching writes and deletes apply at once but answer `delay` later.
+    pub fn inject_slow_answer(&self, op: Option<CellOp>, delay: Duration, times: Times) {
+        self.slow.add(op, Fault::Latency(delay), times);
+    }
+
     /// Removes every fault.
     pub fn clear_faults(&self) {
         self.faults.clear();
         self.late.clear();
+        self.slow.clear();
     }
 
     /// Calls made through this view.
@@ -93,12 +102,19 @@ impl FaultyCellStore {
                 "injected: answer lost, {op:?} lands later"
             )));
         }
+        let (slow, _) = self.slow.draw(op);
         let (latency, failure) = self.faults.draw(op);
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
         match failure {
-            None | Some(Fault::Latency(_)) => send(Arc::clone(&self.inner)).await,
+            None | Some(Fault::Latency(_)) => {
+                let result = send(Arc::clone(&self.inner)).await;
+                if !slow.is_zero() {
+                    tokio::time::sleep(slow).await;
+                }
+                result
+            }
             Some(Fault::Unavailable) => Err(StoreError::Unavailable(format!("injected on {op:?}"))),
             Some(Fault::TimeoutWithoutApply) => Err(StoreError::Unknown(format!(
                 "injected timeout, not applied, on {op:?}"

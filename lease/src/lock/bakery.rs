@@ -2,8 +2,8 @@
 //! refinements from QCassandraLock).
 //!
 //! Per lock name, two rows: `choosing` (who is picking a number) and `number` (the tickets),
-//! each cell keyed by the contender id ([`ContenderId`](super::ContenderId), ordered like 002's
-//! `host/pid`). To lock: mark yourself choosing; read every ticket and take max + 1; stop
+//! each cell keyed by the contender id ([`ContenderId`](super::ContenderId): unique per
+//! incarnation, ordered by process key like 002's tie-break). To lock: mark yourself choosing; read every ticket and take max + 1; stop
 //! choosing; then, as 002 does, read the list of choosing cells **once** and poll only those
 //! cells until each is gone, and read the tickets **once** and poll only the cells that beat
 //! yours (lower number, or equal number and lower id) until each is gone or renumbered.
@@ -19,7 +19,9 @@
 //! reads and writes) and while holders stop at their local deadline; a waiting contender's
 //! own cells are rewritten while it waits, and if one ever outlives its validity the
 //! contender starts again. Crashed holders and stuck choosers are freed by the TTL.
-//! Requests are served roughly in ticket order.
+//! Requests are served roughly in ticket order. A contender reads its own choosing cell and
+//! ticket back before relying on them: one hidden by a newer write or delete of the same id
+//! is [`LockError::Shadowed`], never an entry.
 //!
 //! # Limits
 //! - **No fencing token**: tickets restart at 1 whenever the bakery empties.
@@ -32,7 +34,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
-use tracing::{debug, info, instrument};
+use futures::TryFutureExt;
+use tracing::{debug, info, instrument, warn};
 
 use super::plain::{Attempt, Cells};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
@@ -68,7 +71,7 @@ impl BakeryLock {
         Self::with_contenders(store, options, Contenders::random())
     }
 
-    /// As [`BakeryLock::new`] with the given contender ids (e.g. host number and pid).
+    /// As [`BakeryLock::new`] with ids under the given process key (see [`Contenders::new`]).
     ///
     /// # Errors
     /// [`LockError::InvalidArgument`] for bad timing.
@@ -141,7 +144,17 @@ impl BakeryLock {
     async fn enter(&self, cells: &Cells, deadline: Option<Instant>) -> Result<Entry, LockError> {
         let id = cells.id().to_owned();
         cells.put(CHOOSING, &id, 1).await?;
-        let tickets = self.read(cells, NUMBER).await?;
+        // Our choosing mark must be visible, or others would not wait for our number: read
+        // it back alongside the tickets.
+        let (tickets, choosing_mark) = futures::try_join!(
+            self.read(cells, NUMBER),
+            self.durable
+                .read_cell(cells.at(CHOOSING, &id), cells.read_deadline())
+                .map_err(|e| cells.store_error(e)),
+        )?;
+        if choosing_mark.is_none() {
+            return self.hidden(cells);
+        }
         let mine = tickets.iter().map(|c| c.value).max().unwrap_or(0) + 1;
         cells.put(NUMBER, &id, mine).await?;
         cells.remove(CHOOSING, &id).await;
@@ -166,9 +179,12 @@ impl BakeryLock {
                 other => return Ok(other),
             }
         }
-        let ahead: Vec<(String, i64)> = self
-            .read(cells, NUMBER)
-            .await?
+        let tickets = self.read(cells, NUMBER).await?;
+        // The read-back of our ticket, for free: absent means hidden (or expired).
+        if !tickets.iter().any(|c| c.name == id && c.value == mine) {
+            return self.hidden(cells);
+        }
+        let ahead: Vec<(String, i64)> = tickets
             .into_iter()
             .filter(|c| (c.value, c.name.as_str()) < (mine, id.as_str()))
             .map(|c| (c.name, c.value))
@@ -195,6 +211,22 @@ impl BakeryLock {
             Entry::Entered
         } else {
             Entry::Restart
+        })
+    }
+
+    /// Our own acknowledged cell is not there: start again if it may just have expired,
+    /// else something newer hides it.
+    fn hidden(&self, cells: &Cells) -> Result<Entry, LockError> {
+        if cells
+            .valid_until()
+            .is_none_or(|until| Instant::now() >= until)
+        {
+            return Ok(Entry::Restart);
+        }
+        warn!(lock = %cells.lock, id = cells.id(), "own cell hidden by a newer write or delete");
+        Err(LockError::Shadowed {
+            name: cells.lock.clone(),
+            id: cells.id().to_owned(),
         })
     }
 

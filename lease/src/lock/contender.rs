@@ -1,4 +1,12 @@
-//! Contender ids: unique, reused per slot, ordered like seed 002's `host/pid`.
+//! Contender ids: unique per incarnation by construction, reused per slot, ordered like seed
+//! 002's `host/pid` tie-break.
+//!
+//! Why an incarnation part: plain cells keep whatever carries the highest client timestamp.
+//! If a process restarted under the same id with its clock now behind, its predecessor's
+//! deletes (timestamped by the faster clock) would hide its new cells, acknowledged yet
+//! invisible, and the bakery would let two in. A random part drawn per [`Contenders`] keeps
+//! every incarnation's cells apart; the bakery also reads its ticket back
+//! ([`LockError::Shadowed`](super::LockError::Shadowed)).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -9,9 +17,13 @@ use crate::error::InvalidArgument;
 /// Longest process key, in bytes.
 const MAX_PROCESS_LEN: usize = 64;
 
-/// A contender's id: `process/slot`, e.g. `0007-b1e2/000003`. Ids compare as strings, which
-/// orders them by process key, then slot (zero-padded): the bakery's tie-break, as seed
-/// 002's `host/pid`.
+/// Length of the random incarnation part, in hex digits.
+const INCARNATION_LEN: usize = 8;
+
+/// A contender's id: `process/incarnation/slot`, e.g. `worker-7/3f9a01c2/000003`. Ids compare
+/// as strings, which orders them by process key, then incarnation, then slot (zero-padded):
+/// the bakery's tie-break, as seed 002's `host/pid` (any total order that every contender
+/// agrees on will do).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ContenderId(String);
 
@@ -28,9 +40,12 @@ impl std::fmt::Display for ContenderId {
     }
 }
 
-/// Hands out contender ids for one process key: concurrent acquisitions through the same
-/// lock object get different slots; a slot is reused once its previous holder's cells are
-/// gone, so a contender's cell names (and their tombstones) do not pile up.
+/// Hands out contender ids for one process key and one incarnation (drawn at random when the
+/// `Contenders` is made): concurrent acquisitions through the same lock object get different
+/// slots; a slot is reused once its previous holder's cells are gone, so a contender's cell
+/// names (and their tombstones) do not pile up. Reusing a slot is safe because the same
+/// process's [`ClientClock`](crate::cells::ClientClock) stamps the new cells after the old
+/// deletes.
 #[derive(Debug, Clone)]
 pub struct Contenders {
     process: String,
@@ -44,8 +59,10 @@ struct Slots {
 }
 
 impl Contenders {
-    /// Ids under `process` (e.g. `host-number/pid`; `[A-Za-z0-9_.:/-]`, at most 64 bytes).
-    /// Two processes must never share a key.
+    /// Ids under `process` (a name for logs and the tie-break order, e.g. `worker-7`;
+    /// `[A-Za-z0-9_.:/-]`, at most 64 bytes), followed by a random incarnation, so two
+    /// `Contenders` never hand out the same id even when given the same key (a restarted
+    /// process, two lock objects in one process).
     ///
     /// # Errors
     /// [`InvalidArgument`] for an empty, long or badly formed key.
@@ -61,7 +78,7 @@ impl Contenders {
             });
         }
         Ok(Contenders {
-            process: process.to_owned(),
+            process: format!("{process}/{}", incarnation()),
             free: Arc::default(),
         })
     }
@@ -69,7 +86,7 @@ impl Contenders {
     /// A random process key (unique with overwhelming probability).
     pub fn random() -> Self {
         Contenders {
-            process: uuid::Uuid::new_v4().simple().to_string()[..16].to_owned(),
+            process: format!("{}/{}", incarnation(), incarnation()),
             free: Arc::default(),
         }
     }
@@ -92,6 +109,11 @@ impl Contenders {
             pool: Arc::clone(&self.free),
         }
     }
+}
+
+/// A fresh random incarnation part: 8 hex digits.
+fn incarnation() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..INCARNATION_LEN].to_owned()
 }
 
 /// A contender id in use; back in the pool on drop.
@@ -125,6 +147,11 @@ mod tests {
         drop(a);
         assert_eq!(c.take().id, a_id);
         assert!(Contenders::new("bad key").is_err());
+        // Same key, another incarnation: never the same id, still ordered by key first.
+        let again = Contenders::new("h1/42").unwrap().take();
+        assert_ne!(again.id, a_id);
+        assert!(again.id.as_str().starts_with("h1/42/"));
+        assert!(Contenders::new("h2").unwrap().take().id > again.id);
         assert!(Contenders::new("").is_err());
     }
 }

@@ -115,6 +115,18 @@ pub enum LockError {
         /// The store's error.
         source: StoreError,
     },
+    /// The contender's own cell was written and acknowledged but reads back absent: a newer
+    /// write or delete of the same cell hides it (a contender id shared with another
+    /// process whose clock is ahead). Entering would break mutual exclusion, so nothing was
+    /// entered and the contender's cells were removed. Ids from [`Contenders`] carry a random
+    /// incarnation, which makes this a misuse or a bug, not a race.
+    #[error("lock {name:?}: contender {id}'s own cell is hidden by a newer write or delete")]
+    Shadowed {
+        /// The lock name.
+        name: String,
+        /// The contender id whose cell is hidden.
+        id: String,
+    },
     /// The lease lock's lease layer failed.
     #[error(transparent)]
     Lease(#[from] LeaseError),
@@ -141,8 +153,11 @@ pub trait Lock: Send + Sync {
     /// failure beyond the retries.
     ///
     /// # Cancel safety
-    /// Dropping the future removes the contender's cells in the background (TTL bounds them
-    /// otherwise); it never leaves a lock held.
+    /// Dropping the future removes the contender's cells in the background with
+    /// later-timestamped deletes, including a cell whose write was still in flight (cells
+    /// are tracked before their write is sent, so a write that lands afterwards loses to the
+    /// delete); only if the store stays unreachable does the TTL remove them instead. It
+    /// never leaves a lock held.
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError>;
 
     /// Takes the lock only if nobody holds it (TryGetLock): `Ok(None)` when held. Never

@@ -50,7 +50,7 @@ impl Cells {
         self.slot.id.as_str()
     }
 
-    fn at<'a>(&'a self, row: &'a str, cell: &'a str) -> CellRef<'a> {
+    pub(crate) fn at<'a>(&'a self, row: &'a str, cell: &'a str) -> CellRef<'a> {
         CellRef {
             lock: &self.lock,
             row,
@@ -75,6 +75,11 @@ impl Cells {
     /// Writes (or rewrites) one of this contender's cells, retrying with the same timestamp
     /// while the cell's previous write is still valid. On giving up, deletes it with a later
     /// timestamp so the lost write cannot surface later.
+    ///
+    /// The cell is tracked *before* the write is sent: if this future is dropped, or gives
+    /// up, while the write is in flight, the cleanup ([`Cells::clear`]) still deletes it with
+    /// a later timestamp, so a write that lands afterwards leaves nothing behind. Its
+    /// `sent_at` is only relied upon once the write is confirmed (the caller continues).
     #[instrument(level = "debug", skip(self), fields(lock = %self.lock, id = self.id()))]
     pub(crate) async fn put(
         &self,
@@ -85,6 +90,15 @@ impl Cells {
         let sent_at = Instant::now();
         let timestamp = ClientClock::next();
         let give_up_at = sent_at + self.validity();
+        if let Ok(mut owned) = self.owned.lock() {
+            owned.retain(|o| !(o.row == row && o.cell == cell));
+            owned.push(Owned {
+                row,
+                cell: cell.to_owned(),
+                value,
+                sent_at,
+            });
+        }
         match self
             .durable
             .write(
@@ -96,18 +110,7 @@ impl Cells {
             )
             .await
         {
-            Ok(()) => {
-                if let Ok(mut owned) = self.owned.lock() {
-                    owned.retain(|o| !(o.row == row && o.cell == cell));
-                    owned.push(Owned {
-                        row,
-                        cell: cell.to_owned(),
-                        value,
-                        sent_at,
-                    });
-                }
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(source) => {
                 self.remove(row, cell).await;
                 Err(self.store_error(source))
@@ -116,12 +119,10 @@ impl Cells {
     }
 
     /// Deletes one cell with a fresh (later) timestamp; retried until the cell would have
-    /// expired anyway.
+    /// expired anyway. The cell stays tracked until the delete is confirmed or given up, so
+    /// a cleanup after this future is dropped deletes it again.
     #[instrument(level = "debug", skip(self), fields(lock = %self.lock, id = self.id()))]
     pub(crate) async fn remove(&self, row: &'static str, cell: &str) {
-        if let Ok(mut owned) = self.owned.lock() {
-            owned.retain(|o| !(o.row == row && o.cell == cell));
-        }
         let timestamp = ClientClock::next();
         let give_up_at = Instant::now() + self.options.timing.takeover_bound();
         if let Err(error) = self
@@ -130,6 +131,9 @@ impl Cells {
             .await
         {
             debug!(%error, "delete gave up; the TTL removes the cell");
+        }
+        if let Ok(mut owned) = self.owned.lock() {
+            owned.retain(|o| !(o.row == row && o.cell == cell));
         }
     }
 
@@ -142,19 +146,35 @@ impl Cells {
     }
 
     /// Rewrites every owned cell once (one attempt each, fresh timestamps).
+    ///
+    /// A rewrite counts only if its answer arrives while the cell's previous write is still
+    /// valid: once that validity has run out the cell may have expired, and a newcomer may
+    /// have read the row without it, so a later rewrite cannot vouch for the gap. Such a
+    /// cell keeps its old `sent_at` (the contender must start again) and the attempt is cut
+    /// off at that moment; if the cut-off write lands later, the restart's delete (later
+    /// timestamp) covers it.
     async fn rewrite_all(&self) -> Result<(), StoreError> {
         let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
         for o in owned {
             let sent_at = Instant::now();
-            self.durable
-                .store()
-                .write(
-                    self.at(o.row, &o.cell),
-                    o.value,
-                    Some(self.ttl()),
-                    ClientClock::next(),
-                )
-                .await?;
+            let valid_until = o.sent_at + self.validity();
+            let write = self.durable.store().write(
+                self.at(o.row, &o.cell),
+                o.value,
+                Some(self.ttl()),
+                ClientClock::next(),
+            );
+            match tokio::time::timeout_at(valid_until, write).await {
+                Ok(Ok(())) if Instant::now() < valid_until => {}
+                Ok(Err(error)) => return Err(error),
+                Ok(Ok(())) | Err(_) => {
+                    debug!(lock = %self.lock, cell = %o.cell, "rewrite answered after the cell's validity; not counted");
+                    return Err(StoreError::Unknown(format!(
+                        "rewrite of {}/{} not confirmed within its validity",
+                        o.row, o.cell
+                    )));
+                }
+            }
             if let Ok(mut owned) = self.owned.lock()
                 && let Some(slot) = owned
                     .iter_mut()
