@@ -33,8 +33,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::time::Instant;
 use futures::TryFutureExt;
+use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
 use super::plain::{Attempt, Cells};
