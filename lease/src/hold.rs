@@ -365,9 +365,11 @@ impl Drop for Hold {
     }
 }
 
+mod accessors;
 mod renew;
 mod resolve;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use accessors::hold_accessors;
 pub use resolve::{AttemptGuard, release_target, spawn_release, until_resolved};

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cql_lease::LeaseConfig;
+use cql_lease::StoreError;
 use cql_lease::cells::memory::CellOp;
 use cql_lease::cells::rows::{CHOOSING, MAIN, NUMBER, QUEUE, SHADOW};
 use cql_lease::cells::{Cell, CellRef, CellStore, wall_micros};
-use cql_lease::StoreError;
 use cql_lease::lock::{BakeryLock, Contenders, Lock, LockError, LockOptions};
 use cql_lease::memory::{Fault, Times};
 use tokio::time::Instant;
@@ -137,12 +137,9 @@ pub async fn reused_contender_key_cannot_hide_a_ticket(b: &dyn LockBackend, algo
         .delete(old_ticket, wall_micros() + 60_000_000)
         .await
         .unwrap();
-    let restarted = BakeryLock::with_contenders(
-        b.cells(),
-        lock_options(),
-        Contenders::new("host1").unwrap(),
-    )
-    .unwrap();
+    let restarted =
+        BakeryLock::with_contenders(b.cells(), lock_options(), Contenders::new("host1").unwrap())
+            .unwrap();
     let other = contender(b, algo, 1);
     let guard = restarted.lock(&name, Duration::from_secs(5)).await.unwrap();
     let second = other.lock.lock(&name, Duration::from_secs(1)).await;
