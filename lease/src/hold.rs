@@ -387,11 +387,13 @@ impl Drop for Hold {
     }
 }
 
+mod accessors;
 mod attempt;
 mod renew;
 mod resolve;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use accessors::hold_accessors;
 pub use attempt::{AttemptGuard, Claimed, claim_attempt};
 pub use resolve::{release_target, spawn_release, until_resolved};

@@ -4,10 +4,9 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{MAX_VALUE_LEN, check_len};
-use crate::error::{LeaseError, LossReason};
+use crate::error::LeaseError;
 use crate::fencing::FencingToken;
 use crate::hold::{Hold, HoldTiming};
 use crate::lease::{Lease, hold_error};
@@ -91,53 +90,12 @@ impl LeaseGuard {
         self.token
     }
 
-    /// `true` while held; turns `false` once, when the holder must stop.
-    pub fn held(&self) -> watch::Receiver<bool> {
-        self.hold.held()
-    }
-
-    /// Whether the lease is still held.
-    pub fn is_held(&self) -> bool {
-        self.hold.is_held()
-    }
-
-    /// Cancelled when the holder must stop acting (loss, local deadline, release or drop).
-    pub fn cancellation_token(&self) -> CancellationToken {
-        self.hold.cancellation_token()
-    }
-
-    /// The current local deadline; moves forward with each successful renewal.
-    pub fn must_stop_by(&self) -> Instant {
-        self.hold.must_stop_by()
-    }
-
-    /// How many renewals have succeeded.
-    pub fn renewals(&self) -> u64 {
-        self.hold.renewals()
-    }
-
-    /// Why the lease was lost, once it was.
-    pub fn loss_reason(&self) -> Option<LossReason> {
-        self.hold.loss_reason()
-    }
-
-    /// When the holder was told to stop (just before the token was cancelled), once it was.
-    pub fn lost_at(&self) -> Option<Instant> {
-        self.hold.lost_at()
-    }
+    crate::hold::hold_accessors!();
 
     /// Tells the holder to stop acting now (cancels the token) without releasing yet; the
     /// keep-alive goes on until [`LeaseGuard::release`]. Returns when the holder was told.
     pub fn stop_acting(&self) -> Instant {
         self.hold.stop_acting()
-    }
-
-    /// Waits until the holder must stop acting.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only waits.
-    pub async fn lost(&self) {
-        self.hold.lost().await;
     }
 
     /// Replaces the stored value and renews at once: one LWT, sent by the keep-alive.

@@ -52,6 +52,15 @@ pub trait CellStore: Send + Sync + 'static {
     /// Writes `value` at `at` with client timestamp `timestamp` (microseconds) and, when
     /// given, a TTL (whole seconds on Cassandra; rounded up). A write that loses to a
     /// higher-timestamped write or delete of the same cell has no effect.
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`] when the write may or may not have applied (it may still land
+    /// later: send it again with the same timestamp, or delete with a later one);
+    /// [`StoreError::Unavailable`] when it certainly did not; [`StoreError::Rejected`] for a
+    /// request the store refuses (not retryable).
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the outcome unknown, as [`StoreError::Unknown`] does.
     async fn write(
         &self,
         at: CellRef<'_>,
@@ -62,11 +71,23 @@ pub trait CellStore: Send + Sync + 'static {
 
     /// Deletes the cell at `at` with client timestamp `timestamp`: every write of it with a
     /// timestamp up to and including `timestamp` is gone, even one that arrives later.
+    ///
+    /// # Errors
+    /// As [`CellStore::write`].
+    ///
+    /// # Cancel safety
+    /// As [`CellStore::write`]: the delete may or may not apply.
     async fn delete(&self, at: CellRef<'_>, timestamp: i64) -> Result<(), StoreError>;
 
     /// Live cells of the row `(lock, row)` whose names are `>= from`, in name order, at most
     /// `limit` of them. Starting at `from` lets callers skip the deleted cells at the front
     /// of a partition instead of walking their tombstones.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] (or `Unknown`) when the read failed; nothing changed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a read.
     async fn read_row(
         &self,
         lock: &str,
@@ -76,6 +97,12 @@ pub trait CellStore: Send + Sync + 'static {
     ) -> Result<Vec<Cell>, StoreError>;
 
     /// The value of one cell, `None` when it is absent, deleted or expired.
+    ///
+    /// # Errors
+    /// As [`CellStore::read_row`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: a read.
     async fn read_cell(&self, at: CellRef<'_>) -> Result<Option<i64>, StoreError>;
 }
 

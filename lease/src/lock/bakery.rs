@@ -37,10 +37,9 @@ use futures::TryFutureExt;
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
-use super::plain::{Attempt, Cells};
+use super::plain::{Attempt, Cells, PlainLock};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
-use crate::cells::durable::Durable;
 use crate::cells::rows::{CHOOSING, NUMBER};
 
 /// Most cells one row read returns (more contenders than this on one lock is a misuse).
@@ -50,9 +49,7 @@ const ROW_LIMIT: usize = 100_000;
 /// own contender id).
 #[derive(Debug, Clone)]
 pub struct BakeryLock {
-    durable: Durable,
-    contenders: Contenders,
-    options: LockOptions,
+    base: PlainLock,
 }
 
 enum Entry {
@@ -80,11 +77,8 @@ impl BakeryLock {
         options: LockOptions,
         contenders: Contenders,
     ) -> Result<Self, LockError> {
-        options.validate()?;
         Ok(BakeryLock {
-            durable: Durable::new(store, options.timing.retry_interval),
-            contenders,
-            options,
+            base: PlainLock::new(store, options, contenders)?,
         })
     }
 
@@ -94,12 +88,7 @@ impl BakeryLock {
         deadline: Option<Instant>,
     ) -> Result<Option<LockGuard>, LockError> {
         let started = Instant::now();
-        let cells = Cells::new(
-            self.durable.clone(),
-            name,
-            self.contenders.take(),
-            self.options,
-        );
+        let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         loop {
             let entry = self.enter(&cells, deadline).await;
@@ -148,7 +137,8 @@ impl BakeryLock {
         // it back alongside the tickets.
         let (tickets, choosing_mark) = futures::try_join!(
             self.read(cells, NUMBER),
-            self.durable
+            self.base
+                .durable
                 .read_cell(cells.at(CHOOSING, &id), cells.read_deadline())
                 .map_err(|e| cells.store_error(e)),
         )?;
@@ -231,7 +221,8 @@ impl BakeryLock {
     }
 
     async fn read(&self, cells: &Cells, row: &str) -> Result<Vec<crate::cells::Cell>, LockError> {
-        self.durable
+        self.base
+            .durable
             .read_row(&cells.lock, row, "", ROW_LIMIT, cells.read_deadline())
             .await
             .map_err(|e| cells.store_error(e))
@@ -257,6 +248,7 @@ impl BakeryLock {
         };
         loop {
             let value = self
+                .base
                 .durable
                 .read_cell(at, cells.read_deadline())
                 .await
@@ -269,7 +261,7 @@ impl BakeryLock {
             if !cells.keep_fresh().await {
                 return Ok(Entry::Restart);
             }
-            let wake = Instant::now() + poll_delay(self.options.poll_interval);
+            let wake = Instant::now() + poll_delay(self.base.options.poll_interval);
             if wake >= deadline {
                 return Ok(Entry::TimedOut);
             }
@@ -303,8 +295,9 @@ impl Lock for BakeryLock {
 
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
         check_request(name, None)?;
-        let deadline = Instant::now() + self.options.timing.resolve_timeout;
+        let deadline = self.base.read_deadline();
         let tickets = self
+            .base
             .durable
             .read_row(name, NUMBER, "", 1, deadline)
             .await

@@ -1,8 +1,9 @@
 //! The fair queue lock of seed 003 (§5): a queue row ordered by arrival time, and a main row.
 //!
 //! Per lock name, a `queue` row whose cells are named by the 20-digit zero-padded
-//! microsecond arrival time followed by the contender id, so the store's clustering order is
-//! the queue order, and a `main` row with one cell per contender trying to own the lock.
+//! microsecond arrival time, then a 20-digit per-process arrival sequence, then the contender
+//! id, so the store's clustering order is the queue order, and a `main` row with one cell per
+//! contender trying to own the lock.
 //!
 //! - [`Lock::lock`] (the thesis's GetLock): enqueue; wait until your cell is the first in the
 //!   queue; write yourself into the main row and read it back; alone there, you own the lock;
@@ -28,7 +29,11 @@
 //! # Limits
 //! - **No fencing token**: arrival times come from clocks and are not unique per grant.
 //! - Fairness depends on clocks: a contender whose clock is behind jumps ahead (use
-//!   GlobalTime to bound this); same-microsecond arrivals are ordered by id.
+//!   GlobalTime to bound this). Arrivals with the same time (one GlobalTime period, or a
+//!   frozen GlobalTime) are ordered by the per-process sequence, then by id: within one
+//!   process that is arrival order; across processes it is not, but a contender that keeps
+//!   winning comes back with a higher sequence each time, so a tie cannot starve a waiter
+//!   forever (with ids alone, the lowest id would win every tie).
 //! - Waiters poll (the thesis names notification as future work); the contender next in
 //!   line polls ten times as often as the rest, so a hand-over waits about a tenth of
 //!   `poll_interval` without every waiter loading the store.
@@ -38,6 +43,7 @@
 //!   this object; it can only collide in the main row (safe, then retried).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -46,12 +52,14 @@ use tokio::time::Instant;
 use tracing::{debug, info, instrument};
 
 use super::bakery::poll_delay;
-use super::plain::{Attempt, Cells};
+use super::plain::{Attempt, Cells, PlainLock};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
-use crate::cells::durable::Durable;
 use crate::cells::rows::{MAIN, QUEUE};
 use crate::cells::{CellStore, ClientClock};
 use crate::global_time::{GlobalTime, LocalClock};
+
+/// This process's arrivals so far: orders arrivals that share a time.
+static ARRIVALS: AtomicU64 = AtomicU64::new(0);
 
 /// Immediate main-row retries of `try_lock` before it reports the lock held.
 const TRY_ROUNDS: usize = 3;
@@ -59,9 +67,7 @@ const TRY_ROUNDS: usize = 3;
 /// The fair queue lock.
 #[derive(Clone)]
 pub struct FairLock {
-    durable: Durable,
-    contenders: Contenders,
-    options: LockOptions,
+    base: PlainLock,
     global_time: Option<Arc<GlobalTime>>,
     arrival_clock: Option<LocalClock>,
     /// The queue head last seen, per lock name: where queue reads start.
@@ -71,7 +77,7 @@ pub struct FairLock {
 impl std::fmt::Debug for FairLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FairLock")
-            .field("options", &self.options)
+            .field("options", &self.base.options)
             .finish_non_exhaustive()
     }
 }
@@ -101,11 +107,8 @@ impl FairLock {
         options: LockOptions,
         contenders: Contenders,
     ) -> Result<Self, LockError> {
-        options.validate()?;
         Ok(FairLock {
-            durable: Durable::new(store, options.timing.retry_interval),
-            contenders,
-            options,
+            base: PlainLock::new(store, options, contenders)?,
             global_time: None,
             arrival_clock: None,
             heads: Arc::default(),
@@ -139,10 +142,12 @@ impl FairLock {
         }
     }
 
-    /// Enqueues: the queue cell's name is the arrival time, 20 digits, then the id.
+    /// Enqueues: the queue cell's name is the arrival time, 20 digits, then the process's
+    /// arrival sequence, 20 digits, then the id.
     async fn enqueue(&self, cells: &Cells) -> Result<String, LockError> {
         let micros = self.arrival_time().await?.max(0);
-        let name = format!("{micros:020}{}", cells.id());
+        let sequence = ARRIVALS.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{micros:020}{sequence:020}{}", cells.id());
         cells.put(QUEUE, &name, 1).await?;
         Ok(name)
     }
@@ -158,6 +163,7 @@ impl FairLock {
             .unwrap_or_default();
         let from = hint.as_str().min(mine);
         let head = self
+            .base
             .durable
             .read_row(&cells.lock, QUEUE, from, 2, cells.read_deadline())
             .await
@@ -182,6 +188,7 @@ impl FairLock {
         let id = cells.id().to_owned();
         cells.put(MAIN, &id, 1).await?;
         let main = self
+            .base
             .durable
             .read_row(&cells.lock, MAIN, "", 2, cells.read_deadline())
             .await
@@ -211,12 +218,7 @@ impl Lock for FairLock {
         check_request(name, Some(timeout))?;
         let started = Instant::now();
         let deadline = started + timeout;
-        let cells = Cells::new(
-            self.durable.clone(),
-            name,
-            self.contenders.take(),
-            self.options,
-        );
+        let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
         loop {
@@ -224,9 +226,9 @@ impl Lock for FairLock {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
                 // The next in line polls faster: the hand-over waits on it alone.
-                Step::NextInLine => poll_delay(self.options.poll_interval / 10),
-                Step::NotFirst => poll_delay(self.options.poll_interval),
-                Step::Collided => poll_delay(self.options.poll_interval * 2),
+                Step::NextInLine => poll_delay(self.base.options.poll_interval / 10),
+                Step::NotFirst => poll_delay(self.base.options.poll_interval),
+                Step::Collided => poll_delay(self.base.options.poll_interval * 2),
             };
             if !cells.keep_fresh().await {
                 // Our queue cell may have expired: write it again under the same name, which
@@ -250,14 +252,9 @@ impl Lock for FairLock {
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
         check_request(name, None)?;
         let main = self
+            .base
             .durable
-            .read_row(
-                name,
-                MAIN,
-                "",
-                1,
-                Instant::now() + self.options.timing.resolve_timeout,
-            )
+            .read_row(name, MAIN, "", 1, self.base.read_deadline())
             .await
             .map_err(|source| LockError::Store {
                 name: name.to_owned(),
@@ -266,12 +263,7 @@ impl Lock for FairLock {
         if !main.is_empty() {
             return Ok(None);
         }
-        let cells = Cells::new(
-            self.durable.clone(),
-            name,
-            self.contenders.take(),
-            self.options,
-        );
+        let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
         for _ in 0..TRY_ROUNDS {
@@ -339,5 +331,35 @@ mod tests {
         stop.cancel();
         replica.await.unwrap();
         assert_eq!(*order.lock().unwrap(), vec![1, 2, 3, 4, 5]);
+    }
+
+    /// With GlobalTime frozen, every arrival has the same time: the holder that releases and
+    /// comes straight back (reusing the lowest contender id) must not overtake a waiter.
+    #[tokio::test(start_paused = true)]
+    async fn frozen_time_does_not_let_the_lowest_id_starve_others() {
+        let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
+        let time = Arc::new(GlobalTime::with_clock(
+            Arc::clone(&store),
+            "t",
+            Arc::new(|| 1_000_000),
+        ));
+        time.try_update().await.unwrap();
+        let lock = FairLock::new(Arc::clone(&store), LockOptions::default())
+            .unwrap()
+            .with_global_time(time);
+        let first = lock.lock("l", Duration::from_secs(60)).await.unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move { lock.lock("l", Duration::from_secs(60)).await.unwrap() })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        first.release().await.unwrap();
+        // Straight back, with the freed (lowest) contender id and the same frozen time.
+        let again = lock.try_lock("l").await.unwrap();
+        let second = waiter.await.unwrap();
+        assert!(
+            again.is_none() && second.is_held(),
+            "the returning holder overtook the waiter"
+        );
     }
 }

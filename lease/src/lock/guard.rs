@@ -1,11 +1,8 @@
 //! The guard every lock returns: a held lock kept alive by the shared hold machine.
 
-use tokio::sync::watch;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::LockError;
-use crate::error::LossReason;
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
 
@@ -52,48 +49,7 @@ impl LockGuard {
         self.token
     }
 
-    /// `true` while held; turns `false` once, when the holder must stop.
-    pub fn held(&self) -> watch::Receiver<bool> {
-        self.hold.held()
-    }
-
-    /// Whether it is still held.
-    pub fn is_held(&self) -> bool {
-        self.hold.is_held()
-    }
-
-    /// Cancelled when the holder must stop acting.
-    pub fn cancellation_token(&self) -> CancellationToken {
-        self.hold.cancellation_token()
-    }
-
-    /// The local deadline; moves forward with each renewal.
-    pub fn must_stop_by(&self) -> Instant {
-        self.hold.must_stop_by()
-    }
-
-    /// Renewals so far.
-    pub fn renewals(&self) -> u64 {
-        self.hold.renewals()
-    }
-
-    /// Why it was lost, once it was.
-    pub fn loss_reason(&self) -> Option<LossReason> {
-        self.hold.loss_reason()
-    }
-
-    /// When the holder was told to stop, once it was.
-    pub fn lost_at(&self) -> Option<Instant> {
-        self.hold.lost_at()
-    }
-
-    /// Waits until the holder must stop acting.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn lost(&self) {
-        self.hold.lost().await;
-    }
+    crate::hold::hold_accessors!();
 
     /// Stops acting, then releases the lock and waits for the store to confirm.
     ///

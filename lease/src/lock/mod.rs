@@ -11,7 +11,9 @@
 //! shared [`hold`](crate::hold) machine (rewriting them every `renew_interval`, TTL/2 or
 //! less), tells the holder to stop (the `held` watch turns `false`, then the
 //! cancellation token fires) before the TTL can run out for anyone else, and releases on
-//! drop. A crashed holder blocks the others for at most `ttl + max_clock_skew`.
+//! drop. A rewrite answered after the deadline counts for nothing (a waiter starts again).
+//! The store forgets a crashed holder's or waiter's cells within `ttl + max_clock_skew`;
+//! the others notice at their next poll or back-off.
 //!
 //! Only the lease lock gives a fencing token. The plain-cell algorithms cannot: their
 //! numbers (bakery tickets, queue times) restart or depend on wall clocks, so a holder that

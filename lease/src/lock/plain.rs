@@ -10,9 +10,9 @@ use tokio::time::Instant;
 use tracing::{debug, instrument};
 
 use super::contender::Slot;
-use super::{LockError, LockGuard, LockOptions};
+use super::{Contenders, LockError, LockGuard, LockOptions};
 use crate::cells::durable::Durable;
-use crate::cells::{CellRef, ClientClock};
+use crate::cells::{CellRef, CellStore, ClientClock};
 use crate::error::StoreError;
 use crate::hold::{Hold, HoldTiming, Holdable};
 use crate::store::CasOutcome;
@@ -24,6 +24,46 @@ struct Owned {
     value: i64,
     /// When the last confirmed write of it was sent.
     sent_at: Instant,
+}
+
+/// What every plain-cell lock object holds: the store with its retry rule, the contender
+/// ids it hands out, its options.
+#[derive(Debug, Clone)]
+pub(crate) struct PlainLock {
+    pub(crate) durable: Durable,
+    pub(crate) contenders: Contenders,
+    pub(crate) options: LockOptions,
+}
+
+impl PlainLock {
+    /// Validates `options` before anything is written.
+    pub(crate) fn new(
+        store: Arc<dyn CellStore>,
+        options: LockOptions,
+        contenders: Contenders,
+    ) -> Result<Self, LockError> {
+        options.validate()?;
+        Ok(PlainLock {
+            durable: Durable::new(store, options.timing.retry_interval),
+            contenders,
+            options,
+        })
+    }
+
+    /// A new contender (its own id) on lock `name`.
+    pub(crate) fn contender(&self, name: &str) -> Arc<Cells> {
+        Cells::new(
+            self.durable.clone(),
+            name,
+            self.contenders.take(),
+            self.options,
+        )
+    }
+
+    /// A read's deadline outside a contender: the resolve timeout from now.
+    pub(crate) fn read_deadline(&self) -> Instant {
+        Instant::now() + self.options.timing.resolve_timeout
+    }
 }
 
 /// One contender's cells on one lock.

@@ -29,10 +29,9 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 use tracing::{debug, info};
 
-use super::plain::{Attempt, Cells};
+use super::plain::{Attempt, PlainLock};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
-use crate::cells::durable::Durable;
 use crate::cells::rows::{MAIN, SHADOW};
 
 /// The thesis's three answers of one TryLock.
@@ -60,9 +59,7 @@ pub struct ShadowStats {
 /// The shadow-row lock.
 #[derive(Debug, Clone)]
 pub struct ShadowLock {
-    durable: Durable,
-    contenders: Contenders,
-    options: LockOptions,
+    base: PlainLock,
     owner_backoff: Duration,
     stats: Arc<ShadowStats>,
 }
@@ -74,11 +71,8 @@ impl ShadowLock {
     /// # Errors
     /// [`LockError::InvalidArgument`] for bad timing.
     pub fn new(store: Arc<dyn CellStore>, options: LockOptions) -> Result<Self, LockError> {
-        options.validate()?;
         Ok(ShadowLock {
-            durable: Durable::new(store, options.timing.retry_interval),
-            contenders: Contenders::random(),
-            options,
+            base: PlainLock::new(store, options, Contenders::random())?,
             owner_backoff: Duration::from_secs(1),
             stats: Arc::default(),
         })
@@ -104,12 +98,13 @@ impl ShadowLock {
     /// Dropping it removes the contender's cells in the background.
     pub async fn try_lock_once(&self, name: &str) -> Result<TryLockResult, LockError> {
         check_request(name, None)?;
-        let read_deadline = || Instant::now() + self.options.timing.resolve_timeout;
+        let read_deadline = || self.base.read_deadline();
         let store_error = |source| LockError::Store {
             name: name.to_owned(),
             source,
         };
         let main = self
+            .base
             .durable
             .read_row(name, MAIN, "", 2, read_deadline())
             .await
@@ -118,22 +113,19 @@ impl ShadowLock {
             self.stats.owned_by_another.fetch_add(1, Ordering::Relaxed);
             return Ok(TryLockResult::AnotherThreadIsOwner);
         }
-        let cells = Cells::new(
-            self.durable.clone(),
-            name,
-            self.contenders.take(),
-            self.options,
-        );
+        let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         let id = cells.id().to_owned();
         cells.put(SHADOW, &id, 1).await?;
         let shadow = self
+            .base
             .durable
             .read_row(name, SHADOW, "", 2, read_deadline())
             .await
             .map_err(store_error)?;
         if shadow.len() == 1 && shadow[0].name == id {
             let main = self
+                .base
                 .durable
                 .read_row(name, MAIN, "", 1, read_deadline())
                 .await
