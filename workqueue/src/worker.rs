@@ -13,7 +13,7 @@ use futures::Stream;
 use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::error::QueueError;
 use crate::job::Job;
@@ -296,7 +296,8 @@ impl Stream for Worker {
             // The search ended without a job: the worker was shut down (or the task failed).
             None => {
                 if !this.shutdown.is_cancelled() {
-                    warn!(
+                    // Only a panic in the claim path gets here: stop rather than spin.
+                    error!(
                         queue = this.queue.name(),
                         "claim task ended without an answer; stopping"
                     );
