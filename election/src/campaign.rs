@@ -120,17 +120,32 @@ impl Campaign {
         self.handle.cancellation_token()
     }
 
-    /// See [`CampaignHandle::resign`] (its `# Errors` and `# Cancel safety` apply).
+    /// See [`CampaignHandle::resign`].
+    ///
+    /// # Errors
+    /// As [`CampaignHandle::resign`].
+    ///
+    /// # Cancel safety
+    /// As [`CampaignHandle::resign`].
     pub async fn resign(&self) -> Result<(), ElectionError> {
         self.handle.resign().await
     }
 
-    /// See [`CampaignHandle::proclaim`] (its `# Errors` and `# Cancel safety` apply).
+    /// See [`CampaignHandle::proclaim`].
+    ///
+    /// # Errors
+    /// As [`CampaignHandle::proclaim`].
+    ///
+    /// # Cancel safety
+    /// As [`CampaignHandle::proclaim`].
     pub async fn proclaim(&self, value: Option<String>) -> Result<(), ElectionError> {
         self.handle.proclaim(value).await
     }
 
-    /// See [`CampaignHandle::abort`] (its `# Errors` and `# Cancel safety` apply).
+    /// See [`CampaignHandle::abort`].
+    ///
+    /// # Cancel safety
+    /// As [`CampaignHandle::abort`].
     pub async fn abort(&self) {
         self.handle.abort().await
     }

@@ -14,3 +14,32 @@ async fn never_sent_errors_are_not_read_back() {
     integration_tests::conformance::hardening::never_sent_errors_are_not_read_back(&backend).await;
     integration_tests::backend::Backend::after_scenario(&backend);
 }
+
+/// Cut-off-point scenarios that need many cut-offs with TTL-long waits between them: on paused
+/// time here; over the wire they would add minutes of real time to the suite (issue 8), and
+/// they exercise client-side code that is the same for every backend.
+mod cut_points {
+    use integration_tests::backend::{Backend, MemoryBackend};
+    use integration_tests::conformance::{cancel_safety, queue_hardening};
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_renewals_keep_the_lease_consistent() {
+        let b = MemoryBackend::new();
+        cancel_safety::dropped_renewals_keep_the_lease_consistent(&b).await;
+        b.after_scenario();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_proclaim_and_resign_keep_the_term_consistent() {
+        let b = MemoryBackend::new();
+        cancel_safety::dropped_proclaim_and_resign_keep_the_term_consistent(&b).await;
+        b.after_scenario();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_worker_next_keeps_or_undoes_the_claim() {
+        let b = MemoryBackend::new();
+        queue_hardening::dropped_worker_next_keeps_or_undoes_the_claim(&b).await;
+        b.after_scenario();
+    }
+}

@@ -42,12 +42,32 @@ pub trait Holdable: Send + Sync + 'static {
     fn describe(&self) -> String;
 
     /// Extends the claim if it is still this one's. One conditional write.
+    ///
+    /// # Errors
+    /// The store's error; [`StoreError::Unknown`] when it may or may not have applied.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the outcome unknown; being conditional on the claim's id,
+    /// it may be sent again and is settled by [`Holdable::still_held`].
     async fn renew(&self) -> Result<CasOutcome, StoreError>;
 
     /// Whether the store still holds this very claim (a linearizable read).
+    ///
+    /// # Errors
+    /// The store's error when the read failed; nothing changed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read.
     async fn still_held(&self) -> Result<bool, StoreError>;
 
     /// Ends the claim if it is still this one's. One conditional write.
+    ///
+    /// # Errors
+    /// As [`Holdable::renew`].
+    ///
+    /// # Cancel safety
+    /// As [`Holdable::renew`]; [`release_target`] settles it, and [`spawn_release`] runs it
+    /// where nobody awaits it.
     async fn release(&self) -> Result<CasOutcome, StoreError>;
 
     /// Called when this claim may be left in the store with nobody acting on it: a release

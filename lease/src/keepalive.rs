@@ -16,10 +16,11 @@ use crate::target::LeaseTarget;
 ///
 /// The keep-alive renews every `renew_interval`. If a renewal is rejected, or renewals keep
 /// failing until the local deadline, the guard's `held` channel turns `false` and its
-/// [`CancellationToken`] is cancelled, at the deadline at the latest, while the store still
-/// keeps the lease for at least another second plus the clock skew (see
-/// [`crate::LeaseConfig::validity`]). A lease whose deadline has already passed when the
-/// guard is made starts lost (token cancelled) and is released in the background.
+/// [`CancellationToken`](tokio_util::sync::CancellationToken) is cancelled, at the deadline
+/// at the latest, while the store still keeps the lease for at least another second plus the
+/// clock skew (see [`crate::LeaseConfig::validity`]). A lease whose deadline has already
+/// passed when the guard is made starts lost (token cancelled) and is released in the
+/// background.
 ///
 /// Dropping the guard cancels the token, stops the keep-alive and releases the lease in a
 /// spawned task, best effort. Call [`LeaseGuard::release`] to wait for it.

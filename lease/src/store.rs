@@ -69,15 +69,47 @@ pub enum CasOutcome {
 #[async_trait]
 pub trait LeaseStore: Send + Sync + 'static {
     /// Writes `claim` if nobody holds `claim.name`, with a token above every earlier one.
+    ///
+    /// # Errors
+    /// [`StoreError::Unknown`] when the write may or may not have applied (settle it by
+    /// [`LeaseStore::read`]: the claim's unique holder id tells); [`StoreError::Unavailable`]
+    /// when it certainly did not; [`StoreError::Rejected`] for a request the store refuses.
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the outcome unknown, as [`StoreError::Unknown`] does: the
+    /// write may still apply. Callers send it from a task of their own
+    /// ([`crate::hold::AttemptGuard::send`]) so that a drop cannot skip the settling.
     async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError>;
 
     /// Rewrites `claim` (new TTL and value) only if `claim.holder_id` still holds it.
+    ///
+    /// # Errors
+    /// As [`LeaseStore::try_acquire`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the outcome unknown; the write is conditional on the holder
+    /// id, so sending it again is safe, and a holder that did not see the answer keeps its
+    /// old deadline.
     async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError>;
 
     /// Deletes the lease only if `holder_id` holds it. The token history is kept.
+    ///
+    /// # Errors
+    /// As [`LeaseStore::try_acquire`].
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the outcome unknown; the delete is conditional on the
+    /// holder id, so sending it again is safe.
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError>;
 
     /// Linearizable read of the current holder; `None` when free.
+    ///
+    /// # Errors
+    /// [`StoreError::Unavailable`] (or `Unknown`) when the read failed; nothing changed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read. (On Cassandra a SERIAL read may complete an in-progress Paxos
+    /// round; that happens whether or not the answer is awaited.)
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError>;
 
     /// A plain read of the current holder at the regular consistency level: no Paxos round,
@@ -85,6 +117,12 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// whose commit has not reached the replicas read yet); never the basis of a decision.
     /// Followers and observers poll with it and send an LWT only when the lease looks free.
     /// The default sends [`LeaseStore::read`] (correct, not cheaper).
+    ///
+    /// # Errors
+    /// As [`LeaseStore::read`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read.
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.read(name).await
     }

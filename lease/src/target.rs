@@ -49,6 +49,13 @@ impl LeaseTarget {
     }
 
     /// Renews with `value`; on success it becomes the value of later renewals.
+    ///
+    /// # Errors
+    /// The store's error, as [`LeaseStore::renew`].
+    ///
+    /// # Cancel safety
+    /// As [`LeaseStore::renew`]: dropped, the renewal may or may not apply, and the value of
+    /// later renewals stays the old one.
     pub async fn renew_with(&self, value: Option<String>) -> Result<CasOutcome, StoreError> {
         let claim = Claim {
             name: &self.name,

@@ -11,7 +11,8 @@ pub const MAX_PAYLOAD_LEN: usize = 64 * 1024;
 ///
 /// A claim is a lease on one item: `claim.ttl` is how long the store keeps a silent worker's
 /// claim, `claim.renew_interval` is the heartbeat period, `claim.retry_interval` is how often
-/// an idle worker looks for work (jittered), and the worker stops acting `1 s + max_clock_skew`
+/// an idle worker looks for work (each pause drawn between half and all of it, the shared
+/// `cql_lease::hold::jittered` policy), and the worker stops acting `1 s + max_clock_skew`
 /// before the TTL can run out, exactly as a lease holder does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueConfig {

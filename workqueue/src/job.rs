@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, until_resolved};
+use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, Holdable, release_target, until_resolved};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cql_lease::{CasOutcome, FencingToken, StoreError};
@@ -335,6 +335,57 @@ impl Job {
                 Err(QueueError::Store { operation, source })
             }
         }
+    }
+
+    /// Undoes a claim that never reached a caller (the [`Worker`](crate::Worker) stream that
+    /// made it was dropped or shut down first): the heartbeat stops, the claim is undone in a
+    /// spawned task with the item's state and attempt number restored (its token was never
+    /// handed out, so no attempt is spent), and the item gets an immediate run entry in place
+    /// of the claim's check entry, so it is claimable again at once rather than after a TTL.
+    /// If the undo fails, the check entry brings the item back once the claim lapses.
+    pub(crate) fn undeliver(self) {
+        let Job {
+            queue,
+            item,
+            claim,
+            hold,
+            check,
+            in_flight: _,
+        } = self;
+        let timing = *hold.timing();
+        // Stop renewing; the claim stays for the undo.
+        hold.abandon();
+        let attempt = item.attempt - 1;
+        let undo: Arc<dyn Holdable> = Arc::new(ClaimTarget {
+            store: Arc::clone(&claim.store),
+            key: claim.key.clone(),
+            claim_id: claim.claim_id.clone(),
+            ttl: claim.ttl,
+            hand_back: HandBack::Undelivered {
+                state: JobState::Available,
+                attempt,
+            },
+            index: None,
+        });
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            match release_target(undo.as_ref(), &timing).await {
+                Ok(()) => {
+                    info!(id = %item.key.id, attempt, "undelivered claim undone");
+                    let to = Reschedule {
+                        state: JobState::Available,
+                        run_at: queue.now(),
+                        error: None,
+                    };
+                    queue.after_finish(&check, attempt, Some(to)).await;
+                }
+                Err(error) => {
+                    warn!(id = %item.key.id, %error, "undoing an undelivered claim failed; it lapses at its TTL")
+                }
+            }
+        });
     }
 
     /// Stops at once without touching the store, as a crash would: the heartbeat stops, the

@@ -1,19 +1,19 @@
 //! A worker: a stream of claimed jobs.
 
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use cql_lease::check_text;
+use cql_lease::hold::jittered;
 use futures::Stream;
-use futures::stream::BoxStream;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::error::QueueError;
 use crate::job::Job;
@@ -23,15 +23,22 @@ use crate::queue::WorkQueue;
 ///
 /// The next job is claimed only when the stream is polled, so a consumer that runs jobs with
 /// `for_each_concurrent(n, ...)` never holds more than `n` claims. When the queue is empty the
-/// worker looks again every `claim.retry_interval`, jittered (the seeds' open issue: idle
-/// workers must back off). Store errors are logged and retried; the stream ends only when
-/// [`Worker::shutdown_token`] is cancelled. [`Drain::drain`] shuts down gracefully: no new
-/// claims, then a bounded wait for in-flight jobs to finish or hand back.
+/// worker looks again after a delay drawn between half and all of `claim.retry_interval` ([`cql_lease::hold::jittered`], the workspace's one
+/// polling policy: idle workers back off and do not move in lockstep). Store errors are
+/// logged and retried; the stream ends only when [`Worker::shutdown_token`] is cancelled.
+/// [`Drain::drain`] shuts down gracefully: no new claims, then a bounded wait for in-flight
+/// jobs to finish or hand back.
 ///
 /// # Cancel safety
-/// Dropping the stream (or a `next()` future) while a claim is in flight undoes that claim
-/// in a spawned task, restoring the item's state and attempt number: see
-/// [`WorkQueue::claim`].
+/// Cancel-safe. The search for the next job runs in a task of its own and answers the
+/// stream over a channel, so nothing the consumer drops can cut a claim in half:
+/// - dropping a `next()` future loses nothing: the search goes on, and a job it claims
+///   meanwhile is kept (heartbeat running) and handed out by the next poll, with the same
+///   attempt number;
+/// - dropping the stream (or shutting it down) at any point ends the search; a claim already
+///   under way is completed and then undone in the background, its item's state and attempt
+///   number restored and the item made claimable again at once, so no attempt is spent and
+///   nothing waits for a claim's TTL.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -64,7 +71,10 @@ use crate::queue::WorkQueue;
 pub struct Worker {
     shutdown: CancellationToken,
     drain: Drain,
-    jobs: BoxStream<'static, Job>,
+    queue: WorkQueue,
+    worker: Arc<str>,
+    /// The search for the next job, running in a task of its own (see `# Cancel safety`).
+    pending: Option<oneshot::Receiver<Unclaimed>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -158,48 +168,12 @@ impl Worker {
             hand_back: CancellationToken::new(),
             tracker: Arc::default(),
         };
-        let state = (queue, worker.to_owned(), drain.clone());
-        let jobs = futures::stream::unfold(state, |(queue, worker, drain)| async move {
-            let config = queue.config().claim;
-            let mut delays = backon::BackoffBuilder::build(
-                backon::ConstantBuilder::default()
-                    .with_delay(config.retry_interval)
-                    .with_jitter()
-                    .without_max_times(),
-            );
-            loop {
-                if drain.shutdown.is_cancelled() {
-                    return None;
-                }
-                // Not raced against shutdown: a claim dropped midway would strand its item
-                // until the claim's TTL ran out.
-                match queue.claim(&worker).await {
-                    Ok(Some(mut job)) => {
-                        job.in_flight = Some(InFlight::new(&drain.tracker));
-                        // At the drain deadline the job is told to stop.
-                        let (stop, hand_back) = (job.cancellation_token(), drain.hand_back.clone());
-                        tokio::spawn(async move {
-                            tokio::select! {
-                                _ = hand_back.cancelled() => stop.cancel(),
-                                _ = stop.cancelled() => {}
-                            }
-                        });
-                        return Some((job, (queue, worker, drain)));
-                    }
-                    Ok(None) => {}
-                    Err(error) => warn!(queue = queue.name(), %error, "claim failed"),
-                }
-                let delay = delays.next().unwrap_or(config.retry_interval);
-                tokio::select! {
-                    _ = drain.shutdown.cancelled() => return None,
-                    _ = tokio::time::sleep(delay) => {}
-                }
-            }
-        });
         Ok(Worker {
             shutdown,
             drain,
-            jobs: Box::pin(jobs),
+            queue,
+            worker: worker.into(),
+            pending: None,
         })
     }
 
@@ -212,12 +186,125 @@ impl Worker {
     pub fn drain_handle(&self) -> Drain {
         self.drain.clone()
     }
+
+    /// Starts looking for the next job in a task of its own, answering on the returned
+    /// receiver.
+    fn spawn_search(&self) -> oneshot::Receiver<Unclaimed> {
+        let (answer, receiver) = oneshot::channel();
+        tokio::spawn(search(
+            self.queue.clone(),
+            Arc::clone(&self.worker),
+            self.shutdown.clone(),
+            answer,
+        ));
+        receiver
+    }
+
+    /// Counts `job` as in flight and ties it to the drain deadline.
+    fn hand_out(&self, mut job: Job) -> Job {
+        job.in_flight = Some(InFlight::new(&self.drain.tracker));
+        // At the drain deadline the job is told to stop.
+        let (stop, hand_back) = (job.cancellation_token(), self.drain.hand_back.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = hand_back.cancelled() => stop.cancel(),
+                _ = stop.cancelled() => {}
+            }
+        });
+        job
+    }
+}
+
+/// A job claimed for a [`Worker`] but not handed out yet: dropped, its claim is undone
+/// ([`Job::undeliver`]), so a claim nobody received spends no attempt.
+struct Unclaimed(Option<Job>);
+
+impl Unclaimed {
+    fn take(mut self) -> Option<Job> {
+        self.0.take()
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(job) = self.0.take() {
+            info!(id = %job.id(), "claimed job not handed out; undoing the claim");
+            job.undeliver();
+        }
+    }
+}
+
+/// Claims until it gets a job, sleeping a jittered `retry_interval` ([`jittered`], the
+/// workspace's one polling policy) while the queue is empty. Gives up, claiming nothing more,
+/// once the worker shuts down or nobody waits for the answer; a claim in progress then is
+/// completed and undone rather than dropped, so its item keeps its attempt number and its
+/// index entry.
+async fn search(
+    queue: WorkQueue,
+    worker: Arc<str>,
+    shutdown: CancellationToken,
+    mut answer: oneshot::Sender<Unclaimed>,
+) {
+    let retry_interval = queue.config().claim.retry_interval;
+    let mut delays = jittered(retry_interval);
+    loop {
+        if shutdown.is_cancelled() || answer.is_closed() {
+            return;
+        }
+        match queue.claim(&worker).await {
+            Ok(Some(job)) => {
+                let job = Unclaimed(Some(job));
+                if shutdown.is_cancelled() {
+                    return; // dropped: undone
+                }
+                // If the receiver is gone, `send` gives the job back and dropping it undoes it.
+                let _ = answer.send(job);
+                return;
+            }
+            Ok(None) => {}
+            Err(error) => warn!(queue = queue.name(), %error, "claim failed"),
+        }
+        let delay = delays.next().unwrap_or(retry_interval);
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = answer.closed() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
 }
 
 impl Stream for Worker {
     type Item = Job;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Job>> {
-        self.jobs.as_mut().poll_next(cx)
+        let this = &mut *self;
+        if this.shutdown.is_cancelled() {
+            // No job after shutdown: one claimed but not handed out yet is undone.
+            this.pending = None;
+            return Poll::Ready(None);
+        }
+        if this.pending.is_none() {
+            this.pending = Some(this.spawn_search());
+        }
+        let Some(pending) = this.pending.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let answer = ready!(Pin::new(pending).poll(cx));
+        this.pending = None;
+        match answer.ok().and_then(Unclaimed::take) {
+            Some(job) => Poll::Ready(Some(this.hand_out(job))),
+            // The search ended without a job: the worker was shut down (or the task failed).
+            None => {
+                if !this.shutdown.is_cancelled() {
+                    // Only a panic in the claim path gets here: stop rather than spin.
+                    error!(
+                        queue = this.queue.name(),
+                        "claim task ended without an answer; stopping"
+                    );
+                    this.shutdown.cancel();
+                }
+                Poll::Ready(None)
+            }
+        }
     }
 }

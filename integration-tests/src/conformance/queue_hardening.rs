@@ -198,3 +198,82 @@ pub async fn dropped_queue_futures_leave_no_claim(b: &dyn Backend) {
     }
     assert!(dropped > 0, "some cut-off points fell inside the futures");
 }
+
+/// How a [`dropped_worker_next_keeps_or_undoes_the_claim`] round goes on after the drop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterDrop {
+    /// The stream is dropped at once.
+    DropStream,
+    /// The stream lives on unpolled past a claim's TTL, then is dropped.
+    IdleThenDrop,
+    /// The stream lives on unpolled past a claim's TTL, then is polled again.
+    IdleThenPoll,
+}
+
+/// A `Worker` whose `next()` future is dropped at a cut-off point mid-claim: the claim in
+/// progress is neither left behind nor counted twice. Dropping the stream then (at once or
+/// after it sat unpolled for longer than a claim's TTL) undoes it: no claim, no attempt spent,
+/// and the item claimable at once, not after a TTL. Polling the stream again hands the job
+/// out as attempt 1, still held.
+pub async fn dropped_worker_next_keeps_or_undoes_the_claim(b: &dyn Backend) {
+    let mut dropped = 0;
+    for after in [
+        AfterDrop::DropStream,
+        AfterDrop::IdleThenDrop,
+        AfterDrop::IdleThenPoll,
+    ] {
+        for (n, cut) in cut_points().enumerate() {
+            let q = queue(b, &format!("cut-next-{after:?}-{n}"));
+            q.enqueue("work").await.expect("enqueue");
+            b.clear_faults();
+            b.inject_queue(
+                Some(QueueOp::Claim),
+                Fault::TimeoutAfterApply,
+                Times::Next(1),
+            );
+            b.inject_queue(
+                Some(QueueOp::Read),
+                Fault::Latency(READ_BACK),
+                Times::Next(1),
+            );
+            let mut worker = q.worker("w").expect("worker");
+            let what = format!("next() dropped after {cut:?}, then {after:?}");
+            let job = match tokio::time::timeout(cut, worker.next()).await {
+                Ok(job) => job.expect("a job"),
+                Err(_) => {
+                    dropped += 1;
+                    b.clear_faults();
+                    if after != AfterDrop::DropStream {
+                        // Longer than a claim's TTL: a claim nobody keeps alive would lapse.
+                        b.sleep(q.config().claim.ttl + Duration::from_millis(500))
+                            .await;
+                    }
+                    if after == AfterDrop::IdleThenPoll {
+                        tokio::time::timeout(Duration::from_secs(1), worker.next())
+                            .await
+                            .expect("the claim made meanwhile is handed out at once")
+                            .expect("a job")
+                    } else {
+                        drop(worker);
+                        assert_untouched(b, &q, &what).await;
+                        // Claimable at once: not hidden until a claim's TTL.
+                        let job = q.claim("w2").await.expect("claim");
+                        let job = job.unwrap_or_else(|| panic!("{}: {what}: hidden", b.name()));
+                        assert_eq!(job.attempt(), 1, "{}: {what}", b.name());
+                        job.complete().await.expect("complete");
+                        continue;
+                    }
+                }
+            };
+            assert!(
+                job.attempt() == 1 && job.is_held() && !job.cancellation_token().is_cancelled(),
+                "{}: {what}: an attempt spent or the claim lost: {job:?}",
+                b.name()
+            );
+            job.complete().await.expect("complete");
+            drop(worker);
+            assert!(q.items().await.expect("items").is_empty(), "{}", b.name());
+        }
+    }
+    assert!(dropped > 0, "some cut-off points fell inside the claim");
+}
