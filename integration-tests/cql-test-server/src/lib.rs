@@ -35,6 +35,7 @@ mod engine;
 mod exec;
 mod faults;
 mod frames;
+mod front;
 mod keys;
 mod lexer;
 mod lwt;
@@ -80,6 +81,8 @@ pub struct CqlTestServer {
     shared: Arc<Shared>,
     clock: Arc<ServerClock>,
     proxy: Mutex<RunningProxy>,
+    /// Accepts the driver's connections with Nagle's algorithm off (see `front`).
+    _front: front::FrontDoor,
 }
 
 impl std::fmt::Debug for CqlTestServer {
@@ -108,17 +111,29 @@ impl CqlTestServer {
         const TRIES: usize = 256;
         for _ in 0..TRIES {
             let address = SocketAddr::new(scylla_proxy::get_exclusive_local_address(), 9042);
+            let listener = match tokio::net::TcpListener::bind(address).await {
+                Ok(listener) => listener,
+                Err(e) => {
+                    last = e.to_string();
+                    continue;
+                }
+            };
             let engine = engine::Engine::new(&options, Arc::clone(&clock), address.ip());
             let shared = Arc::new(Shared::new(engine, options.strict));
             let base = base_rule(&shared);
-            let node = Node::new_dry_mode(address, Some(vec![base]));
+            // The node listens on a port nobody uses; drivers come in through the front door.
+            let node_address = SocketAddr::new(address.ip(), 0);
+            let node = Node::new_dry_mode(node_address, Some(vec![base]));
             match Proxy::new([node]).run().await {
                 Ok(proxy) => {
+                    let front =
+                        front::FrontDoor::open(listener, proxy.transport_factory(), node_address);
                     return Ok(CqlTestServer {
                         address,
                         shared,
                         clock,
                         proxy: Mutex::new(proxy),
+                        _front: front,
                     });
                 }
                 Err(e) => last = e.to_string(),
