@@ -52,6 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 renew_interval: Duration::from_millis(500),
                 retry_interval: Duration::from_millis(250),
                 max_clock_skew: Duration::ZERO,
+                request_timeout: None,
             };
             runtime.block_on(async move {
                 let server = Arc::new(

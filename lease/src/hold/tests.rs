@@ -70,6 +70,7 @@ fn timing() -> HoldTiming {
         renew_interval: Duration::from_secs(3),
         retry_interval: Duration::from_secs(1),
         resolve_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(5),
     }
 }
 
