@@ -70,7 +70,8 @@ fn timing() -> HoldTiming {
         renew_interval: Duration::from_secs(3),
         retry_interval: Duration::from_secs(1),
         resolve_timeout: Duration::from_secs(5),
-        request_timeout: Duration::from_secs(5),
+        // Longer than the validity: these tests are about answers that arrive late.
+        request_timeout: Duration::from_secs(10),
     }
 }
 
