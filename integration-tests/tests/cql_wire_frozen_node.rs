@@ -38,5 +38,5 @@ both_modes!(
     leader_keeps_its_term_through_a_frozen_node,
     crashed_leader_is_replaced_in_bound_with_a_frozen_node,
     worker_keeps_its_claim_through_a_frozen_node,
-    lock_guards_are_kept_through_a_frozen_node,
+    lock_guard_is_kept_through_a_frozen_node,
 );

@@ -46,7 +46,7 @@ pub async fn late_acquire_answer_is_given_back(b: &dyn Backend) {
 /// so never handed a live `stop` token past its deadline); once answers are timely it is.
 pub async fn late_election_win_is_not_elected(b: &dyn Backend) {
     let config = ElectionConfig {
-        request_timeout: Some(election_config().lease_config().validity()),
+        request_timeout: Some(election_config().lease_config().validity() * 2),
         ..election_config()
     };
     let e = Election::new(b.store(), "late-win", config).expect("election");

@@ -42,13 +42,13 @@ pub fn test_config() -> LeaseConfig {
     }
 }
 
-/// [`test_config`] with requests that wait as long as their answer can still be used (the
-/// whole validity), for scenarios about answers that arrive late: with the derived request
-/// timeout such a request is given up and read back long before.
+/// [`test_config`] with requests that wait past their deadline (twice the validity), for
+/// scenarios about answers that arrive late: with the derived request timeout such a
+/// request is given up and read back long before.
 pub fn patient_config() -> LeaseConfig {
     let config = test_config();
     LeaseConfig {
-        request_timeout: Some(config.validity()),
+        request_timeout: Some(config.validity() * 2),
         ..config
     }
 }
