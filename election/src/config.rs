@@ -32,6 +32,10 @@ pub struct ElectionConfig {
     pub retry_interval: Duration,
     /// Largest wall-clock difference assumed between database nodes.
     pub max_clock_skew: Duration,
+    /// Longest wait for one store request; `None` (the default) derives it from the lease
+    /// timing (see [`LeaseConfig::effective_request_timeout`]: a third of
+    /// `lease_ttl - 1 s - max_clock_skew`).
+    pub request_timeout: Option<Duration>,
 }
 
 impl Default for ElectionConfig {
@@ -41,6 +45,7 @@ impl Default for ElectionConfig {
             renew_interval: Duration::from_secs(5),
             retry_interval: Duration::from_secs(2),
             max_clock_skew: Duration::from_millis(500),
+            request_timeout: None,
         }
     }
 }
@@ -54,6 +59,7 @@ impl ElectionConfig {
             retry_interval: self.retry_interval,
             max_clock_skew: self.max_clock_skew,
             resolve_timeout: self.lease_ttl,
+            request_timeout: self.request_timeout,
         }
     }
 

@@ -1,5 +1,7 @@
 //! Shared plumbing of the example programs: command-line backend selection.
 
+pub mod frozen;
+
 use std::sync::Arc;
 
 use cql_lease::LeaseStore;

@@ -168,15 +168,34 @@ impl WireBackend {
         flavor: Flavor,
         adjust: impl FnOnce(ScyllaLeaseStore) -> ScyllaLeaseStore,
     ) -> WireBackend {
-        let server = CqlTestServer::start(ServerOptions::strict(flavor))
-            .await
-            .expect("CQL test server");
+        Self::start_on(ServerOptions::strict(flavor), test_options, adjust).await
+    }
+
+    /// A cluster of `nodes` nodes, and stores with the library's default options (no
+    /// driver-side timeout: the lease timing bounds every request), replication 3.
+    pub async fn start_cluster(flavor: Flavor, nodes: usize) -> WireBackend {
+        let defaults = |keyspace: &str, table: &str| ScyllaOptions {
+            keyspace: keyspace.into(),
+            table: table.into(),
+            ..ScyllaOptions::default()
+        };
+        let server = ServerOptions::strict(flavor).with_nodes(nodes);
+        Self::start_on(server, defaults, |store| store).await
+    }
+
+    async fn start_on(
+        server: ServerOptions,
+        options_for: impl Fn(&str, &str) -> ScyllaOptions,
+        adjust: impl FnOnce(ScyllaLeaseStore) -> ScyllaLeaseStore,
+    ) -> WireBackend {
+        let flavor = server.flavor;
+        let server = CqlTestServer::start(server).await.expect("CQL test server");
         register_lease(&server, "coordination", "leases");
         register_queue(&server, "coordination", "work_items");
         let session = Arc::new(server.session().await);
-        let options = test_options("coordination", "leases");
+        let options = options_for("coordination", "leases");
         options.create_schema(&session).await.expect("schema");
-        let queue = queue_store(&session, test_options("coordination", "work_items")).await;
+        let queue = queue_store(&session, options_for("coordination", "work_items")).await;
         let store = Arc::new(adjust(
             ScyllaLeaseStore::new(session, options)
                 .await

@@ -72,7 +72,10 @@ impl LeaseClient {
     pub fn new(store: Arc<dyn LeaseStore>, config: LeaseConfig) -> Result<Self, LeaseError> {
         config.validate()?;
         Ok(LeaseClient {
-            store,
+            store: Arc::new(crate::timed::TimedStore::new(
+                store,
+                config.effective_request_timeout(),
+            )),
             config,
             orphans: Arc::default(),
         })
@@ -83,7 +86,8 @@ impl LeaseClient {
         &self.config
     }
 
-    /// The store behind this client.
+    /// The store behind this client, every call bounded by
+    /// [`LeaseConfig::effective_request_timeout`].
     pub fn store(&self) -> &Arc<dyn LeaseStore> {
         &self.store
     }

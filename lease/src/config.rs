@@ -51,6 +51,15 @@ pub struct LeaseConfig {
     pub max_clock_skew: Duration,
     /// How long to keep trying to learn the outcome of a write whose answer was lost.
     pub resolve_timeout: Duration,
+    /// Longest wait for one store request. `None` (the default) derives it from the lease
+    /// timing: a third of [`LeaseConfig::validity`] (see
+    /// [`LeaseConfig::effective_request_timeout`]). More than the validity only makes a
+    /// request wait for an answer that can no longer be acted on. A frozen or overloaded coordinator then
+    /// costs at most this long before the request is given up (a write's outcome is unknown
+    /// and settled by asking again or reading back, on another coordinator), so there is
+    /// time left to retry before the holder must stop. A renewal is bounded further by half
+    /// the time left before the holder's deadline.
+    pub request_timeout: Option<Duration>,
 }
 
 impl Default for LeaseConfig {
@@ -61,13 +70,14 @@ impl Default for LeaseConfig {
             retry_interval: Duration::from_secs(1),
             max_clock_skew: Duration::from_millis(500),
             resolve_timeout: Duration::from_secs(10),
+            request_timeout: None,
         }
     }
 }
 
 impl LeaseConfig {
     /// Checks `1 s <= ttl <= 630720000 s`, `0 < renew_interval < validity`,
-    /// `retry_interval > 0` and `resolve_timeout > 0`.
+    /// `retry_interval > 0`, `resolve_timeout > 0` and, when set, `request_timeout > 0`.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         let bad = |msg: String| Err(InvalidArgument::Timing(msg));
         if self.ttl < Duration::from_secs(1) || self.store_ttl() > Duration::from_secs(MAX_TTL_SECS)
@@ -93,6 +103,9 @@ impl LeaseConfig {
         if self.resolve_timeout.is_zero() {
             return bad("resolve_timeout must be greater than zero".into());
         }
+        if self.request_timeout.is_some_and(|t| t.is_zero()) {
+            return bad("request_timeout must be greater than zero".into());
+        }
         Ok(())
     }
 
@@ -110,6 +123,22 @@ impl LeaseConfig {
     pub fn validity(&self) -> Duration {
         self.ttl
             .saturating_sub(Duration::from_secs(1) + self.max_clock_skew)
+    }
+
+    /// The longest one store request may take: [`LeaseConfig::request_timeout`] if set,
+    /// else a third of [`LeaseConfig::validity`], so that a request stuck on a frozen
+    /// coordinator leaves time for a retry elsewhere before the holder's deadline (with the
+    /// defaults, 13.5 s / 3 = 4.5 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use cql_lease::LeaseConfig;
+    /// let config = LeaseConfig { ttl: Duration::from_secs(4), ..LeaseConfig::default() };
+    /// assert_eq!(config.effective_request_timeout(), Duration::from_millis(833));
+    /// ```
+    pub fn effective_request_timeout(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or_else(|| Duration::from_millis((self.validity().as_millis() / 3) as u64))
     }
 
     /// The longest the store may keep a crashed holder's lease after its last successful write:

@@ -90,6 +90,10 @@ pub struct HoldTiming {
     pub retry_interval: Duration,
     /// How long to keep settling a lost answer before reporting it unknown.
     pub resolve_timeout: Duration,
+    /// Longest wait for one request (a claim, a renewal, a read-back step): past it, the
+    /// request is given up as of unknown outcome and retried or read back, on another
+    /// coordinator. See [`LeaseConfig::effective_request_timeout`].
+    pub request_timeout: Duration,
 }
 
 impl From<&LeaseConfig> for HoldTiming {
@@ -99,6 +103,7 @@ impl From<&LeaseConfig> for HoldTiming {
             renew_interval: config.renew_interval,
             retry_interval: config.retry_interval,
             resolve_timeout: config.resolve_timeout,
+            request_timeout: config.effective_request_timeout(),
         }
     }
 }
@@ -110,6 +115,33 @@ impl From<LeaseConfig> for HoldTiming {
 }
 
 impl HoldTiming {
+    /// Runs `request` for at most `request_timeout`. When time runs out the request is
+    /// dropped (a coordinator may still apply a write: its outcome is unknown) and
+    /// [`StoreError::Unknown`] is returned, so the caller reads back or asks again, which
+    /// the driver sends to the next coordinator.
+    ///
+    /// # Errors
+    /// The request's own error, or [`StoreError::Unknown`] when it timed out.
+    ///
+    /// # Cancel safety
+    /// As cancel-safe as `request`.
+    pub async fn bounded<T>(
+        &self,
+        what: &str,
+        request: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.request_timeout, request).await {
+            Ok(result) => result,
+            Err(_) => {
+                warn!(what, timeout = ?self.request_timeout, "request timed out; outcome unknown");
+                Err(StoreError::Unknown(format!(
+                    "{what}: no answer within {:?}",
+                    self.request_timeout
+                )))
+            }
+        }
+    }
+
     /// Retry delays drawn uniformly between half and all of `retry_interval`: jitter keeps
     /// contenders from moving in lockstep.
     pub fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {

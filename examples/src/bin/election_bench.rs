@@ -5,7 +5,9 @@
 //! time, with a short timing. Prints failover after a crash and after a resignation
 //! (min / median / max, in seconds and in units of the lease TTL and the retry interval), and
 //! the Paxos rounds per second of an idle election for 3, 30 and 300 candidates (3 and 30 on
-//! the wire) with 0 and 50 observers.
+//! the wire) with 0 and 50 observers. `--frozen RUNS [--request-timeout-ms MS]`: the time
+//! without a leader while one node of a three-node CQL test server is frozen (see
+//! `examples::frozen`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +24,24 @@ type Factory =
     Box<dyn Fn() -> futures::future::BoxFuture<'static, Result<Arc<dyn LeaseStore>, String>>>;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse(&["wire", "runs"])?;
+    let args = Args::parse(&["wire", "runs", "frozen", "request-timeout-ms"])?;
+    if let Some(runs) = args.get("frozen") {
+        let request_timeout = match args.get("request-timeout-ms") {
+            Some(ms) => Some(Duration::from_millis(ms.parse()?)),
+            None => None,
+        };
+        let config = ElectionConfig {
+            lease_ttl: Duration::from_secs(2),
+            renew_interval: Duration::from_millis(500),
+            retry_interval: Duration::from_millis(250),
+            max_clock_skew: Duration::ZERO,
+            request_timeout,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        return runtime.block_on(examples::frozen::bench(config, runs.parse()?));
+    }
     match args.get("wire") {
         None => {
             let runs = args.get("runs").map_or(Ok(200), str::parse)?;
@@ -52,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 renew_interval: Duration::from_millis(500),
                 retry_interval: Duration::from_millis(250),
                 max_clock_skew: Duration::ZERO,
+                request_timeout: None,
             };
             runtime.block_on(async move {
                 let server = Arc::new(

@@ -42,6 +42,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         renew_interval: Duration::from_secs(1),
         retry_interval: Duration::from_millis(500),
         max_clock_skew: Duration::from_millis(200),
+        request_timeout: None,
     };
     let store = args.target().open().await?;
     let started = Instant::now();

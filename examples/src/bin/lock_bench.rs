@@ -46,6 +46,7 @@ fn options() -> LockOptions {
             retry_interval: Duration::from_millis(50),
             max_clock_skew: Duration::from_millis(100),
             resolve_timeout: Duration::from_secs(2),
+            request_timeout: None,
         },
         poll_interval: Duration::from_millis(20),
     }

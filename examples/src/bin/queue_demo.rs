@@ -30,6 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             retry_interval: Duration::from_millis(100),
             max_clock_skew: Duration::ZERO,
             resolve_timeout: Duration::from_secs(2),
+            request_timeout: None,
         },
         max_attempts: 3,
         retry_backoff: Duration::from_millis(200),

@@ -315,14 +315,17 @@ pub struct Engine {
     pub tombstone_stats: TombstoneStats,
     /// Paxos rounds per partition.
     pub paxos: PaxosTracker,
-    /// The node's address, as errors name it.
-    pub address: IpAddr,
+    /// Every node's address, in node order (node 0 first).
+    pub addresses: Vec<IpAddr>,
+    /// The node serving the request being executed: `system.local` and `system.peers` are
+    /// that node's view.
+    pub node: usize,
     last_timestamp: i64,
 }
 
 impl Engine {
     /// An engine with the system tables a driver reads on connect.
-    pub fn new(options: &ServerOptions, clock: Arc<ServerClock>, address: IpAddr) -> Self {
+    pub fn new(options: &ServerOptions, clock: Arc<ServerClock>, addresses: Vec<IpAddr>) -> Self {
         let mut engine = Engine {
             flavor: options.flavor,
             clock,
@@ -331,11 +334,21 @@ impl Engine {
             options: options.clone(),
             tombstone_stats: TombstoneStats::default(),
             paxos: PaxosTracker::default(),
-            address,
+            addresses,
+            node: 0,
             last_timestamp: 0,
         };
-        engine.install_system_tables(address);
+        engine.install_system_tables();
         engine
+    }
+
+    /// The address of the node serving the current request, as errors name it.
+    pub fn address(&self) -> IpAddr {
+        self.addresses
+            .get(self.node)
+            .or(self.addresses.first())
+            .copied()
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
     }
 
     /// Resolves a table reference.
@@ -347,7 +360,11 @@ impl Engine {
         if !self.keyspaces.contains_key(&ks) {
             return Err(DbErr::invalid(format!("Keyspace {ks} does not exist")));
         }
-        let key = (ks, t.table.clone());
+        let table = match ks.as_str() {
+            "system" => super::system::per_node(&t.table, self.node),
+            _ => t.table.clone(),
+        };
+        let key = (ks, table);
         if !self.tables.contains_key(&key) {
             return Err(DbErr::invalid(format!("unconfigured table {}", t.table)));
         }

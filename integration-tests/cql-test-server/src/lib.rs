@@ -46,6 +46,7 @@ mod prepare;
 mod query;
 mod read;
 mod registry;
+mod rules;
 mod stats;
 mod system;
 mod tombstone;
@@ -59,81 +60,109 @@ use std::sync::{Arc, Mutex};
 
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
-use scylla_cql::Consistency;
-use scylla_cql::frame::response::error::{DbError, WriteType};
-use scylla_proxy::{
-    Condition, Node, Proxy, Reaction as _, RequestOpcode, RequestReaction, RequestRule,
-    RunningProxy,
-};
+use scylla_proxy::{Node, Proxy, RunningProxy};
 
 pub use clock::ServerClock;
 pub use engine::Flavor;
 pub use registry::DRIVER_STATEMENTS;
+pub use rules::NodeFault;
 pub use stats::{ConsistencyUse, PartitionId, PaxosStats, TombstoneStats};
-use wire::{Reaction, Shared};
+use wire::Shared;
 
 pub use faults::{Target, Times, WireFault};
 pub use options::{ServerOptions, StartError};
 
-/// A running CQL test server.
+/// A running CQL test server: one node, or a cluster of `ServerOptions::nodes` nodes on
+/// distinct loopback addresses over one shared store.
 pub struct CqlTestServer {
-    address: SocketAddr,
+    addresses: Vec<SocketAddr>,
     shared: Arc<Shared>,
     clock: Arc<ServerClock>,
-    proxy: Mutex<RunningProxy>,
-    /// Accepts the driver's connections with Nagle's algorithm off (see `front`).
-    _front: front::FrontDoor,
+    control: Mutex<Control>,
+    /// Accept the driver's connections with Nagle's algorithm off (see `front`), one per node.
+    _fronts: Vec<front::FrontDoor>,
+}
+
+/// The proxy and what its rules are built from.
+struct Control {
+    proxy: RunningProxy,
+    injected: Vec<rules::Injected>,
+    node_faults: Vec<Option<NodeFault>>,
 }
 
 impl std::fmt::Debug for CqlTestServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CqlTestServer")
-            .field("address", &self.address)
+            .field("addresses", &self.addresses)
             .finish_non_exhaustive()
     }
 }
 
 impl CqlTestServer {
-    /// Starts a server on a fresh loopback address (127.0.0.x), port 9042.
+    /// Starts a server of `options.nodes` nodes, each on a fresh loopback address
+    /// (127.0.0.x), port 9042.
     ///
     /// # Errors
     ///
-    /// [`StartError::NoFreeAddress`] when no loopback address could be bound.
+    /// [`StartError::NoFreeAddress`] when no set of loopback addresses could be bound.
     ///
     /// # Cancel safety
     ///
-    /// Cancel-safe: a server that was not returned is dropped, and its port freed.
+    /// Cancel-safe: a server that was not returned is dropped, and its ports freed.
     pub async fn start(options: ServerOptions) -> Result<CqlTestServer, StartError> {
         let clock = Arc::new(ServerClock::default());
+        let count = options.nodes.max(1);
         let mut last = String::new();
         // Loopback addresses are handed out per process; another process (a second test
         // binary, a benchmark) may hold one already, so move on to the next.
         const TRIES: usize = 256;
         for _ in 0..TRIES {
-            let address = SocketAddr::new(scylla_proxy::get_exclusive_local_address(), 9042);
-            let listener = match tokio::net::TcpListener::bind(address).await {
-                Ok(listener) => listener,
-                Err(e) => {
-                    last = e.to_string();
-                    continue;
+            let addresses: Vec<SocketAddr> = (0..count)
+                .map(|_| SocketAddr::new(scylla_proxy::get_exclusive_local_address(), 9042))
+                .collect();
+            let mut listeners = Vec::with_capacity(count);
+            for address in &addresses {
+                match tokio::net::TcpListener::bind(address).await {
+                    Ok(listener) => listeners.push(listener),
+                    Err(e) => {
+                        last = e.to_string();
+                        break;
+                    }
                 }
-            };
-            let engine = engine::Engine::new(&options, Arc::clone(&clock), address.ip());
+            }
+            if listeners.len() < count {
+                continue;
+            }
+            let ips = addresses.iter().map(SocketAddr::ip).collect();
+            let engine = engine::Engine::new(&options, Arc::clone(&clock), ips);
             let shared = Arc::new(Shared::new(engine, options.strict));
-            let base = base_rule(&shared);
-            // The node listens on a port nobody uses; drivers come in through the front door.
-            let node_address = SocketAddr::new(address.ip(), 0);
-            let node = Node::new_dry_mode(node_address, Some(vec![base]));
-            match Proxy::new([node]).run().await {
+            // Each node listens on a port nobody uses; drivers come in through its front door.
+            let node_addresses: Vec<SocketAddr> = addresses
+                .iter()
+                .map(|address| SocketAddr::new(address.ip(), 0))
+                .collect();
+            let nodes = node_addresses.iter().enumerate().map(|(i, address)| {
+                Node::new_dry_mode(*address, Some(rules::node_rules(&shared, i, None, &[])))
+            });
+            match Proxy::new(nodes).run().await {
                 Ok(proxy) => {
-                    let front =
-                        front::FrontDoor::open(listener, proxy.transport_factory(), node_address);
+                    let fronts = listeners
+                        .into_iter()
+                        .zip(&node_addresses)
+                        .map(|(listener, node)| {
+                            front::FrontDoor::open(listener, proxy.transport_factory(), *node)
+                        })
+                        .collect();
                     return Ok(CqlTestServer {
-                        address,
+                        addresses,
                         shared,
                         clock,
-                        proxy: Mutex::new(proxy),
-                        _front: front,
+                        control: Mutex::new(Control {
+                            proxy,
+                            injected: Vec::new(),
+                            node_faults: vec![None; count],
+                        }),
+                        _fronts: fronts,
                     });
                 }
                 Err(e) => last = e.to_string(),
@@ -142,9 +171,61 @@ impl CqlTestServer {
         Err(StartError::NoFreeAddress { tried: TRIES, last })
     }
 
-    /// Where the server listens.
+    /// Where the first node listens (a driver given it discovers the others).
     pub fn address(&self) -> SocketAddr {
-        self.address
+        self.addresses[0]
+    }
+
+    /// Where every node listens, in node order: `node_fault(i, ..)` targets
+    /// `addresses()[i]`.
+    pub fn addresses(&self) -> &[SocketAddr] {
+        &self.addresses
+    }
+
+    /// Puts node `node` under `fault` (replacing its previous one) until [`Self::heal`].
+    /// Out-of-range nodes are ignored.
+    pub fn node_fault(&self, node: usize, fault: NodeFault) {
+        self.set_node_fault(node, Some(fault));
+    }
+
+    /// Brings node `node` back: it answers again (requests dropped while it was frozen stay
+    /// unanswered; the client's timeout settles them).
+    pub fn heal(&self, node: usize) {
+        self.set_node_fault(node, None);
+    }
+
+    /// Query, execute and batch requests that reached node `node` so far (faulted ones
+    /// included, frozen and down ones not).
+    pub fn requests_on(&self, node: usize) -> u64 {
+        self.shared
+            .per_node
+            .lock()
+            .map(|p| p.get(&node).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    fn set_node_fault(&self, node: usize, fault: Option<NodeFault>) {
+        if let Ok(mut control) = self.control.lock() {
+            let Some(slot) = control.node_faults.get_mut(node) else {
+                return;
+            };
+            *slot = fault;
+            let rules = rules::node_rules(&self.shared, node, fault, &control.injected);
+            if let Some(running) = control.proxy.running_nodes.get_mut(node) {
+                running.change_request_rules(Some(rules));
+            }
+        }
+    }
+
+    /// Rebuilds every node's rules after the injected faults changed.
+    fn rebuild(&self, control: &mut Control) {
+        for node in 0..self.addresses.len() {
+            let fault = control.node_faults.get(node).copied().flatten();
+            let rules = rules::node_rules(&self.shared, node, fault, &control.injected);
+            if let Some(running) = control.proxy.running_nodes.get_mut(node) {
+                running.change_request_rules(Some(rules));
+            }
+        }
     }
 
     /// The server's clock (TTLs and `gc_grace_seconds` run on it).
@@ -169,7 +250,7 @@ impl CqlTestServer {
     pub async fn session(&self) -> Session {
         let before = driver_log::warnings().len();
         let session = SessionBuilder::new()
-            .known_node_addr(self.address)
+            .known_node_addr(self.address())
             .fetch_schema_metadata(false)
             .fetch_full_schema_metadata(false)
             .build()
@@ -231,86 +312,26 @@ impl CqlTestServer {
         self.shared.engine_stats(|e| e.paxos.stats())
     }
 
-    /// Injects `fault` on the requests of `target`, `times` times.
+    /// Injects `fault` on the requests of `target`, `times` times, on every node
+    /// (`Times::Next(n)`: `n` in the whole cluster, except for latency faults, see the
+    /// README).
     pub fn inject(&self, target: Target, fault: WireFault, times: Times) {
-        let needles = self.shared.needles(&target);
-        let by_id = Condition::any([
-            Condition::RequestOpcode(RequestOpcode::Execute),
-            Condition::RequestOpcode(RequestOpcode::Batch),
-        ])
-        .and(Condition::any(
-            needles
-                .ids
-                .into_iter()
-                .map(|id| Condition::BodyContainsCaseSensitive(id.into_boxed_slice())),
-        ));
-        let by_text = Condition::any([
-            Condition::RequestOpcode(RequestOpcode::Query),
-            Condition::RequestOpcode(RequestOpcode::Batch),
-        ])
-        .and(Condition::any(needles.texts.into_iter().map(|t| {
-            Condition::BodyContainsCaseSensitive(t.into_bytes().into_boxed_slice())
-        })));
-        let aimed = Condition::any([by_id, by_text]);
-        let when = match times {
-            Times::Always => Condition::True,
-            Times::Next(n) => Condition::TrueForLimitedTimes(n),
-            Times::Random(p) => Condition::RandomWithProbability(p),
-        };
-        let cas_timeout = DbError::WriteTimeout {
-            consistency: Consistency::Serial,
-            received: 0,
-            required: 1,
-            write_type: WriteType::Cas,
-        };
-        let shared = Arc::clone(&self.shared);
-        let reaction = |r: Reaction| {
-            let shared = Arc::clone(&shared);
-            RequestReaction::forge_response(Arc::new(move |frame| wire::handle(&shared, frame, &r)))
-        };
-        let rule = match fault {
-            WireFault::Latency(d) => {
-                let shared = Arc::clone(&self.shared);
-                RequestReaction::forge_response_with_delay(
-                    d,
-                    Arc::new(move |frame| wire::handle(&shared, frame, &Reaction::Normal)),
-                )
-            }
-            WireFault::Unavailable => reaction(Reaction::Fail(DbError::Unavailable {
-                consistency: Consistency::Serial,
-                required: 1,
-                alive: 0,
-            })),
-            WireFault::CasTimeoutAfterApply => reaction(Reaction::ApplyThenFail(cas_timeout)),
-            WireFault::CasTimeoutWithoutApply => reaction(Reaction::Fail(cas_timeout)),
-            WireFault::DropConnectionAfterApply => reaction(Reaction::ApplyThenBreak),
-            WireFault::DropConnectionWithoutApply => reaction(Reaction::Break),
-        };
-        if let Ok(mut proxy) = self.proxy.lock() {
-            // The count condition goes last so it only counts frames aimed at the statement.
-            proxy.running_nodes[0].prepend_request_rules(vec![RequestRule(aimed.and(when), rule)]);
+        let injected = rules::Injected::new(self.shared.needles(&target), fault, times);
+        if let Ok(mut control) = self.control.lock() {
+            control.injected.push(injected);
+            self.rebuild(&mut control);
         }
     }
 
-    /// Removes every fault.
+    /// Removes every injected fault (node faults stay until [`Self::heal`]).
     pub fn clear_faults(&self) {
-        let base = base_rule(&self.shared);
-        if let Ok(mut proxy) = self.proxy.lock() {
-            proxy.running_nodes[0].change_request_rules(Some(vec![base]));
+        if let Ok(mut control) = self.control.lock() {
+            control.injected.clear();
+            self.rebuild(&mut control);
         }
     }
 }
 
 fn lock_or_default<T: Clone + Default>(m: &Mutex<T>) -> T {
     m.lock().map(|v| v.clone()).unwrap_or_default()
-}
-
-fn base_rule(shared: &Arc<Shared>) -> RequestRule {
-    let shared = Arc::clone(shared);
-    RequestRule(
-        Condition::True,
-        RequestReaction::forge_response(Arc::new(move |frame| {
-            wire::handle(&shared, frame, &Reaction::Normal)
-        })),
-    )
 }

@@ -45,6 +45,10 @@ pub struct ServerOptions {
     /// Scylla mode: tablets keyspaces accept LWTs, as ScyllaDB 2025.4 and later do.
     /// Default `false` (ScyllaDB 6.0 to 2025.3 refuse them).
     pub lwt_on_tablets: bool,
+    /// Nodes served, each on its own loopback address, over one shared store (default 1).
+    /// Each node's `system.local` and `system.peers` describe the whole cluster, so the
+    /// driver connects to every node and spreads requests; faults can target one node.
+    pub nodes: usize,
 }
 
 impl Default for ServerOptions {
@@ -59,6 +63,7 @@ impl Default for ServerOptions {
             paxos_round: Duration::from_millis(2),
             cas_timeout_applies: false,
             lwt_on_tablets: false,
+            nodes: 1,
         }
     }
 }
@@ -118,6 +123,14 @@ impl ServerOptions {
     pub fn with_cas_timeout_applies(self, applies: bool) -> Self {
         ServerOptions {
             cas_timeout_applies: applies,
+            ..self
+        }
+    }
+
+    /// Serves `nodes` nodes (at least one) over one shared store.
+    pub fn with_nodes(self, nodes: usize) -> Self {
+        ServerOptions {
+            nodes: nodes.max(1),
             ..self
         }
     }

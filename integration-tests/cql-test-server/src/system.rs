@@ -8,69 +8,132 @@ use super::engine::{
 };
 use super::values::{CqlType, Value};
 
+/// The name under which node `node` keeps its view of a per-node system table
+/// (`local`, `peers`): node 0 under the plain name, so a one-node server looks as before.
+pub(super) fn per_node(table: &str, node: usize) -> String {
+    match (table, node) {
+        (_, 0) => table.to_owned(),
+        ("local" | "peers", n) => format!("{table}@{n}"),
+        _ => table.to_owned(),
+    }
+}
+
+/// One node of the served cluster, as `system.local` and `system.peers` describe it.
+struct NodeRow {
+    index: usize,
+    address: IpAddr,
+    token: i64,
+}
+
+impl NodeRow {
+    fn new(index: usize, addresses: &[IpAddr]) -> Self {
+        // Tokens spread evenly over the Murmur3 ring, so each node owns an equal range.
+        let step = u64::MAX / addresses.len().max(1) as u64;
+        let token = i64::MIN.wrapping_add((step.wrapping_mul(index as u64)) as i64);
+        NodeRow {
+            index,
+            address: addresses[index],
+            token,
+        }
+    }
+
+    fn host_id(&self) -> Value {
+        let mut id = *b"cql-test-server!";
+        if self.index > 0 {
+            id[14] = (self.index >> 8) as u8;
+            id[15] = self.index as u8;
+        }
+        Value::Uuid(id)
+    }
+
+    fn tokens(&self) -> Value {
+        Value::Set(vec![Value::Text(self.token.to_string())])
+    }
+}
+
 const FOREVER: Liveness = Liveness {
     timestamp: 0,
     expires_at_sec: None,
 };
 
 impl Engine {
-    pub(super) fn install_system_tables(&mut self, address: IpAddr) {
+    pub(super) fn install_system_tables(&mut self) {
         let text = || CqlType::Text;
         let set = || CqlType::Set(Box::new(CqlType::Text));
-        let host_id = Value::Uuid(*b"cql-test-server!");
         let schema_version = Value::Uuid(*b"schema-version-1");
-        self.system_table(
-            "system",
-            "local",
-            "key",
-            vec![
-                ("key", text()),
-                ("host_id", CqlType::Uuid),
-                ("rpc_address", CqlType::Inet),
-                ("broadcast_address", CqlType::Inet),
-                ("listen_address", CqlType::Inet),
-                ("data_center", text()),
-                ("rack", text()),
-                ("tokens", set()),
-                ("cluster_name", text()),
-                ("schema_version", CqlType::Uuid),
-                ("partitioner", text()),
-                ("release_version", text()),
-            ],
-            vec![vec![
-                Value::Text("local".into()),
-                host_id,
-                Value::Inet(address),
-                Value::Inet(address),
-                Value::Inet(address),
-                Value::Text("datacenter1".into()),
-                Value::Text("rack1".into()),
-                Value::Set(vec![Value::Text("0".into())]),
-                Value::Text("cql-test-server".into()),
-                schema_version,
-                Value::Text("org.apache.cassandra.dht.Murmur3Partitioner".into()),
-                Value::Text(match self.flavor {
-                    Flavor::Cassandra => "4.1.0".into(),
-                    // What ScyllaDB reports for compatibility.
-                    Flavor::Scylla => "3.0.8".into(),
-                }),
-            ]],
-        );
-        self.system_table(
-            "system",
-            "peers",
-            "peer",
-            vec![
-                ("peer", CqlType::Inet),
-                ("host_id", CqlType::Uuid),
-                ("rpc_address", CqlType::Inet),
-                ("data_center", text()),
-                ("rack", text()),
-                ("tokens", set()),
-                ("schema_version", CqlType::Uuid),
-            ],
-            vec![],
-        );
+        let nodes: Vec<NodeRow> = (0..self.addresses.len())
+            .map(|i| NodeRow::new(i, &self.addresses))
+            .collect();
+        for node in &nodes {
+            self.system_table(
+                "system",
+                &per_node("local", node.index),
+                "key",
+                vec![
+                    ("key", text()),
+                    ("host_id", CqlType::Uuid),
+                    ("rpc_address", CqlType::Inet),
+                    ("broadcast_address", CqlType::Inet),
+                    ("listen_address", CqlType::Inet),
+                    ("data_center", text()),
+                    ("rack", text()),
+                    ("tokens", set()),
+                    ("cluster_name", text()),
+                    ("schema_version", CqlType::Uuid),
+                    ("partitioner", text()),
+                    ("release_version", text()),
+                ],
+                vec![vec![
+                    Value::Text("local".into()),
+                    node.host_id(),
+                    Value::Inet(node.address),
+                    Value::Inet(node.address),
+                    Value::Inet(node.address),
+                    Value::Text("datacenter1".into()),
+                    Value::Text("rack1".into()),
+                    node.tokens(),
+                    Value::Text("cql-test-server".into()),
+                    schema_version.clone(),
+                    Value::Text("org.apache.cassandra.dht.Murmur3Partitioner".into()),
+                    Value::Text(match self.flavor {
+                        Flavor::Cassandra => "4.1.0".into(),
+                        // What ScyllaDB reports for compatibility.
+                        Flavor::Scylla => "3.0.8".into(),
+                    }),
+                ]],
+            );
+            // Every other node, as this one sees it.
+            let peers = nodes
+                .iter()
+                .filter(|peer| peer.index != node.index)
+                .map(|peer| {
+                    vec![
+                        Value::Inet(peer.address),
+                        peer.host_id(),
+                        Value::Inet(peer.address),
+                        Value::Text("datacenter1".into()),
+                        Value::Text("rack1".into()),
+                        peer.tokens(),
+                        schema_version.clone(),
+                    ]
+                })
+                .collect();
+            self.system_table(
+                "system",
+                &per_node("peers", node.index),
+                "peer",
+                vec![
+                    ("peer", CqlType::Inet),
+                    ("host_id", CqlType::Uuid),
+                    ("rpc_address", CqlType::Inet),
+                    ("data_center", text()),
+                    ("rack", text()),
+                    ("tokens", set()),
+                    ("schema_version", CqlType::Uuid),
+                ],
+                peers,
+            );
+        }
         self.system_table(
             "system_schema",
             "keyspaces",

@@ -39,7 +39,7 @@ impl Engine {
                 },
                 message: format!(
                     "Operation failed - received 0 responses and 1 failures: READ_TOO_MANY_TOMBSTONES from /{}:7000",
-                    self.address
+                    self.address()
                 ),
             });
         }

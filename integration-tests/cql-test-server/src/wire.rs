@@ -51,6 +51,8 @@ pub struct Shared {
     pub received: Mutex<std::collections::BTreeSet<String>>,
     /// Consistency levels of the requests executed so far.
     pub consistencies: Mutex<Vec<ConsistencyUse>>,
+    /// Query, execute and batch requests answered so far, per node.
+    pub per_node: Mutex<HashMap<usize, u64>>,
 }
 
 impl Shared {
@@ -66,6 +68,7 @@ impl Shared {
             executed: Mutex::default(),
             received: Mutex::default(),
             consistencies: Mutex::default(),
+            per_node: Mutex::default(),
         }
     }
 
@@ -129,8 +132,13 @@ impl Shared {
     }
 }
 
-/// Answers one request frame.
-pub fn handle(shared: &Shared, frame: RequestFrame, reaction: &Reaction) -> ResponseFrame {
+/// Answers one request frame that reached node `node`.
+pub fn handle(
+    shared: &Shared,
+    node: usize,
+    frame: RequestFrame,
+    reaction: &Reaction,
+) -> ResponseFrame {
     let params = frame.params;
     let respond =
         |opcode, body: Vec<u8>| ResponseFrame::new(params.for_response(), opcode, body.into());
@@ -148,7 +156,7 @@ pub fn handle(shared: &Shared, frame: RequestFrame, reaction: &Reaction) -> Resp
         }
         RequestOpcode::Prepare => super::prepare::prepare(shared, &frame),
         RequestOpcode::Query | RequestOpcode::Execute | RequestOpcode::Batch => {
-            run(shared, &frame, reaction)
+            run(shared, node, &frame, reaction)
         }
         other => Err(DbErr {
             error: DbError::ProtocolError,
@@ -216,7 +224,12 @@ fn bound(values: &scylla_cql::serialize::row::SerializedValues) -> Vec<Option<Ve
         .collect()
 }
 
-fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Answer, DbErr> {
+fn run(
+    shared: &Shared,
+    node: usize,
+    frame: &RequestFrame,
+    reaction: &Reaction,
+) -> Result<Answer, DbErr> {
     let request = frame
         .deserialize(&ProtocolFeatures::default())
         .map_err(|e| DbErr {
@@ -233,6 +246,7 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
         })?;
         Ok((id.to_vec(), text.clone(), statement.clone()))
     };
+    *lock(&shared.per_node)?.entry(node).or_default() += 1;
     let mut statements: Vec<Resolved> = Vec::new();
     let is_batch = matches!(request, RequestV2::Batch(_));
     match &request {
@@ -302,6 +316,7 @@ fn run(shared: &Shared, frame: &RequestFrame, reaction: &Reaction) -> Result<Ans
     check_consistency(&parsed, consistency)?;
     let execute = || -> Result<Outcome, DbErr> {
         let mut engine = lock(&shared.engine)?;
+        engine.node = node;
         lock(&shared.executed)?.extend(statements.iter().map(|(_, text, ..)| text.clone()));
         if is_batch {
             let refs: Vec<(&Statement, &[Option<Vec<u8>>])> = statements

@@ -19,6 +19,7 @@ pub fn election_config() -> ElectionConfig {
         renew_interval: lease.renew_interval,
         retry_interval: Duration::from_millis(200),
         max_clock_skew: lease.max_clock_skew,
+        request_timeout: lease.request_timeout,
     }
 }
 
@@ -50,7 +51,7 @@ pub async fn next_elected(
 }
 
 /// The first of several campaigns to be elected: its index, term and arrival time.
-async fn first_elected(campaigns: &mut [Campaign]) -> (usize, FencingToken, Instant) {
+pub async fn first_elected(campaigns: &mut [Campaign]) -> (usize, FencingToken, Instant) {
     let mut streams: Vec<_> = campaigns
         .iter_mut()
         .enumerate()
@@ -61,7 +62,7 @@ async fn first_elected(campaigns: &mut [Campaign]) -> (usize, FencingToken, Inst
 }
 
 /// A leader "a" elected on `name`, with followers "b" and "c" campaigning for `settle`.
-async fn leader_and_two_followers(
+pub async fn leader_and_two_followers(
     b: &dyn Backend,
     name: &str,
     settle: Duration,

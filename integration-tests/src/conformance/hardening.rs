@@ -16,7 +16,7 @@ use crate::backend::Backend;
 /// An acquire answered after the holder's validity is not handed out: the caller gets
 /// `Lost { Expired }` and the claim is given back at once, not after its TTL.
 pub async fn late_acquire_answer_is_given_back(b: &dyn Backend) {
-    let c = client(b);
+    let c = super::client_with(b, super::patient_config());
     let late = test_config().validity() + Duration::from_millis(50);
     b.inject(Some(Op::TryAcquire), Fault::Latency(late), Times::Next(1));
     match c.try_acquire("late-answer", "alice", None).await {
@@ -45,7 +45,11 @@ pub async fn late_acquire_answer_is_given_back(b: &dyn Backend) {
 /// While every claim is answered after its deadline, the candidate is never `Elected` (and
 /// so never handed a live `stop` token past its deadline); once answers are timely it is.
 pub async fn late_election_win_is_not_elected(b: &dyn Backend) {
-    let e = Election::new(b.store(), "late-win", election_config()).expect("election");
+    let config = ElectionConfig {
+        request_timeout: Some(election_config().lease_config().validity() * 2),
+        ..election_config()
+    };
+    let e = Election::new(b.store(), "late-win", config).expect("election");
     let late = election_config().lease_config().validity() + Duration::from_millis(50);
     b.inject(Some(Op::TryAcquire), Fault::Latency(late), Times::Always);
     let mut c = e.campaign("a", None).expect("campaign");
@@ -115,6 +119,7 @@ pub async fn own_orphan_is_released_not_reported(b: &dyn Backend) {
         renew_interval: Duration::from_millis(500),
         retry_interval: Duration::from_millis(200),
         max_clock_skew: Duration::from_secs(2),
+        request_timeout: None,
     };
     let e = Election::new(b.store(), "orphan", config).expect("election");
     let mut c = e.campaign("a", None).expect("campaign");

@@ -160,6 +160,7 @@ pub async fn late_applied_campaign_does_not_mislead_peers(b: &dyn Backend) {
         renew_interval: Duration::from_secs(1),
         retry_interval: Duration::from_millis(400),
         max_clock_skew: Duration::ZERO,
+        request_timeout: None,
     };
     let late = LateApply::new(b.store(), Duration::from_millis(100));
     let ea = Election::new(late.clone(), "late-campaign", config).expect("election");

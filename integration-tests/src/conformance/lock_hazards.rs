@@ -30,6 +30,8 @@ fn slow_refresh_options() -> LockOptions {
             retry_interval: Duration::from_millis(100),
             max_clock_skew: Duration::ZERO,
             resolve_timeout: Duration::from_secs(2),
+            // The refresh must be waited for to land late (the scenario), not given up.
+            request_timeout: Some(Duration::from_secs(5)),
         },
         poll_interval: Duration::from_millis(20),
     }

@@ -9,6 +9,7 @@ pub mod contention;
 pub mod election;
 pub mod election_api;
 pub mod election_chaos;
+pub mod frozen_node;
 pub mod global_time;
 pub mod hardening;
 pub mod late_apply;
@@ -37,6 +38,18 @@ pub fn test_config() -> LeaseConfig {
         retry_interval: Duration::from_millis(100),
         max_clock_skew: Duration::ZERO,
         resolve_timeout: Duration::from_secs(2),
+        request_timeout: None,
+    }
+}
+
+/// [`test_config`] with requests that wait past their deadline (twice the validity), for
+/// scenarios about answers that arrive late: with the derived request timeout such a
+/// request is given up and read back long before.
+pub fn patient_config() -> LeaseConfig {
+    let config = test_config();
+    LeaseConfig {
+        request_timeout: Some(config.validity() * 2),
+        ..config
     }
 }
 

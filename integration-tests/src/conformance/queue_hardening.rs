@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{JobState, QueueError, StoredItem, WorkQueue};
+use cql_workqueue::{JobState, QueueConfig, QueueError, StoredItem, WorkQueue};
 use futures::StreamExt;
 
 use super::cancel_safety::cut_points;
@@ -38,7 +38,14 @@ async fn assert_untouched(b: &dyn Backend, q: &WorkQueue, what: &str) {
 /// A claim answered after its deadline is undone at once, reported as no job, and spends no
 /// attempt.
 pub async fn late_claim_is_undone(b: &dyn Backend) {
-    let q = queue(b, "late-claim");
+    let q = super::queue::queue_with(
+        b,
+        "late-claim",
+        QueueConfig {
+            claim: super::patient_config(),
+            ..super::queue::queue_config()
+        },
+    );
     q.enqueue("work").await.expect("enqueue");
     let late = test_config().validity() + Duration::from_millis(50);
     b.inject_queue(Some(QueueOp::Claim), Fault::Latency(late), Times::Next(1));

@@ -101,7 +101,13 @@ where
     let what = guard.describe();
     // Measured before sending: the store cannot expire the claim before this plus validity.
     let sent_at = Instant::now();
-    let (outcome, answer_lost) = match guard.send(request).await {
+    // Bounded inside the sent task: a claim stuck on a frozen coordinator is given up as
+    // unknown and read back (on another coordinator) while there is time to use it.
+    let bounded = {
+        let (timing, what) = (*timing, what.clone());
+        async move { timing.bounded(&what, request).await }
+    };
+    let (outcome, answer_lost) = match guard.send(bounded).await {
         Ok(outcome) => (Some(outcome), false),
         Err(error) if error.is_unknown() => {
             warn!(claim = %what, %error, "claim answer lost; reading back");

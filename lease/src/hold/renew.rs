@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -46,7 +47,11 @@ pub(super) async fn run(
             return false;
         }
         let sent_at = Instant::now();
-        let outcome = tokio::time::timeout_at(deadline, async {
+        // A renewal may not use up the time left: it gets at most half of it (and at most
+        // `request_timeout`), so a renewal stuck on a frozen coordinator is given up with
+        // time to send it again, which the driver routes to another coordinator.
+        let attempt_end = (sent_at + attempt_budget(&timing, deadline - sent_at)).min(deadline);
+        let outcome = tokio::time::timeout_at(attempt_end, async {
             match target.renew().await {
                 Ok(outcome) => Ok(outcome),
                 // A lost answer: one read-back tells whether it is still ours.
@@ -59,10 +64,24 @@ pub(super) async fn run(
         })
         .await;
         match outcome {
-            Err(_deadline_passed) => {
+            Err(_deadline_passed) if Instant::now() >= deadline => {
                 let reason = expire(&target, &timing, &signals, failing);
                 answer(Err(HoldError::Lost(reason)));
                 return false;
+            }
+            Err(_attempt_timed_out) => {
+                // Its outcome is unknown; sending it again settles it (it is conditional on
+                // this claim's id), so do that now rather than after a retry delay.
+                failing = true;
+                warn!(claim = %signals.what, budget = ?attempt_end - sent_at, "renewal timed out; sending it again");
+                next = Instant::now();
+                answer(Err(HoldError::OutcomeUnknown(StoreError::Unknown(
+                    format!(
+                        "renewal of {}: no answer within {:?}",
+                        signals.what,
+                        attempt_end - sent_at
+                    ),
+                ))));
             }
             Ok(Ok(CasOutcome::Applied)) => {
                 failing = false;
@@ -90,6 +109,15 @@ pub(super) async fn run(
             }
         }
     }
+}
+
+/// Shortest time a renewal attempt gets, however close the deadline (the deadline still
+/// cuts it): below this, attempts would only pile up.
+const MIN_ATTEMPT: Duration = Duration::from_millis(50);
+
+/// How long one renewal attempt may take with `left` before the deadline.
+fn attempt_budget(timing: &HoldTiming, left: Duration) -> Duration {
+    timing.request_timeout.min((left / 2).max(MIN_ATTEMPT))
 }
 
 /// The deadline passed without a successful renewal: stop acting, then free the claim early

@@ -11,7 +11,8 @@ use super::{HoldError, HoldTiming, Holdable};
 use crate::error::{LossReason, StoreError};
 use crate::store::CasOutcome;
 
-/// Runs `step` until it decides, for at most `timing.resolve_timeout`.
+/// Runs `step` until it decides, for at most `timing.resolve_timeout`, each step for at most
+/// `timing.request_timeout` (a step that times out counts as of unknown outcome).
 ///
 /// `step` returns `Ok(Some(answer))` when it has the answer, `Ok(None)` when it must be asked
 /// again (a read-back found the claim unchanged), or an error. A [`StoreError::Rejected`]
@@ -36,7 +37,7 @@ where
     let mut delays = timing.delays();
     let mut unknown: Option<StoreError> = None;
     loop {
-        let error = match step().await {
+        let error = match timing.bounded(what, step()).await {
             Ok(Some(answer)) => return Ok(answer),
             Ok(None) => StoreError::Unknown(format!("{what}: outcome not settled yet")),
             Err(error @ StoreError::Rejected(_)) => return Err(error),

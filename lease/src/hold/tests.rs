@@ -17,6 +17,8 @@ struct Scripted {
     renews: AtomicU64,
     releases: AtomicU64,
     orphaned: AtomicBool,
+    /// The next renewal never answers (sent to a frozen coordinator).
+    hang_next_renew: AtomicBool,
 }
 
 impl Scripted {
@@ -34,6 +36,9 @@ impl Holdable for Scripted {
     }
     async fn renew(&self) -> Result<CasOutcome, StoreError> {
         self.renews.fetch_add(1, Ordering::SeqCst);
+        if self.hang_next_renew.swap(false, Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         if let Some(error) = self
             .renew_error
             .lock()
@@ -70,6 +75,8 @@ fn timing() -> HoldTiming {
         renew_interval: Duration::from_secs(3),
         retry_interval: Duration::from_secs(1),
         resolve_timeout: Duration::from_secs(5),
+        // Longer than the validity: these tests are about answers that arrive late.
+        request_timeout: Duration::from_secs(10),
     }
 }
 
@@ -111,6 +118,25 @@ async fn renews_until_released_and_stops_acting_first() {
     hold.release().await.unwrap_or_else(|e| panic!("{e}"));
     assert!(token.is_cancelled() && !*held.borrow());
     assert!(!claim.held.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_that_never_answers_is_sent_again_in_time() {
+    let claim = Scripted::held();
+    let start = Instant::now();
+    let hold = Hold::start(claim.clone(), timing(), start, None);
+    claim.hang_next_renew.store(true, Ordering::SeqCst);
+    // The first renewal (at 3 s, deadline 8 s) hangs; it gets half the time left, then is
+    // sent again and answered well before the deadline.
+    tokio::time::sleep(timing().validity + Duration::from_secs(1)).await;
+    assert!(
+        hold.is_held(),
+        "lost: {:?} at {:?}",
+        hold.loss_reason(),
+        hold.lost_at().map(|at| at - start)
+    );
+    assert!(claim.renews.load(Ordering::SeqCst) >= 2);
+    assert!(hold.must_stop_by() > start + timing().validity);
 }
 
 #[tokio::test(start_paused = true)]

@@ -7,6 +7,7 @@
 
 pub mod cql;
 mod errors;
+mod rotation;
 mod schema;
 mod statement;
 mod tablets;
@@ -22,7 +23,7 @@ use tracing::{debug, instrument};
 
 pub use errors::classify;
 pub use schema::{Replication, SchemaError, ScyllaOptions};
-pub use statement::{Kind, LwtRow, lwt_batch, prepare};
+pub use statement::{Kind, LwtRouting, LwtRow, lwt_batch, prepare};
 pub use tablets::{PROBE_KEY, check_lwt_support};
 
 use crate::error::StoreError;

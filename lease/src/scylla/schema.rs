@@ -7,6 +7,7 @@ use tracing::{info, warn};
 
 use super::cql;
 use super::errors::classify;
+use super::statement::LwtRouting;
 use crate::error::{InvalidArgument, StoreError};
 
 /// Keyspace replication for [`ScyllaOptions::create_schema`](super::ScyllaOptions).
@@ -76,9 +77,14 @@ pub struct ScyllaOptions {
     /// single-DC cluster). See [`ScyllaOptions::per_datacenter`]. Meaningless with `SERIAL`
     /// (one Paxos across all data centres), so that combination is refused.
     pub per_datacenter_paxos: bool,
-    /// Client-side timeout of one request; expiry of an LWT leaves its outcome unknown and is
-    /// resolved by a read-back. `None` keeps the session's.
+    /// Driver-side timeout of one request; expiry of an LWT leaves its outcome unknown and is
+    /// resolved by a read-back. `None` keeps the session's (the driver's default is 30 s).
+    /// The lease layer bounds every request anyway, by a timeout derived from the lease
+    /// timing ([`crate::LeaseConfig::effective_request_timeout`]), so this only matters
+    /// when it is shorter.
     pub request_timeout: Option<std::time::Duration>,
+    /// Which coordinators LWTs are sent to. Default [`LwtRouting::RoundRobin`].
+    pub lwt_routing: LwtRouting,
 }
 
 impl Default for ScyllaOptions {
@@ -91,6 +97,7 @@ impl Default for ScyllaOptions {
             serial_consistency: SerialConsistency::Serial,
             per_datacenter_paxos: false,
             request_timeout: None,
+            lwt_routing: LwtRouting::RoundRobin,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use scylla::client::session::Session;
+use scylla::policies::load_balancing::LoadBalancingPolicy;
 use scylla::policies::retry::FallthroughRetryPolicy;
 use scylla::response::query_result::QueryResult;
 use scylla::statement::batch::{Batch, BatchType};
@@ -12,8 +13,48 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::{CqlValue, Row};
 
+use super::rotation::Rotation;
 use super::schema::ScyllaOptions;
 use crate::error::StoreError;
+
+/// Which coordinators LWTs (and LWT batches) are sent to.
+///
+/// The driver's default policy sends an LWT it knows as such (ScyllaDB marks them when
+/// preparing) to the first replica of its token, every time, to spare Paxos contention
+/// between coordinators. When that replica freezes, every LWT on the partition (each
+/// renewal, each retry of it) waits on it until its timeout, and the holder runs out of
+/// time. This library sends a renewal again after a timeout, and that only helps if the new
+/// request can reach another coordinator.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum LwtRouting {
+    /// A strict rotation over every node the driver knows, not token-aware (the default):
+    /// each new LWT of the store goes to the next node, so a retry after a timeout goes
+    /// elsewhere. One rotation per prepared statement, so a holder's successive renewals
+    /// visit the nodes in turn. A
+    /// coordinator that is not a replica costs one hop more; Paxos contention depends on
+    /// the concurrent proposals per partition, which are rare for a lease (one holder
+    /// renewing, candidates only when it looks free). Multi-DC clusters should prefer
+    /// [`LwtRouting::RoundRobinInDatacenter`].
+    #[default]
+    RoundRobin,
+    /// The same rotation over the nodes of this data centre, then the others.
+    RoundRobinInDatacenter(String),
+    /// The policy of the session's execution profile (token-aware, LWTs pinned to the first
+    /// replica with the driver's default policy).
+    Session,
+}
+
+impl LwtRouting {
+    fn policy(&self) -> Option<Arc<dyn LoadBalancingPolicy>> {
+        match self {
+            LwtRouting::RoundRobin => Some(Arc::new(Rotation::new(None))),
+            LwtRouting::RoundRobinInDatacenter(dc) => {
+                Some(Arc::new(Rotation::new(Some(dc.clone()))))
+            }
+            LwtRouting::Session => None,
+        }
+    }
+}
 
 /// What a prepared statement is, which decides its consistency and retry settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +93,7 @@ pub async fn prepare(
             statement.set_serial_consistency(Some(options.serial_consistency));
             statement.set_is_idempotent(false);
             statement.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+            statement.set_load_balancing_policy(options.lwt_routing.policy());
         }
         Kind::SerialRead => {
             statement.set_consistency(serial_read_level(options.serial_consistency));
@@ -80,6 +122,7 @@ pub fn lwt_batch(
     batch.set_serial_consistency(Some(options.serial_consistency));
     batch.set_is_idempotent(false);
     batch.set_retry_policy(Some(Arc::new(FallthroughRetryPolicy)));
+    batch.set_load_balancing_policy(options.lwt_routing.policy());
     batch.set_request_timeout(options.request_timeout);
     batch
 }

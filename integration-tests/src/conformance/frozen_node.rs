@@ -1,0 +1,157 @@
+//! Availability with one node of three frozen (a paused process: accepted connections, no
+//! answers) for longer than the lease TTL, quorum intact: holders keep their claims, nobody
+//! waits on the frozen node past the request timeout, and a crashed leader is replaced in
+//! bounded time. Wire-only: it needs the CQL test server's node faults.
+
+use std::time::Duration;
+
+use cql_lease::lock::{LeaseLock, Lock};
+use cql_test_server::NodeFault;
+use tokio::time::Instant;
+
+use super::election::{election_config, first_elected, leader_and_two_followers, slack};
+use super::queue::queue;
+use super::{client, test_config};
+use crate::backend::Backend;
+use crate::wire_backend::WireBackend;
+
+/// The node frozen in every scenario (any one of three would do: LWTs rotate over all).
+const FROZEN: usize = 1;
+
+/// How long the node stays frozen: half again the lease TTL.
+fn freeze_length() -> Duration {
+    test_config().ttl * 3 / 2
+}
+
+/// Freezes [`FROZEN`] for [`freeze_length`], checking `still_held` every 50 ms and timing a
+/// linearizable read of `name` each time. Returns (the slowest read, how many were cut by
+/// the request timeout).
+async fn through_a_freeze(
+    b: &WireBackend,
+    name: &str,
+    what: &str,
+    still_held: impl Fn() -> bool,
+) -> (Duration, usize) {
+    let c = client(b);
+    b.server.node_fault(FROZEN, NodeFault::Freeze);
+    let until = Instant::now() + freeze_length();
+    let (mut slowest, mut cut) = (Duration::ZERO, 0);
+    while Instant::now() < until {
+        let sent = Instant::now();
+        if c.holder(name).await.is_err() {
+            cut += 1;
+        }
+        slowest = slowest.max(sent.elapsed());
+        assert!(
+            still_held(),
+            "{}: {what} lost while one node of three was frozen ({:?} into the freeze)",
+            b.name(),
+            freeze_length() - (until - Instant::now().min(until))
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.server.heal(FROZEN);
+    (slowest, cut)
+}
+
+/// No read waited on the frozen node past the request timeout (plus scheduling slack), and
+/// some did reach it (else the scenario proved nothing).
+fn assert_bounded_waits(b: &WireBackend, slowest: Duration, cut: usize) {
+    let bound = test_config().effective_request_timeout() + Duration::from_millis(500);
+    assert!(
+        slowest <= bound,
+        "{}: a read waited {slowest:?} on the frozen node (bound {bound:?})",
+        b.name()
+    );
+    assert!(
+        cut > 0,
+        "{}: no read reached the frozen node: the scenario did not test anything",
+        b.name()
+    );
+}
+
+/// A leader keeps its term through the freeze, and the followers stay followers.
+pub async fn leader_keeps_its_term_through_a_frozen_node(b: &WireBackend) {
+    let (leader, term, stop, others) =
+        leader_and_two_followers(b, "frozen-leader", election_config().renew_interval).await;
+    let (slowest, cut) = through_a_freeze(b, "frozen-leader", "the leader's term", || {
+        leader.is_leader() && !stop.is_cancelled()
+    })
+    .await;
+    assert_bounded_waits(b, slowest, cut);
+    assert!(
+        others.iter().all(|c| !c.is_leader()),
+        "{}: a follower took over term {term:?} from a live leader",
+        b.name()
+    );
+}
+
+/// A leader crashing while a node is frozen is replaced within the usual bound (TTL plus
+/// skew plus one retry interval), plus two request timeouts: a follower's poll and its claim
+/// may each land on the frozen node once before going elsewhere.
+pub async fn crashed_leader_is_replaced_in_bound_with_a_frozen_node(b: &WireBackend) {
+    let (leader, term, _stop, mut others) =
+        leader_and_two_followers(b, "frozen-crash", election_config().renew_interval * 2).await;
+    b.server.node_fault(FROZEN, NodeFault::Freeze);
+    let crashed_at = Instant::now();
+    leader.abort().await;
+    let elected = tokio::time::timeout(
+        election_config().takeover_bound() * 5,
+        first_elected(&mut others),
+    )
+    .await;
+    b.server.heal(FROZEN);
+    let Ok((_, next, at)) = elected else {
+        panic!(
+            "{}: no new leader within {:?} of the crash while a node was frozen",
+            b.name(),
+            election_config().takeover_bound() * 5
+        );
+    };
+    assert!(next > term);
+    let request = election_config().lease_config().effective_request_timeout();
+    let bound = election_config().takeover_bound()
+        + election_config().retry_interval
+        + request * 2
+        + slack(b);
+    assert!(
+        at - crashed_at <= bound,
+        "{}: failover with a frozen node took {:?} > {bound:?}",
+        b.name(),
+        at - crashed_at
+    );
+}
+
+/// A worker's claim stays held through the freeze (its heartbeats go around the frozen
+/// node), and completes afterwards.
+pub async fn worker_keeps_its_claim_through_a_frozen_node(b: &WireBackend) {
+    let q = queue(b, "frozen-worker");
+    q.enqueue("work").await.expect("enqueue");
+    let job = q.claim("w").await.expect("claim").expect("a job");
+    let token = job.cancellation_token();
+    let (slowest, cut) = through_a_freeze(b, "frozen-worker", "the worker's claim", || {
+        job.is_held() && !token.is_cancelled()
+    })
+    .await;
+    assert_bounded_waits(b, slowest, cut);
+    job.complete().await.expect("complete after the freeze");
+}
+
+/// A lease lock's guard stays held through the freeze: its renewals go around the frozen
+/// node. (The plain-cell locks are not covered: a renewal rewrites several cells at once
+/// through the session's load balancing, and loses the lock when every retry has one write
+/// on the frozen node; see the README's limits.)
+pub async fn lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
+    let lock = LeaseLock::new(client(b), "w").expect("lease lock");
+    let guard = lock
+        .lock("frozen-lock", Duration::from_secs(5))
+        .await
+        .expect("lock");
+    let token = guard.cancellation_token();
+    let (slowest, cut) = through_a_freeze(b, "frozen-lock", "the lock guard", || {
+        guard.is_held() && !token.is_cancelled()
+    })
+    .await;
+    assert_bounded_waits(b, slowest, cut);
+    guard.release().await.expect("release after the freeze");
+}
