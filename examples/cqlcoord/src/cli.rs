@@ -327,7 +327,8 @@ pub enum QueueCommand {
         #[arg(last = true, required = true, num_args = 1..)]
         command: Vec<String>,
     },
-    /// Items by state and the oldest available item's age.
+    /// Items by state (scheduled ones within the next index bucket, a minute by default) and
+    /// the oldest available item's age.
     Stats {
         /// Queue name.
         name: String,

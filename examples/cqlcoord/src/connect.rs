@@ -130,6 +130,9 @@ impl Connection {
         let session = builder
             .default_execution_profile_handle(profile.into_handle())
             .connection_timeout(self.request_timeout)
+            // Keyspaces and token ring only (routing keeps working): a short-lived tool has
+            // no use for every table's columns and types.
+            .fetch_full_schema_metadata(false)
             .build()
             .await
             .map_err(|e| CliError::store(format!("connecting to {}: {e}", self.hosts.join(","))))?;

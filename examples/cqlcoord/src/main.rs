@@ -21,7 +21,14 @@ use crate::cli::{Cli, Command};
 use crate::error::CliError;
 
 fn main() {
-    let cli = Cli::parse(); // bad flags: clap's message, exit 2
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!("cqlcoord: {}", one_line(&e.render().to_string()));
+            std::process::exit(error::EXIT_USAGE);
+        }
+    };
     // Library logs go to stderr only when asked for (RUST_LOG), so stdout stays parseable.
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -41,6 +48,22 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// clap's multi-line usage error as one line: its message and hints, without the usage
+/// block and the pointer to `--help`.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| {
+        !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+    });
+    let first = lines.next().unwrap_or("bad arguments");
+    let mut out = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+    for hint in lines {
+        out.push_str("; ");
+        out.push_str(hint);
+    }
+    out.push_str(" (see --help)");
+    out
 }
 
 async fn run(cli: Cli) -> Result<i32, CliError> {

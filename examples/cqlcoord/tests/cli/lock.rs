@@ -1,0 +1,234 @@
+//! `lock NAME -- CMD`: mutual exclusion between two processes, the fencing token, the
+//! command's status, release on exit, and the command stopped before a lease held through a
+//! paused store can lapse.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cql_lease::LeaseStore;
+use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions, cql};
+use cql_test_server::{Flavor, Target, Times, WireFault};
+
+use crate::common::{KEYSPACE, cqlcoord, run, scratch, server, text};
+
+/// Fast timing for tests: TTL 4 s, renew every 0.5 s, waiters poll every 0.2 s.
+const TIMING: [&str; 8] = [
+    "--ttl",
+    "4s",
+    "--renew-interval",
+    "500ms",
+    "--retry-interval",
+    "200ms",
+    "--kill-grace",
+    "500ms",
+];
+
+/// Each run appends `start NAME TOKEN` and, 0.6 s later, `end NAME`.
+const CRITICAL: &str = "echo \"start $0 ${CQLCOORD_FENCING_TOKEN:-none}\" >> \"$1\"; sleep 0.6; echo \"end $0\" >> \"$1\"";
+
+async fn two_at_once(hosts: &str, algorithm: &str, log: &str) {
+    let spawn = |who: &str| {
+        let mut command = cqlcoord(hosts);
+        command
+            .args([
+                "lock",
+                "shared",
+                "--algorithm",
+                algorithm,
+                "--timeout",
+                "30s",
+            ])
+            .args(TIMING)
+            .args(["--", "sh", "-c", CRITICAL, who, log])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command.spawn().expect("spawn")
+    };
+    let (a, b) = (spawn("a"), spawn("b"));
+    let (a, b) = tokio::join!(a.wait_with_output(), b.wait_with_output());
+    for out in [a.expect("a"), b.expect("b")] {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+}
+
+/// The log of two critical sections: `start X`, `end X`, `start Y`, `end Y`; the tokens.
+fn sections(log: &str) -> Vec<String> {
+    let lines: Vec<String> = std::fs::read_to_string(log)
+        .expect("log")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let who = |l: &str| l.split(' ').nth(1).map(str::to_owned).expect("name");
+    assert!(
+        lines[0].starts_with("start ") && lines[2].starts_with("start "),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[1],
+        format!("end {}", who(&lines[0])),
+        "overlap: {lines:?}"
+    );
+    assert_eq!(
+        lines[3],
+        format!("end {}", who(&lines[2])),
+        "overlap: {lines:?}"
+    );
+    assert_ne!(who(&lines[0]), who(&lines[2]), "{lines:?}");
+    vec![lines[0].clone(), lines[2].clone()]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_never_hold_the_lock_at_once() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let dir = scratch("lock-mutex");
+    let lease_log = dir.join("lease.log");
+    let lease_log = lease_log.to_str().expect("utf-8");
+    two_at_once(&hosts, "lease", lease_log).await;
+    let starts = sections(lease_log);
+    let token = |l: &str| {
+        l.split(' ')
+            .nth(2)
+            .expect("token")
+            .parse::<i64>()
+            .expect("a token")
+    };
+    assert!(
+        token(&starts[1]) > token(&starts[0]),
+        "tokens grow: {starts:?}"
+    );
+    // Released on exit: free at once, not after the TTL.
+    let out = run(&hosts, &["lease", "get", "shared"], None).await;
+    assert_eq!(text(&out.stdout).trim(), "shared is free");
+
+    let fair_log = dir.join("fair.log");
+    let fair_log = fair_log.to_str().expect("utf-8");
+    two_at_once(&hosts, "fair", fair_log).await;
+    let starts = sections(fair_log);
+    assert!(
+        starts.iter().all(|l| l.ends_with(" none")),
+        "no token: {starts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_status_is_the_exit_status() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let mut args = vec!["lock", "status", "--algorithm", "bakery"];
+    args.extend(TIMING);
+    args.extend(["--", "sh", "-c", "exit 7"]);
+    let out = run(&hosts, &args, None).await;
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    // Held by someone else past the timeout: exit 3, the command never ran.
+    let out = run(
+        &hosts,
+        &[
+            "lease", "acquire", "busy", "--owner", "other", "--ttl", "30s",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let dir = scratch("lock-status");
+    let ran = dir.join("ran");
+    let mut args = vec!["lock", "busy", "--timeout", "1s"];
+    args.extend(TIMING);
+    let touch = format!("touch {}", ran.display());
+    args.extend(["--", "sh", "-c", &touch]);
+    let out = run(&hosts, &args, None).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("timed out"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!ran.exists(), "the command ran without the lock");
+}
+
+fn wall_nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos()
+}
+
+/// The store stops answering the holder's renewals (a paused store): the command gets
+/// SIGTERM and is gone before the lease lapses for anyone else, and cqlcoord exits 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_is_stopped_before_the_lease_lapses() {
+    let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let dir = scratch("lock-paused");
+    let beats = dir.join("beats");
+    let script = format!(
+        "trap 'echo term >> {b}; exit 143' TERM; while :; do date +%s%N >> {b}; sleep 0.05; done",
+        b = beats.display()
+    );
+    let mut holder = cqlcoord(&hosts);
+    holder
+        .args([
+            "--request-timeout",
+            "1s",
+            "lock",
+            "paused",
+            "--ttl",
+            "5s",
+            "--renew-interval",
+            "1s",
+        ])
+        .args(["--kill-grace", "1s", "--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let holder = holder.spawn().expect("spawn");
+    crate::common::wait_for_line(&beats, |l| !l.is_empty()).await;
+
+    // The test's own view: SERIAL reads on another connection, which the fault spares.
+    let options = ScyllaOptions {
+        keyspace: KEYSPACE.into(),
+        replication: Replication::Simple(1),
+        request_timeout: Some(Duration::from_secs(2)),
+        ..ScyllaOptions::default()
+    };
+    let store = ScyllaLeaseStore::new(Arc::new(server.session().await), options.clone())
+        .await
+        .expect("store");
+    assert!(store.read("paused").await.expect("read").is_some(), "held");
+    let renew = options.render(cql::RENEW);
+    server.inject(
+        Target::Statement(renew),
+        WireFault::Latency(Duration::from_secs(30)),
+        Times::Always,
+    );
+
+    let mut free_at = None;
+    for _ in 0..400 {
+        if let Ok(None) = store.read("paused").await {
+            free_at = Some(wall_nanos());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let free_at = free_at.expect("the lease never lapsed");
+    let out = tokio::time::timeout(Duration::from_secs(30), holder.wait_with_output())
+        .await
+        .expect("cqlcoord exits")
+        .expect("wait");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("lost") && stderr.contains("status 143"),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(&beats).expect("beats");
+    assert_eq!(log.lines().last(), Some("term"), "SIGTERM first: {log}");
+    let last_beat: u128 = log
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .max()
+        .expect("beats");
+    assert!(
+        last_beat < free_at,
+        "the command ran {} ms after the lease was free",
+        (last_beat - free_at) / 1_000_000
+    );
+}
