@@ -83,8 +83,10 @@ async fn bad_flags_are_one_line_and_exit_2() {
             "--replication",
         ),
     ];
-    for (args, needle) in cases {
-        let out = run(NOWHERE, &args, None).await;
+    // All at once: none of them may reach the network.
+    let outs =
+        futures::future::join_all(cases.iter().map(|(args, _)| run(NOWHERE, args, None))).await;
+    for ((args, needle), out) in cases.into_iter().zip(outs) {
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(

@@ -52,17 +52,25 @@ async fn push_work_stats_and_dead_letters_round_trip() {
     let log = log.to_str().expect("utf-8");
 
     // Stdin lines (empty ones skipped), a unique key pushed twice, a delayed item.
-    let out = run(&hosts, &["queue", "push", "mail"], Some("ada\n\nbad\n")).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let ids: Vec<String> = text(&out.stdout).lines().map(str::to_owned).collect();
+    let (lines, keyed, delayed) = tokio::join!(
+        run(&hosts, &["queue", "push", "mail"], Some("ada\n\nbad\n")),
+        run(
+            &hosts,
+            &["queue", "push", "mail", "--key", "bob", "bob"],
+            None
+        ),
+        run(
+            &hosts,
+            &["queue", "push", "mail", "--delay", "50s", "later"],
+            None
+        ),
+    );
+    for out in [&lines, &keyed, &delayed] {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let ids: Vec<String> = text(&lines.stdout).lines().map(str::to_owned).collect();
     assert_eq!(ids.len(), 2, "{ids:?}");
-    let out = run(
-        &hosts,
-        &["queue", "push", "mail", "--key", "bob", "bob"],
-        None,
-    )
-    .await;
-    assert_eq!(text(&out.stdout).trim(), "u:bob");
+    assert_eq!(text(&keyed.stdout).trim(), "u:bob");
     let out = run(
         &hosts,
         &["queue", "push", "mail", "--key", "bob", "bob again"],
@@ -70,13 +78,6 @@ async fn push_work_stats_and_dead_letters_round_trip() {
     )
     .await;
     assert_eq!(text(&out.stdout).trim(), "u:bob duplicate (available)");
-    let out = run(
-        &hosts,
-        &["queue", "push", "mail", "--delay", "50s", "later"],
-        None,
-    )
-    .await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(counts(&stats(&hosts).await), [3, 1, 0, 0]);
 
     // Three jobs: two succeed, "bad" fails its only attempt and becomes a dead letter.
