@@ -1,11 +1,11 @@
 //! Running the operator's command under a lock, a term or a job claim, and stopping it in
 //! time.
 //!
-//! The holder's token ([`cql_lease::LockGuard::cancellation_token`] and its kin) fires at
-//! the holder's local deadline at the latest. The commands take the kill grace out of that
-//! deadline (it is added to the assumed clock skew, see [`crate::cli::Timing::config`]), so
-//! SIGTERM at the token and SIGKILL one grace later still land before the real deadline,
-//! which is itself before the store can let anyone else in.
+//! The holder's local deadline (`must_stop_by`, on the monotonic clock, moved forward by each
+//! successful renewal) is before the store can let anyone else in; at that deadline the
+//! libraries cancel the holder's token and give the claim back at once. So the command is
+//! not stopped *at* the token but before it: SIGTERM `grace + KILL_MARGIN` before the
+//! deadline if no renewal has moved it by then, SIGKILL `KILL_MARGIN` before it.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -18,6 +18,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::CliError;
+
+/// How long before the holder's deadline SIGKILL goes out: room for cqlcoord's own
+/// scheduling delay, so the command is dead before the library gives the claim back.
+pub const KILL_MARGIN: Duration = Duration::from_millis(250);
 
 /// Why the command was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,26 +90,43 @@ pub async fn spawn(
     Ok(child)
 }
 
-/// Waits for `child` to exit, or stops it when `lost` or `shutdown` fires: SIGTERM, then
-/// SIGKILL `grace` later if it is still running.
+/// Waits for `child` to exit, or stops it: SIGTERM, then SIGKILL `grace` later if it is
+/// still running, and SIGKILL [`KILL_MARGIN`] before `deadline()` in any case. It is stopped
+/// when `grace + KILL_MARGIN` before `deadline()` no renewal has moved the deadline, when
+/// `lost` fires, or when `shutdown` does.
 ///
 /// # Errors
 /// Waiting on the child failed (exit 1).
 pub async fn supervise(
     mut child: Child,
+    deadline: &dyn Fn() -> Instant,
     lost: &CancellationToken,
     shutdown: &CancellationToken,
     grace: Duration,
 ) -> Result<Ended, CliError> {
     let wait_error = |e: std::io::Error| CliError::store(format!("waiting for the command: {e}"));
-    let why = tokio::select! {
-        status = child.wait() => {
-            return Ok(Ended { status: status.map_err(wait_error)?, stopped: None });
+    let why = loop {
+        let before = deadline();
+        let term_at = before
+            .checked_sub(grace + KILL_MARGIN)
+            .unwrap_or_else(Instant::now);
+        tokio::select! {
+            status = child.wait() => {
+                return Ok(Ended { status: status.map_err(wait_error)?, stopped: None });
+            }
+            _ = lost.cancelled() => break Stopped::Lost,
+            _ = shutdown.cancelled() => break Stopped::Signal,
+            _ = tokio::time::sleep_until(term_at) => {
+                if deadline() <= before {
+                    break Stopped::Lost; // not renewed in time: stop before the deadline
+                }
+            }
         }
-        _ = lost.cancelled() => Stopped::Lost,
-        _ = shutdown.cancelled() => Stopped::Signal,
     };
-    let kill_at = Instant::now() + grace;
+    let last_moment = deadline()
+        .checked_sub(KILL_MARGIN)
+        .unwrap_or_else(Instant::now);
+    let kill_at = (Instant::now() + grace).min(last_moment);
     if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
         // ESRCH: it exited meanwhile; `wait` below collects it.
         let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);

@@ -34,8 +34,8 @@ pub struct LockArgs {
 
 /// Takes the lock, runs the command with `CQLCOORD_LOCK` (and, for the lease lock,
 /// `CQLCOORD_FENCING_TOKEN`) in its environment, stops it (SIGTERM, then SIGKILL one grace
-/// later) before the lock can lapse for others if it is lost, releases it, and exits with the
-/// command's status.
+/// later, both before the holder's local deadline) if the lock is not renewed in time or is
+/// lost, releases it, and exits with the command's status.
 ///
 /// # Errors
 /// Bad flags (2), store failures (1), not obtained in time (3), lost while the command ran
@@ -86,7 +86,15 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
             .unwrap_or_default()
     );
     let child = spawn(&args.command, &env, None).await?;
-    let ended = supervise(child, &guard.cancellation_token(), &shutdown, grace).await?;
+    let deadline = || guard.must_stop_by();
+    let ended = supervise(
+        child,
+        &deadline,
+        &guard.cancellation_token(),
+        &shutdown,
+        grace,
+    )
+    .await?;
     if ended.stopped == Some(Stopped::Lost) {
         let reason = guard.loss_reason();
         let _ = guard.release().await;

@@ -202,7 +202,15 @@ async fn work(
             ("CQLCOORD_FENCING_TOKEN", job.token().to_string()),
         ];
         let child = spawn(command, &env, Some(job.payload_bytes().to_vec())).await?;
-        let ended = supervise(child, &job.cancellation_token(), &shutdown, grace).await?;
+        let deadline = || job.must_stop_by();
+        let ended = supervise(
+            child,
+            &deadline,
+            &job.cancellation_token(),
+            &shutdown,
+            grace,
+        )
+        .await?;
         done += 1;
         let id = job.id().clone();
         let outcome = match ended.stopped {

@@ -1,18 +1,21 @@
-//! From the timing flags to the libraries' configurations, with the kill grace taken out of
-//! the holder's deadline.
+//! From the timing flags to the libraries' configurations, checking that the command can be
+//! stopped before the holder's deadline.
 
 use std::time::Duration;
 
 use cql_election::ElectionConfig;
 use cql_lease::LeaseConfig;
 
+use crate::child::KILL_MARGIN;
 use crate::cli::Timing;
 use crate::error::CliError;
 
 impl Timing {
-    /// The lease timing for a holder that runs a command: the kill grace is added to the
-    /// assumed clock skew, so the holder's token fires `grace` before its real deadline and
-    /// SIGKILL (one grace after SIGTERM) still lands before it. With no command, pass zero.
+    /// The lease timing for a holder that runs a command stopped with `grace` between SIGTERM
+    /// and SIGKILL (zero with no command). SIGTERM goes out `grace + KILL_MARGIN` before the
+    /// deadline, so that must fall after the next renewal is due: `renew_interval + grace +
+    /// KILL_MARGIN < validity` (`ttl - 1 s - max_clock_skew`); otherwise a healthy holder
+    /// would stop its command at every term.
     ///
     /// # Errors
     /// The timing does not leave room for a renewal (exit 2), naming the flags.
@@ -21,14 +24,22 @@ impl Timing {
             ttl: self.ttl,
             renew_interval: self.renew_interval,
             retry_interval: self.retry_interval,
-            max_clock_skew: self.max_clock_skew + grace,
+            max_clock_skew: self.max_clock_skew,
             ..LeaseConfig::default()
         };
-        config.validate().map_err(|e| {
+        let room = |e: String| {
             CliError::usage(format!(
-                "{e} (here: --renew-interval must be under --ttl - 1s - --max-clock-skew - --kill-grace)"
+                "{e} (--renew-interval + --kill-grace + {} ms must be under --ttl - 1s - --max-clock-skew)",
+                KILL_MARGIN.as_millis()
             ))
-        })?;
+        };
+        config.validate().map_err(|e| room(e.to_string()))?;
+        if !grace.is_zero() && self.renew_interval + grace + KILL_MARGIN >= config.validity() {
+            return Err(room(format!(
+                "no room to stop the command before the deadline: validity {:?}",
+                config.validity()
+            )));
+        }
         Ok(config)
     }
 
@@ -61,20 +72,16 @@ mod tests {
     }
 
     #[test]
-    fn the_grace_comes_out_of_the_holders_validity() {
-        let config = timing(15, 5).config(Duration::from_secs(2)).expect("valid");
-        // 15 s - 1 s - 0.5 s skew - 2 s grace.
-        assert_eq!(config.validity(), Duration::from_millis(11_500));
-        assert_eq!(config.store_ttl(), Duration::from_secs(15));
-    }
-
-    #[test]
     fn a_grace_that_leaves_no_room_to_renew_is_refused() {
-        assert!(timing(5, 2).config(Duration::from_secs(1)).is_ok());
+        // Validity 5 s - 1 s - 0.5 s = 3.5 s: 2 s + 1 s + 0.25 s fits, 2 s + 1.5 s does not.
+        let config = timing(5, 2).config(Duration::from_secs(1)).expect("valid");
+        assert_eq!(config.validity(), Duration::from_millis(3500));
         let error = timing(5, 2)
-            .config(Duration::from_secs(2))
+            .config(Duration::from_millis(1500))
             .expect_err("no room");
         assert_eq!(error.code, crate::error::EXIT_USAGE);
         assert!(error.message.contains("--kill-grace"), "{error}");
+        // Without a command (no grace) only the lease timing is checked.
+        assert!(timing(5, 2).config(Duration::ZERO).is_ok());
     }
 }

@@ -154,14 +154,16 @@ fn wall_nanos() -> u128 {
 }
 
 /// The store stops answering the holder's renewals (a paused store): the command gets
-/// SIGTERM and is gone before the lease lapses for anyone else, and cqlcoord exits 4.
+/// SIGTERM, ignores it, and is SIGKILLed before the lease is free for anyone else (the lease
+/// library gives a claim back as soon as its holder's deadline passes, so killing at the
+/// deadline or later would be too late); cqlcoord exits 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_is_stopped_before_the_lease_lapses() {
     let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
     let dir = scratch("lock-paused");
     let beats = dir.join("beats");
     let script = format!(
-        "trap 'echo term >> {b}; exit 143' TERM; while :; do date +%s%N >> {b}; sleep 0.05; done",
+        "trap 'echo term >> {b}' TERM; while :; do date +%s%N >> {b}; sleep 0.05; done",
         b = beats.display()
     );
     let mut holder = cqlcoord(&hosts);
@@ -216,16 +218,20 @@ async fn the_command_is_stopped_before_the_lease_lapses() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(
-        stderr.contains("lost") && stderr.contains("status 143"),
+        stderr.contains("lost") && stderr.contains("status 137"),
         "{stderr}"
     );
     let log = std::fs::read_to_string(&beats).expect("beats");
-    assert_eq!(log.lines().last(), Some("term"), "SIGTERM first: {log}");
+    assert!(log.lines().any(|l| l == "term"), "SIGTERM first: {log}");
     let last_beat: u128 = log
         .lines()
         .filter_map(|l| l.parse().ok())
         .max()
         .expect("beats");
+    eprintln!(
+        "the command stopped {} ms before the lease was free",
+        free_at.saturating_sub(last_beat) / 1_000_000
+    );
     assert!(
         last_beat < free_at,
         "the command ran {} ms after the lease was free",
