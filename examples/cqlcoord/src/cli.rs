@@ -117,7 +117,8 @@ pub struct Timing {
     /// TTL written to the store: the longest others wait for a crashed holder.
     #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub ttl: Duration,
-    /// How often the holder renews (under ttl - 1 s - max-clock-skew).
+    /// How often the holder renews (with a command: renew-interval + kill-grace + 250 ms under
+    /// ttl - 1 s - max-clock-skew).
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub renew_interval: Duration,
     /// Pause between attempts while waiting.
@@ -131,8 +132,9 @@ pub struct Timing {
 /// How a supervised command is stopped.
 #[derive(Debug, Clone, Args)]
 pub struct Stopping {
-    /// Time between SIGTERM and SIGKILL. SIGTERM goes out this long before the local
-    /// deadline (or at once on loss); SIGKILL at the deadline at the latest.
+    /// Time between SIGTERM and SIGKILL. Unless a renewal moved the holder's local deadline,
+    /// SIGTERM goes out this long plus 250 ms before it (at once on loss), and SIGKILL 250 ms
+    /// before it at the latest.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
     pub kill_grace: Duration,
 }
