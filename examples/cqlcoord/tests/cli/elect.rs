@@ -62,8 +62,14 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
     let a = candidate(&hosts, "a", log_path);
     let first = wait_for_line(&log, |l| l.starts_with("a ")).await;
     let b = candidate(&hosts, "b", log_path);
-    // b follows: its command must not run while a leads.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // b follows: its command must not run while a leads. a leads longer than one validity
+    // (3 s - 1 s): a healthy leader's command is never stopped.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut a = a;
+    assert!(
+        a.try_wait().expect("a").is_none(),
+        "a's cqlcoord exited while healthy"
+    );
     let lines = std::fs::read_to_string(&log).expect("log");
     assert_eq!(lines.lines().count(), 1, "only the leader runs: {lines}");
     let out = run(&hosts, &["leader", "jobs"], None).await;
@@ -116,4 +122,15 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
     kill(Pid::from_raw(pid(&observer)), Signal::SIGTERM).expect("signal observer");
     let status = observer.wait().await.expect("observer exits");
     assert_eq!(status.code(), Some(0));
+}
+
+/// The leader's store stops answering its renewals (and so its proclaims): its command is
+/// SIGKILLed before the term can lapse, and cqlcoord exits 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leaders_command_is_stopped_before_its_term_lapses() {
+    let stderr = crate::paused::stopped_in_time("elect", |command| {
+        command.args(["elect", crate::paused::NAME, "--candidate", "a"]);
+    })
+    .await;
+    assert!(stderr.contains("of \"paused\" ended"), "{stderr}");
 }

@@ -3,14 +3,10 @@
 //! paused store can lapse.
 
 use std::process::Stdio;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cql_lease::LeaseStore;
-use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions, cql};
-use cql_test_server::{Flavor, Target, Times, WireFault};
+use cql_test_server::Flavor;
 
-use crate::common::{KEYSPACE, cqlcoord, run, scratch, server, text};
+use crate::common::{cqlcoord, run, scratch, server, text};
 
 /// Fast timing for tests: TTL 4 s, renew every 0.5 s, waiters poll every 0.2 s.
 const TIMING: [&str; 8] = [
@@ -146,95 +142,15 @@ async fn the_commands_status_is_the_exit_status() {
     assert!(!ran.exists(), "the command ran without the lock");
 }
 
-fn wall_nanos() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .expect("clock")
-        .as_nanos()
-}
-
 /// The store stops answering the holder's renewals (a paused store): the command gets
 /// SIGTERM, ignores it, and is SIGKILLed before the lease is free for anyone else (the lease
 /// library gives a claim back as soon as its holder's deadline passes, so killing at the
 /// deadline or later would be too late); cqlcoord exits 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_is_stopped_before_the_lease_lapses() {
-    let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
-    let dir = scratch("lock-paused");
-    let beats = dir.join("beats");
-    let script = format!(
-        "trap 'echo term >> {b}' TERM; while :; do date +%s%N >> {b}; sleep 0.05; done",
-        b = beats.display()
-    );
-    let mut holder = cqlcoord(&hosts);
-    holder
-        .args([
-            "--request-timeout",
-            "1s",
-            "lock",
-            "paused",
-            "--ttl",
-            "5s",
-            "--renew-interval",
-            "1s",
-        ])
-        .args(["--kill-grace", "1s", "--", "sh", "-c", &script])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let holder = holder.spawn().expect("spawn");
-    crate::common::wait_for_line(&beats, |l| !l.is_empty()).await;
-
-    // The test's own view: SERIAL reads on another connection, which the fault spares.
-    let options = ScyllaOptions {
-        keyspace: KEYSPACE.into(),
-        replication: Replication::Simple(1),
-        request_timeout: Some(Duration::from_secs(2)),
-        ..ScyllaOptions::default()
-    };
-    let store = ScyllaLeaseStore::new(Arc::new(server.session().await), options.clone())
-        .await
-        .expect("store");
-    assert!(store.read("paused").await.expect("read").is_some(), "held");
-    let renew = options.render(cql::RENEW);
-    server.inject(
-        Target::Statement(renew),
-        WireFault::Latency(Duration::from_secs(30)),
-        Times::Always,
-    );
-
-    let mut free_at = None;
-    for _ in 0..400 {
-        if let Ok(None) = store.read("paused").await {
-            free_at = Some(wall_nanos());
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let free_at = free_at.expect("the lease never lapsed");
-    let out = tokio::time::timeout(Duration::from_secs(30), holder.wait_with_output())
-        .await
-        .expect("cqlcoord exits")
-        .expect("wait");
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
-    assert!(
-        stderr.contains("lost") && stderr.contains("status 137"),
-        "{stderr}"
-    );
-    let log = std::fs::read_to_string(&beats).expect("beats");
-    assert!(log.lines().any(|l| l == "term"), "SIGTERM first: {log}");
-    let last_beat: u128 = log
-        .lines()
-        .filter_map(|l| l.parse().ok())
-        .max()
-        .expect("beats");
-    eprintln!(
-        "the command stopped {} ms before the lease was free",
-        free_at.saturating_sub(last_beat) / 1_000_000
-    );
-    assert!(
-        last_beat < free_at,
-        "the command ran {} ms after the lease was free",
-        (last_beat - free_at) / 1_000_000
-    );
+    let stderr = crate::paused::stopped_in_time("lock", |command| {
+        command.args(["lock", "paused"]);
+    })
+    .await;
+    assert!(stderr.contains("lock \"paused\" lost"), "{stderr}");
 }

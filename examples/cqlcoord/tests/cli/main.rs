@@ -6,4 +6,5 @@ mod common;
 mod elect;
 mod flags;
 mod lock;
+mod paused;
 mod queue;
