@@ -185,6 +185,11 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                             "cqlcoord: term {term} ended; command stopped (status {}); campaigning again",
                             ended.code()
                         );
+                        // The command may have been stopped on this process's own reckoning
+                        // while the campaign still leads: end that term for sure (a term
+                        // without its command must not go on), then start afresh.
+                        let _ = campaign.resign().await;
+                        campaign = election.campaign(&args.candidate, args.value.clone())?;
                     }
                     Some(Stopped::Lost) => {
                         let _ = campaign.resign().await;

@@ -134,3 +134,37 @@ async fn the_leaders_command_is_stopped_before_its_term_lapses() {
     .await;
     assert!(stderr.contains("of \"paused\" ended"), "{stderr}");
 }
+
+/// An operator releases the leader's lease by hand (`lease release`, a repair): the leader's
+/// next renewal is refused, its command is stopped, and with `--recampaign` it campaigns
+/// again and restarts the command in a new, higher term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_deposed_by_a_repair_campaigns_again() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let log = scratch("recampaign").join("terms");
+    let script = "echo \"$CQLCOORD_TERM\" >> \"$0\"; exec sleep 60";
+    let mut command = cqlcoord(&hosts);
+    command
+        .args(["elect", "jobs", "--candidate", "a", "--recampaign"])
+        .args(TIMING)
+        .args(["--", "sh", "-c", script, log.to_str().expect("utf-8")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let leader = command.spawn().expect("spawn");
+    wait_for_line(&log, |l| !l.is_empty()).await;
+    let out = run(&hosts, &["lease", "release", "jobs"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let first = std::fs::read_to_string(&log).expect("log");
+    let first = first.lines().next().expect("a term").to_owned();
+    let terms = wait_for_line(&log, |l| !l.is_empty() && l != first).await;
+    let term = |l: &str| l.parse::<i64>().expect("term");
+    assert!(term(&terms[1]) > term(&terms[0]), "{terms:?}");
+    kill(Pid::from_raw(pid(&leader)), Signal::SIGTERM).expect("signal");
+    let out = tokio::time::timeout(Duration::from_secs(30), leader.wait_with_output())
+        .await
+        .expect("exits")
+        .expect("wait");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("campaigning again"), "{stderr}");
+}
