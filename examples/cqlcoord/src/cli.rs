@@ -1,0 +1,355 @@
+//! The command line: connection flags shared by every command, and the commands.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::duration::parse_duration;
+
+/// Leases, elections, locks and work queues on ScyllaDB / Cassandra, from the shell.
+#[derive(Debug, Parser)]
+#[command(name = "cqlcoord", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Connection flags.
+    #[command(flatten)]
+    pub connection: Connection,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How to reach the cluster: shared by every command.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// Contact points, comma separated (`host:port`; port 9042 if omitted).
+    #[arg(
+        long,
+        global = true,
+        env = "CQLCOORD_HOSTS",
+        value_delimiter = ',',
+        default_value = "127.0.0.1:9042"
+    )]
+    pub hosts: Vec<String>,
+    /// Keyspace holding every table.
+    #[arg(
+        long,
+        global = true,
+        env = "CQLCOORD_KEYSPACE",
+        default_value = "coordination"
+    )]
+    pub keyspace: String,
+    /// Local data centre: preferred by load balancing, and required by LOCAL_* levels.
+    #[arg(long, global = true, env = "CQLCOORD_LOCAL_DC")]
+    pub local_dc: Option<String>,
+    /// Commit level of LWTs and level of plain reads and writes.
+    #[arg(long, global = true, value_enum, default_value = "quorum")]
+    pub consistency: Level,
+    /// Paxos level of LWTs and SERIAL reads. `local-serial` runs one Paxos per data centre:
+    /// guarantees then hold only among clients of one data centre.
+    #[arg(long, global = true, value_enum, default_value = "serial")]
+    pub serial_consistency: SerialLevel,
+    /// User name for password authentication.
+    #[arg(long, global = true, env = "CQLCOORD_USER")]
+    pub user: Option<String>,
+    /// Password (prefer the CQLCOORD_PASSWORD variable: flags show in `ps`).
+    #[arg(long, global = true, env = "CQLCOORD_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// CA certificate(s) (PEM) to verify the nodes with; enables TLS.
+    #[arg(long, global = true, env = "CQLCOORD_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// Client certificate chain (PEM) for mutual TLS; needs --tls-key and --tls-ca.
+    #[arg(long, global = true, env = "CQLCOORD_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// Client private key (PEM) for mutual TLS.
+    #[arg(long, global = true, env = "CQLCOORD_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Client-side timeout of one request (an LWT past it has an unknown outcome, resolved by
+    /// a SERIAL read-back).
+    #[arg(long, global = true, value_parser = parse_duration, default_value = "5s")]
+    pub request_timeout: Duration,
+    /// Table of leases (and elections, and the lease lock).
+    #[arg(long, global = true, default_value = "leases")]
+    pub lease_table: String,
+    /// Table of the plain-cell locks (fair, bakery).
+    #[arg(long, global = true, default_value = "lock_cells")]
+    pub cell_table: String,
+    /// Base name of the work-queue tables.
+    #[arg(long, global = true, default_value = "work_items")]
+    pub queue_table: String,
+}
+
+/// Regular consistency levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Level {
+    /// ANY.
+    Any,
+    /// ONE.
+    One,
+    /// TWO.
+    Two,
+    /// THREE.
+    Three,
+    /// QUORUM (the default: spans every data centre).
+    Quorum,
+    /// ALL.
+    All,
+    /// LOCAL_QUORUM (needs --local-dc).
+    LocalQuorum,
+    /// EACH_QUORUM.
+    EachQuorum,
+    /// LOCAL_ONE (needs --local-dc).
+    LocalOne,
+}
+
+/// Serial consistency levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SerialLevel {
+    /// SERIAL: one Paxos across every data centre.
+    Serial,
+    /// LOCAL_SERIAL: one Paxos per data centre (needs --local-dc).
+    LocalSerial,
+}
+
+/// Timing of a lease, lock, election term or job claim.
+#[derive(Debug, Clone, Args)]
+pub struct Timing {
+    /// TTL written to the store: the longest others wait for a crashed holder.
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    pub ttl: Duration,
+    /// How often the holder renews (with a command: renew-interval + kill-grace + 250 ms under
+    /// ttl - 1 s - max-clock-skew).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub renew_interval: Duration,
+    /// Pause between attempts while waiting.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub retry_interval: Duration,
+    /// Largest wall-clock difference assumed between database nodes.
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    pub max_clock_skew: Duration,
+}
+
+/// How a supervised command is stopped.
+#[derive(Debug, Clone, Args)]
+pub struct Stopping {
+    /// Time between SIGTERM and SIGKILL. Unless a renewal moved the holder's local deadline,
+    /// SIGTERM goes out this long plus 250 ms before it (at once on loss), and SIGKILL 250 ms
+    /// before it at the latest.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub kill_grace: Duration,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or print the schema.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+    /// Inspect and repair leases.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+    /// Print the current leader of an election (one SERIAL read).
+    Leader {
+        /// Election name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print leader changes as they happen, one line each.
+    Observe {
+        /// Election name.
+        name: String,
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// How often to look (jittered).
+        #[arg(long, value_parser = parse_duration, default_value = "1s")]
+        retry_interval: Duration,
+    },
+    /// Campaign, and run a command only while elected.
+    Elect {
+        /// Election name.
+        name: String,
+        /// This candidate's id.
+        #[arg(long)]
+        candidate: String,
+        /// Value to lead with (e.g. an address).
+        #[arg(long)]
+        value: Option<String>,
+        /// After losing the term, stop the command and campaign again (default: exit 4).
+        #[arg(long)]
+        recampaign: bool,
+        /// Lease timing of the term.
+        #[command(flatten)]
+        timing: Timing,
+        /// Stopping the command.
+        #[command(flatten)]
+        stopping: Stopping,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// Run a command while holding a lock.
+    Lock {
+        /// Lock name.
+        name: String,
+        /// Give up waiting after this long (exit 3). Default: wait for ever.
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// Algorithm: `lease` (LWT, fencing token), `fair` or `bakery` (plain cells, no token).
+        #[arg(long, value_enum, default_value = "lease")]
+        algorithm: Algorithm,
+        /// Owner declared on the lease lock (default: host name and process id).
+        #[arg(long)]
+        owner: Option<String>,
+        /// Lock timing.
+        #[command(flatten)]
+        timing: Timing,
+        /// Stopping the command.
+        #[command(flatten)]
+        stopping: Stopping,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// Work queues.
+    #[command(subcommand)]
+    Queue(QueueCommand),
+}
+
+/// Lock algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Algorithm {
+    /// One LWT per acquisition; passes a fencing token.
+    Lease,
+    /// Fair queue lock on plain cells; no fencing token.
+    Fair,
+    /// Lamport's bakery on plain cells; no fencing token.
+    Bakery,
+}
+
+/// `schema ...`.
+#[derive(Debug, Subcommand)]
+pub enum SchemaCommand {
+    /// Create the keyspace and every table if missing (tablets off on ScyllaDB).
+    Create {
+        /// `simple:RF`, or `DC:RF[,DC:RF...]` for NetworkTopologyStrategy.
+        #[arg(long, default_value = "simple:3")]
+        replication: String,
+    },
+    /// Print the CQL that `schema create` sends.
+    Print {
+        /// As for `schema create`.
+        #[arg(long, default_value = "simple:3")]
+        replication: String,
+    },
+}
+
+/// `lease ...`.
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Show the holder (one SERIAL read).
+    Get {
+        /// Lease name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take the lease once and leave it held until its TTL (prints token and holder id).
+    Acquire {
+        /// Lease name.
+        name: String,
+        /// Declared owner.
+        #[arg(long)]
+        owner: String,
+        /// Value stored with it.
+        #[arg(long)]
+        value: Option<String>,
+        /// TTL written to the store.
+        #[arg(long, value_parser = parse_duration, default_value = "15s")]
+        ttl: Duration,
+        /// Wait this long for a held lease to free up (default: one attempt).
+        #[arg(long, value_parser = parse_duration)]
+        wait: Option<Duration>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Release the lease: the given holder's, or whoever holds it now (repair).
+    Release {
+        /// Lease name.
+        name: String,
+        /// Release only if this holder id holds it.
+        #[arg(long)]
+        holder: Option<String>,
+    },
+}
+
+/// `queue ...`.
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Add an item (or one per line of standard input when no payload is given).
+    Push {
+        /// Queue name.
+        name: String,
+        /// Unique key: a second push with the same key adds nothing.
+        #[arg(long)]
+        key: Option<String>,
+        /// Not to run before this long from now.
+        #[arg(long, value_parser = parse_duration)]
+        delay: Option<Duration>,
+        /// The payload; read from standard input, one item per line, when absent.
+        payload: Option<String>,
+    },
+    /// Run a command per job: payload on stdin, exit 0 completes, anything else fails.
+    Work {
+        /// Queue name.
+        name: String,
+        /// Worker id (default: host name and process id).
+        #[arg(long)]
+        worker: Option<String>,
+        /// Stop after this many jobs (default: until SIGTERM / SIGINT).
+        #[arg(long)]
+        max_jobs: Option<u64>,
+        /// Claims an item gets before a failure discards it (a dead letter).
+        #[arg(long, default_value_t = 5)]
+        max_attempts: i32,
+        /// First retry back-off (doubles per attempt).
+        #[arg(long, value_parser = parse_duration, default_value = "1s")]
+        retry_backoff: Duration,
+        /// Claim timing.
+        #[command(flatten)]
+        timing: Timing,
+        /// Stopping the command.
+        #[command(flatten)]
+        stopping: Stopping,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+    },
+    /// Items by state (scheduled ones within the next index bucket, a minute by default) and
+    /// the oldest available item's age.
+    Stats {
+        /// Queue name.
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List dead letters, or requeue one, or purge them all.
+    Dead {
+        /// Queue name.
+        name: String,
+        /// Put this dead letter back in the queue.
+        #[arg(long, conflicts_with = "purge")]
+        requeue: Option<String>,
+        /// Delete every dead letter for good.
+        #[arg(long)]
+        purge: bool,
+        /// Print JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+}

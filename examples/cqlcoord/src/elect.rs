@@ -1,0 +1,217 @@
+//! `leader`, `observe` and `elect`.
+
+use std::time::Duration;
+
+use cql_election::{CampaignHandle, Election, ElectionConfig, ElectionEvent, Leader};
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::child::{Stopped, shutdown_on_signals, spawn, supervise};
+use crate::cli::{Connection, Stopping, Timing};
+use crate::error::CliError;
+
+/// `leader NAME`: one SERIAL read; exit 3 when nobody leads.
+///
+/// # Errors
+/// Bad flags (2), store failures (1).
+pub async fn leader(connection: &Connection, name: &str, json: bool) -> Result<i32, CliError> {
+    let store = crate::stores::leases(connection).await?;
+    let election = Election::new(store, name, ElectionConfig::default())?;
+    let leader = election.leader().await?;
+    println!("{}", describe(leader.as_ref(), json));
+    Ok(if leader.is_some() {
+        0
+    } else {
+        crate::error::EXIT_NOT_OBTAINED
+    })
+}
+
+/// `observe NAME`: one line per leader change until SIGTERM / SIGINT (then exit 0).
+///
+/// # Errors
+/// Bad flags (2), no connection (1).
+pub async fn observe(
+    connection: &Connection,
+    name: &str,
+    json: bool,
+    retry_interval: Duration,
+) -> Result<i32, CliError> {
+    let store = crate::stores::leases(connection).await?;
+    let config = ElectionConfig {
+        retry_interval,
+        ..ElectionConfig::default()
+    };
+    let election = Election::new(store, name, config)?;
+    let shutdown = shutdown_on_signals()?;
+    let mut changes = election.observe();
+    loop {
+        tokio::select! {
+            change = changes.next() => match change {
+                Some(leader) => println!("{}", describe(leader.as_ref(), json)),
+                None => return Err(CliError::store("the observer stopped")),
+            },
+            _ = shutdown.cancelled() => return Ok(0),
+        }
+    }
+}
+
+fn describe(leader: Option<&Leader>, json: bool) -> String {
+    match (leader, json) {
+        (None, false) => "no leader".to_owned(),
+        (None, true) => json!({ "leader": null }).to_string(),
+        (Some(l), false) => format!(
+            "leader={} term={} value={}",
+            l.candidate,
+            l.term,
+            l.value.as_deref().unwrap_or("-")
+        ),
+        (Some(l), true) => {
+            json!({ "leader": l.candidate, "term": l.term.get(), "value": l.value }).to_string()
+        }
+    }
+}
+
+/// What `elect` runs and how.
+#[derive(Debug)]
+pub struct Elect {
+    /// Election name.
+    pub name: String,
+    /// Candidate id.
+    pub candidate: String,
+    /// Value to lead with.
+    pub value: Option<String>,
+    /// Campaign again after losing a term.
+    pub recampaign: bool,
+    /// Term timing.
+    pub timing: Timing,
+    /// Stopping the command.
+    pub stopping: Stopping,
+    /// The command.
+    pub command: Vec<String>,
+}
+
+/// The term's deadline as this process can prove it. The campaign renews on its own but does
+/// not say when a renewal succeeded, so this proclaims the same value every renew interval
+/// (one more LWT, itself a renewal) and moves the deadline to `sent + validity` on success:
+/// never later than the campaign's own deadline.
+fn track_deadline(
+    handle: CampaignHandle,
+    value: Option<String>,
+    first: Instant,
+    config: ElectionConfig,
+    stop: CancellationToken,
+) -> (tokio::task::JoinHandle<()>, watch::Receiver<Instant>) {
+    let (tx, rx) = watch::channel(first);
+    let validity = config.lease_config().validity();
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(config.renew_interval) => {}
+            }
+            let sent = Instant::now();
+            if handle.proclaim(value.clone()).await.is_ok() {
+                tx.send_modify(|d| *d = (*d).max(sent + validity));
+            }
+        }
+    });
+    (task, rx)
+}
+
+/// `elect NAME --candidate ID -- CMD`: the command runs only while elected.
+///
+/// Policy: the command starts on `Elected` with `CQLCOORD_ELECTION`, `CQLCOORD_CANDIDATE`
+/// and `CQLCOORD_TERM` (the term, a fencing token) in its environment. When the term ends
+/// the command is stopped (SIGTERM, SIGKILL one grace later, both before the term's local
+/// deadline, measured from proclaims this process saw succeed: see [`track_deadline`]);
+/// then cqlcoord exits 4, or campaigns again with `--recampaign`. When the command exits on
+/// its own, cqlcoord resigns and exits with its status. On SIGTERM/SIGINT
+/// it stops the command, resigns and exits with the command's status (0 if none ran).
+///
+/// # Errors
+/// Bad flags (2), store failures (1), a lost term without `--recampaign` (4).
+pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError> {
+    let grace = args.stopping.kill_grace;
+    let config = args.timing.election(grace)?;
+    let store = crate::stores::leases(connection).await?;
+    let election = Election::new(store, &args.name, config)?;
+    let shutdown = shutdown_on_signals()?;
+    let mut campaign = election.campaign(&args.candidate, args.value.clone())?;
+    loop {
+        let event = tokio::select! {
+            event = campaign.next() => event,
+            _ = shutdown.cancelled() => {
+                let _ = campaign.resign().await;
+                return Ok(0);
+            }
+        };
+        match event {
+            Some(ElectionEvent::Elected {
+                term,
+                stop,
+                must_stop_by,
+                ..
+            }) => {
+                eprintln!("cqlcoord: elected {} term {term}", args.name);
+                let env = [
+                    ("CQLCOORD_ELECTION", args.name.clone()),
+                    ("CQLCOORD_CANDIDATE", args.candidate.clone()),
+                    ("CQLCOORD_TERM", term.to_string()),
+                ];
+                let child = match spawn(&args.command, &env, None).await {
+                    Ok(child) => child,
+                    Err(e) => {
+                        let _ = campaign.resign().await;
+                        return Err(e);
+                    }
+                };
+                let (tracker, deadline) = track_deadline(
+                    campaign.handle(),
+                    args.value.clone(),
+                    must_stop_by,
+                    config,
+                    stop.clone(),
+                );
+                let deadline = move || *deadline.borrow();
+                let ended = supervise(child, &deadline, &stop, &shutdown, grace).await;
+                tracker.abort();
+                let ended = ended?;
+                match ended.stopped {
+                    Some(Stopped::Lost) if args.recampaign => {
+                        eprintln!(
+                            "cqlcoord: term {term} ended; command stopped (status {}); campaigning again",
+                            ended.code()
+                        );
+                        // The command may have been stopped on this process's own reckoning
+                        // while the campaign still leads: end that term for sure (a term
+                        // without its command must not go on), then start afresh.
+                        let _ = campaign.resign().await;
+                        campaign = election.campaign(&args.candidate, args.value.clone())?;
+                    }
+                    Some(Stopped::Lost) => {
+                        let _ = campaign.resign().await;
+                        return Err(CliError::lost(format!(
+                            "term {term} of {:?} ended; command stopped (status {})",
+                            args.name,
+                            ended.code()
+                        )));
+                    }
+                    None | Some(Stopped::Signal) => {
+                        campaign.resign().await?;
+                        return Ok(ended.code());
+                    }
+                }
+            }
+            Some(ElectionEvent::Deposed { term, reason, .. }) => {
+                eprintln!("cqlcoord: deposed from term {term}: {reason:?}");
+            }
+            Some(ElectionEvent::LeaderChanged { leader }) => {
+                eprintln!("cqlcoord: {}", describe(leader.as_ref(), false));
+            }
+            None => return Err(CliError::store("the campaign ended")),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! `cqlcoord`: the operators' command-line tool for leases, elections, locks, work queues
+//! and schema on ScyllaDB / Cassandra. See the README's CLI section.
+
+mod child;
+mod cli;
+mod connect;
+mod duration;
+mod elect;
+mod error;
+mod lease_cmd;
+mod lock_cmd;
+mod queue_cmd;
+mod schema;
+mod stores;
+mod timing;
+mod tls;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::CliError;
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            eprintln!("cqlcoord: {}", one_line(&e.render().to_string()));
+            std::process::exit(error::EXIT_USAGE);
+        }
+    };
+    // Library logs go to stderr only when asked for (RUST_LOG), so stdout stays parseable.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let code = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(run(cli)).unwrap_or_else(|e| {
+            eprintln!("cqlcoord: {e}");
+            e.code
+        }),
+        Err(e) => {
+            eprintln!("cqlcoord: cannot start the runtime: {e}");
+            error::EXIT_ERROR
+        }
+    };
+    std::process::exit(code);
+}
+
+/// clap's multi-line usage error as one line: its message and hints, without the usage
+/// block and the pointer to `--help`.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| {
+        !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+    });
+    let first = lines.next().unwrap_or("bad arguments");
+    let mut out = first.strip_prefix("error: ").unwrap_or(first).to_owned();
+    for hint in lines {
+        out.push_str("; ");
+        out.push_str(hint);
+    }
+    out.push_str(" (see --help)");
+    out
+}
+
+async fn run(cli: Cli) -> Result<i32, CliError> {
+    let connection = &cli.connection;
+    match cli.command {
+        Command::Schema(command) => schema::run(connection, command).await,
+        Command::Lease(command) => lease_cmd::run(connection, command).await,
+        Command::Leader { name, json } => elect::leader(connection, &name, json).await,
+        Command::Observe {
+            name,
+            json,
+            retry_interval,
+        } => elect::observe(connection, &name, json, retry_interval).await,
+        Command::Elect {
+            name,
+            candidate,
+            value,
+            recampaign,
+            timing,
+            stopping,
+            command,
+        } => {
+            let args = elect::Elect {
+                name,
+                candidate,
+                value,
+                recampaign,
+                timing,
+                stopping,
+                command,
+            };
+            elect::elect(connection, args).await
+        }
+        Command::Lock {
+            name,
+            timeout,
+            algorithm,
+            owner,
+            timing,
+            stopping,
+            command,
+        } => {
+            let args = lock_cmd::LockArgs {
+                name,
+                timeout,
+                algorithm,
+                owner,
+                timing,
+                stopping,
+                command,
+            };
+            lock_cmd::run(connection, args).await
+        }
+        Command::Queue(command) => queue_cmd::run(connection, command).await,
+    }
+}

@@ -1,0 +1,65 @@
+//! Opening the stores on the connection's session.
+
+use std::sync::Arc;
+
+use cql_lease::LeaseStore;
+use cql_lease::cells::CellStore;
+use cql_lease::cells::scylla::ScyllaCellStore;
+use cql_lease::scylla::{Replication, SchemaError, ScyllaLeaseStore};
+use cql_workqueue::QueueStore;
+use cql_workqueue::scylla::ScyllaQueueStore;
+
+use crate::cli::Connection;
+use crate::error::CliError;
+
+/// Replication is only used by `schema create`; the other commands open existing tables.
+const UNUSED: Replication = Replication::Simple(1);
+
+/// A missing table shows up as a statement the server refuses to prepare: say what to do.
+fn opening(what: &str) -> impl Fn(SchemaError) -> CliError + '_ {
+    move |e| match e {
+        SchemaError::Store(e) => CliError::store(format!(
+            "opening the {what} tables: {e} (run `cqlcoord schema create` first?)"
+        )),
+        other => CliError::from(other),
+    }
+}
+
+/// The lease store (leases, elections, the lease lock).
+///
+/// # Errors
+/// Bad flags, no connection, missing tables.
+pub async fn leases(connection: &Connection) -> Result<Arc<dyn LeaseStore>, CliError> {
+    let options = connection.lease_options(UNUSED)?;
+    let session = connection.session().await?;
+    let store = ScyllaLeaseStore::new(session, options)
+        .await
+        .map_err(opening("lease"))?;
+    Ok(Arc::new(store))
+}
+
+/// The plain-cell store (fair and bakery locks).
+///
+/// # Errors
+/// As [`leases`].
+pub async fn cells(connection: &Connection) -> Result<Arc<dyn CellStore>, CliError> {
+    let options = connection.cell_options(UNUSED)?;
+    let session = connection.session().await?;
+    let store = ScyllaCellStore::new(session, options)
+        .await
+        .map_err(opening("lock cell"))?;
+    Ok(Arc::new(store))
+}
+
+/// The work-queue store.
+///
+/// # Errors
+/// As [`leases`].
+pub async fn queue(connection: &Connection) -> Result<Arc<dyn QueueStore>, CliError> {
+    let options = connection.queue_options(UNUSED)?;
+    let session = connection.session().await?;
+    let store = ScyllaQueueStore::new(session, options)
+        .await
+        .map_err(opening("work-queue"))?;
+    Ok(Arc::new(store))
+}

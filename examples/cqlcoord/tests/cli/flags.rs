@@ -1,0 +1,206 @@
+//! Bad flags and unusable settings: one line on stderr, a non-zero exit, nothing sent.
+//! Schema: `schema print` offline, `schema create` turning tablets off on ScyllaDB.
+
+use cql_test_server::Flavor;
+
+use crate::common::{run, scratch, server, text};
+
+/// Nothing listens there: a command that tried to connect would fail with exit 1, not 2.
+const NOWHERE: &str = "127.0.0.1:1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_flags_are_one_line_and_exit_2() {
+    let dir = scratch("flags");
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "").expect("write");
+    let empty = empty.to_str().expect("utf-8 path");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["lock", "x", "--algorithm", "nope", "--", "true"],
+            "--algorithm",
+        ),
+        (
+            vec!["lock", "x", "--timeout", "5 parsecs", "--", "true"],
+            "--timeout",
+        ),
+        (vec!["lock", "x"], "required"),
+        (vec!["lease", "get"], "required"),
+        (
+            vec!["queue", "dead", "q", "--requeue", "id", "--purge"],
+            "cannot be used",
+        ),
+        (vec!["frobnicate"], "unrecognized subcommand"),
+        (
+            vec!["--consistency", "local-quorum", "lease", "get", "x"],
+            "--local-dc",
+        ),
+        (
+            vec!["--serial-consistency", "local-serial", "leader", "x"],
+            "--local-dc",
+        ),
+        (
+            vec!["--keyspace", "bad-name", "lease", "get", "x"],
+            "keyspace",
+        ),
+        (
+            vec![
+                "--tls-cert",
+                "c.pem",
+                "--tls-key",
+                "k.pem",
+                "lease",
+                "get",
+                "x",
+            ],
+            "--tls-ca",
+        ),
+        (
+            vec!["--tls-ca", "/nonexistent/ca.pem", "lease", "get", "x"],
+            "ca.pem",
+        ),
+        (
+            vec!["--tls-ca", empty, "lease", "get", "x"],
+            "no certificate",
+        ),
+        (vec!["--user", "ops", "lease", "get", "x"], "--password"),
+        (
+            vec![
+                "lock",
+                "x",
+                "--ttl",
+                "3s",
+                "--renew-interval",
+                "1s",
+                "--kill-grace",
+                "1s",
+                "--",
+                "true",
+            ],
+            "--kill-grace",
+        ),
+        (
+            vec!["schema", "print", "--replication", "simple:x"],
+            "--replication",
+        ),
+    ];
+    // All at once: none of them may reach the network.
+    let outs =
+        futures::future::join_all(cases.iter().map(|(args, _)| run(NOWHERE, args, None))).await;
+    for ((args, needle), out) in cases.into_iter().zip(outs) {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "{args:?}: not one line: {stderr}"
+        );
+        assert!(stderr.starts_with("cqlcoord: "), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {stderr} lacks {needle:?}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_is_one_line_and_exit_1() {
+    let out = run(
+        NOWHERE,
+        &["--request-timeout", "1s", "lease", "get", "x"],
+        None,
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("connecting to 127.0.0.1:1"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_print_shows_what_create_sends() {
+    let out = run(
+        NOWHERE,
+        &[
+            "--keyspace",
+            "ops",
+            "schema",
+            "print",
+            "--replication",
+            "dc1:3,dc2:3",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for needle in [
+        "CREATE KEYSPACE IF NOT EXISTS ops WITH replication = {'class': 'NetworkTopologyStrategy', 'dc1': 3, 'dc2': 3};",
+        "tablets = {'enabled': false}",
+        "CREATE TABLE IF NOT EXISTS ops.leases (",
+        "CREATE TABLE IF NOT EXISTS ops.lock_cells (",
+        "CREATE TABLE IF NOT EXISTS ops.work_items_dead (",
+    ] {
+        assert!(
+            stdout.contains(needle),
+            "{needle:?} missing from:\n{stdout}"
+        );
+    }
+}
+
+/// On ScyllaDB a NetworkTopologyStrategy keyspace gets tablets by default, and (before
+/// 2025.4) LWTs are refused on them: the keyspace `schema create` makes must take LWTs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_create_turns_tablets_off_on_scylla() {
+    let (_server, hosts) = server(Flavor::Scylla, "datacenter1:1").await;
+    let out = run(
+        &hosts,
+        &["lease", "acquire", "report", "--owner", "ops", "--json"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let acquired: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let out = run(&hosts, &["lease", "get", "report", "--json"], None).await;
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(got["owner"], "ops");
+    assert_eq!(got["token"], acquired["token"]);
+    // Held: a second acquisition is refused (exit 3) and names the holder.
+    let out = run(
+        &hosts,
+        &["lease", "acquire", "report", "--owner", "other"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("\"ops\""),
+        "{}",
+        text(&out.stderr)
+    );
+    // Repair: release whoever holds it; then it is free and can be taken again.
+    let out = run(&hosts, &["lease", "release", "report"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run(&hosts, &["lease", "get", "report"], None).await;
+    assert_eq!(text(&out.stdout).trim(), "report is free");
+    let out = run(
+        &hosts,
+        &["lease", "acquire", "report", "--owner", "other", "--json"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(
+        again["token"].as_i64() > acquired["token"].as_i64(),
+        "tokens only grow"
+    );
+    // A release naming another holder changes nothing (exit 3).
+    let out = run(
+        &hosts,
+        &["lease", "release", "report", "--holder", "nobody"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+}

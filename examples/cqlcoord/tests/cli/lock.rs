@@ -1,0 +1,156 @@
+//! `lock NAME -- CMD`: mutual exclusion between two processes, the fencing token, the
+//! command's status, release on exit, and the command stopped before a lease held through a
+//! paused store can lapse.
+
+use std::process::Stdio;
+
+use cql_test_server::Flavor;
+
+use crate::common::{cqlcoord, run, scratch, server, text};
+
+/// Fast timing for tests: TTL 4 s, renew every 0.5 s, waiters poll every 0.2 s.
+const TIMING: [&str; 8] = [
+    "--ttl",
+    "4s",
+    "--renew-interval",
+    "500ms",
+    "--retry-interval",
+    "200ms",
+    "--kill-grace",
+    "500ms",
+];
+
+/// Each run appends `start NAME TOKEN` and, 0.6 s later, `end NAME`.
+const CRITICAL: &str = "echo \"start $0 ${CQLCOORD_FENCING_TOKEN:-none}\" >> \"$1\"; sleep 0.6; echo \"end $0\" >> \"$1\"";
+
+async fn two_at_once(hosts: &str, algorithm: &str, log: &str) {
+    let spawn = |who: &str| {
+        let mut command = cqlcoord(hosts);
+        command
+            .args([
+                "lock",
+                "shared",
+                "--algorithm",
+                algorithm,
+                "--timeout",
+                "30s",
+            ])
+            .args(TIMING)
+            .args(["--", "sh", "-c", CRITICAL, who, log])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command.spawn().expect("spawn")
+    };
+    let (a, b) = (spawn("a"), spawn("b"));
+    let (a, b) = tokio::join!(a.wait_with_output(), b.wait_with_output());
+    for out in [a.expect("a"), b.expect("b")] {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+}
+
+/// The log of two critical sections: `start X`, `end X`, `start Y`, `end Y`; the tokens.
+fn sections(log: &str) -> Vec<String> {
+    let lines: Vec<String> = std::fs::read_to_string(log)
+        .expect("log")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let who = |l: &str| l.split(' ').nth(1).map(str::to_owned).expect("name");
+    assert!(
+        lines[0].starts_with("start ") && lines[2].starts_with("start "),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[1],
+        format!("end {}", who(&lines[0])),
+        "overlap: {lines:?}"
+    );
+    assert_eq!(
+        lines[3],
+        format!("end {}", who(&lines[2])),
+        "overlap: {lines:?}"
+    );
+    assert_ne!(who(&lines[0]), who(&lines[2]), "{lines:?}");
+    vec![lines[0].clone(), lines[2].clone()]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_never_hold_the_lock_at_once() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let dir = scratch("lock-mutex");
+    let lease_log = dir.join("lease.log");
+    let lease_log = lease_log.to_str().expect("utf-8");
+    two_at_once(&hosts, "lease", lease_log).await;
+    let starts = sections(lease_log);
+    let token = |l: &str| {
+        l.split(' ')
+            .nth(2)
+            .expect("token")
+            .parse::<i64>()
+            .expect("a token")
+    };
+    assert!(
+        token(&starts[1]) > token(&starts[0]),
+        "tokens grow: {starts:?}"
+    );
+    // Released on exit: free at once, not after the TTL.
+    let out = run(&hosts, &["lease", "get", "shared"], None).await;
+    assert_eq!(text(&out.stdout).trim(), "shared is free");
+
+    let fair_log = dir.join("fair.log");
+    let fair_log = fair_log.to_str().expect("utf-8");
+    two_at_once(&hosts, "fair", fair_log).await;
+    let starts = sections(fair_log);
+    assert!(
+        starts.iter().all(|l| l.ends_with(" none")),
+        "no token: {starts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_status_is_the_exit_status() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let mut args = vec!["lock", "status", "--algorithm", "bakery"];
+    args.extend(TIMING);
+    args.extend(["--", "sh", "-c", "exit 7"]);
+    let out = run(&hosts, &args, None).await;
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
+    // Held by someone else past the timeout: exit 3, the command never ran.
+    let out = run(
+        &hosts,
+        &[
+            "lease", "acquire", "busy", "--owner", "other", "--ttl", "30s",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let dir = scratch("lock-status");
+    let ran = dir.join("ran");
+    let mut args = vec!["lock", "busy", "--timeout", "1s"];
+    args.extend(TIMING);
+    let touch = format!("touch {}", ran.display());
+    args.extend(["--", "sh", "-c", &touch]);
+    let out = run(&hosts, &args, None).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("timed out"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!ran.exists(), "the command ran without the lock");
+}
+
+/// The store stops answering the holder's renewals (a paused store): the command gets
+/// SIGTERM, ignores it, and is SIGKILLed before the lease is free for anyone else (the lease
+/// library gives a claim back as soon as its holder's deadline passes, so killing at the
+/// deadline or later would be too late); cqlcoord exits 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_is_stopped_before_the_lease_lapses() {
+    let stderr = crate::paused::stopped_in_time("lock", |command| {
+        command.args(["lock", "paused"]);
+    })
+    .await;
+    assert!(stderr.contains("lock \"paused\" lost"), "{stderr}");
+}

@@ -1,0 +1,10 @@
+//! The `cqlcoord` binary, run as a process against the CQL test server started in-process.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
+
+mod common;
+mod elect;
+mod flags;
+mod lock;
+mod paused;
+mod queue;

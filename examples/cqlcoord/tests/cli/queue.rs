@@ -1,0 +1,134 @@
+//! `queue push | work | stats | dead`: a round trip through every state.
+
+use cql_test_server::Flavor;
+
+use crate::common::{run, scratch, server, text};
+
+const WORK_TIMING: [&str; 8] = [
+    "--ttl",
+    "4s",
+    "--renew-interval",
+    "1s",
+    "--retry-interval",
+    "200ms",
+    "--kill-grace",
+    "500ms",
+];
+
+async fn stats(hosts: &str) -> serde_json::Value {
+    let out = run(hosts, &["queue", "stats", "mail", "--json"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn counts(stats: &serde_json::Value) -> [u64; 4] {
+    ["available", "scheduled", "running", "dead"].map(|k| stats[k].as_u64().expect(k))
+}
+
+async fn work(hosts: &str, jobs: &str, log: &str) -> String {
+    let mut args = vec![
+        "queue",
+        "work",
+        "mail",
+        "--max-jobs",
+        jobs,
+        "--max-attempts",
+        "1",
+    ];
+    args.extend(WORK_TIMING);
+    // Logs payload, attempt and token; fails on the payload "bad".
+    let script = "read p; echo \"$p $CQLCOORD_JOB_ATTEMPT $CQLCOORD_FENCING_TOKEN\" >> \"$0\"; [ \"$p\" != bad ]";
+    args.extend(["--", "sh", "-c", script, log]);
+    let out = run(hosts, &args, None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    text(&out.stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_work_stats_and_dead_letters_round_trip() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let dir = scratch("queue");
+    let log = dir.join("jobs");
+    let log = log.to_str().expect("utf-8");
+
+    // Stdin lines (empty ones skipped), a unique key pushed twice, a delayed item.
+    let (lines, keyed, delayed) = tokio::join!(
+        run(&hosts, &["queue", "push", "mail"], Some("ada\n\nbad\n")),
+        run(
+            &hosts,
+            &["queue", "push", "mail", "--key", "bob", "bob"],
+            None
+        ),
+        run(
+            &hosts,
+            &["queue", "push", "mail", "--delay", "50s", "later"],
+            None
+        ),
+    );
+    for out in [&lines, &keyed, &delayed] {
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let ids: Vec<String> = text(&lines.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(text(&keyed.stdout).trim(), "u:bob");
+    let out = run(
+        &hosts,
+        &["queue", "push", "mail", "--key", "bob", "bob again"],
+        None,
+    )
+    .await;
+    assert_eq!(text(&out.stdout).trim(), "u:bob duplicate (available)");
+    assert_eq!(counts(&stats(&hosts).await), [3, 1, 0, 0]);
+
+    // Three jobs: two succeed, "bad" fails its only attempt and becomes a dead letter.
+    let report = work(&hosts, "3", log).await;
+    let mut ran: Vec<String> = std::fs::read_to_string(log)
+        .expect("log")
+        .lines()
+        .map(|l| l.split(' ').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    ran.sort();
+    assert_eq!(ran, ["ada 1", "bad 1", "bob 1"], "{report}");
+    assert!(
+        report.contains(&format!("job {} failed: dead letter", ids[1])),
+        "{report}"
+    );
+    assert_eq!(counts(&stats(&hosts).await), [0, 1, 0, 1]);
+    let out = run(&hosts, &["queue", "dead", "mail"], None).await;
+    let dead = text(&out.stdout);
+    assert_eq!(dead.lines().count(), 1, "{dead}");
+    assert!(
+        dead.starts_with(&ids[1])
+            && dead.contains("last_error=exit status 1")
+            && dead.ends_with("payload=bad\n"),
+        "{dead}"
+    );
+
+    // Requeued, it runs again with its attempt count going on (and fails again).
+    let out = run(
+        &hosts,
+        &["queue", "dead", "mail", "--requeue", &ids[1]],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(counts(&stats(&hosts).await), [1, 1, 0, 0]);
+    let out = run(
+        &hosts,
+        &["queue", "dead", "mail", "--requeue", &ids[1]],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "not a dead letter any more");
+    work(&hosts, "1", log).await;
+    let last = std::fs::read_to_string(log).expect("log");
+    assert!(
+        last.lines().last().expect("a line").starts_with("bad 2 "),
+        "{last}"
+    );
+    assert_eq!(counts(&stats(&hosts).await), [0, 1, 0, 1]);
+
+    let out = run(&hosts, &["queue", "dead", "mail", "--purge"], None).await;
+    assert_eq!(text(&out.stdout).trim(), format!("purged {}", ids[1]));
+    assert_eq!(counts(&stats(&hosts).await), [0, 1, 0, 0]);
+}
