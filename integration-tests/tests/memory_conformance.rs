@@ -20,7 +20,7 @@ async fn never_sent_errors_are_not_read_back() {
 /// they exercise client-side code that is the same for every backend.
 mod cut_points {
     use integration_tests::backend::{Backend, MemoryBackend};
-    use integration_tests::conformance::{cancel_safety, queue_hardening};
+    use integration_tests::conformance::{cancel_safety, queue_hardening, queue_parked};
 
     #[tokio::test(start_paused = true)]
     async fn dropped_renewals_keep_the_lease_consistent() {
@@ -40,6 +40,14 @@ mod cut_points {
     async fn dropped_worker_next_keeps_or_undoes_the_claim() {
         let b = MemoryBackend::new();
         queue_hardening::dropped_worker_next_keeps_or_undoes_the_claim(&b).await;
+        b.after_scenario();
+    }
+
+    /// Four heartbeat blips longer than a claim's TTL each.
+    #[tokio::test(start_paused = true)]
+    async fn parked_claims_lost_spend_no_attempt() {
+        let b = MemoryBackend::new();
+        queue_parked::parked_claims_lost_spend_no_attempt(&b).await;
         b.after_scenario();
     }
 }

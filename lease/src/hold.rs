@@ -428,13 +428,19 @@ impl Drop for Hold {
         self.signals.lose(LossReason::Released);
         self.stop_task.cancel();
         let (target, timing) = (Arc::clone(&self.target), self.timing);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if task.await.unwrap_or(false) {
-                    let result = release_target(target.as_ref(), &timing).await;
-                    debug!(claim = %target.describe(), ?result, "release on drop");
-                }
-            });
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if task.await.unwrap_or(false) {
+                        let result = release_target(target.as_ref(), &timing).await;
+                        debug!(claim = %target.describe(), ?result, "release on drop");
+                    }
+                });
+            }
+            // Best effort only: at process exit the claim waits for its TTL.
+            Err(_) => {
+                warn!(claim = %self.signals.what, "no runtime to release on drop; the claim lapses at its TTL")
+            }
         }
     }
 }

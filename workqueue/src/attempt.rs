@@ -36,8 +36,15 @@ impl WorkQueue {
     /// Cancel-safe: if the future is dropped after a claim was sent and before its [`Job`]
     /// is returned, the claim is undone in a spawned task (conditional on its unique id),
     /// restoring the attempt number, so no attempt is spent.
-    #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn claim(&self, worker: &str) -> Result<Option<Job>, QueueError> {
+        // Delivered with no await in between: dropped earlier, the claim is undone.
+        Ok(self.claim_undelivered(worker).await?.map(Job::deliver))
+    }
+
+    /// [`WorkQueue::claim`], the job not handed out yet: lost or dropped before
+    /// [`Job::deliver`], its claim is undone and spends no attempt.
+    #[instrument(skip(self), fields(queue = %self.name()))]
+    pub(crate) async fn claim_undelivered(&self, worker: &str) -> Result<Option<Job>, QueueError> {
         cql_lease::check_text("worker", worker, cql_lease::MAX_OWNER_LEN)?;
         // Each candidate costs at most one LWT; stop after a buffer's worth.
         for _ in 0..self.config.scan_limit.saturating_mul(2) {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, Holdable, release_target, until_resolved};
+use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, until_resolved};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cql_lease::{CasOutcome, FencingToken, StoreError};
@@ -18,6 +18,10 @@ use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 use crate::queue::WorkQueue;
 use crate::store::Reschedule;
 use crate::worker::InFlight;
+
+mod parked;
+
+use parked::JobClaim;
 
 /// One claimed work item, kept claimed by a background heartbeat (a [`Hold`]).
 ///
@@ -37,6 +41,8 @@ pub struct Job {
     hold: Hold,
     check: IndexEntry,
     pub(crate) in_flight: Option<InFlight>,
+    /// What the heartbeat keeps: knows whether the job was handed out.
+    target: Arc<JobClaim>,
 }
 
 impl std::fmt::Debug for Job {
@@ -51,7 +57,8 @@ impl std::fmt::Debug for Job {
 impl Job {
     /// Starts the heartbeat of a claim sent at `sent_at` that took attempt number `attempt`
     /// and placed the check entry `check`. The caller checked that its deadline has not
-    /// passed (a hold past its deadline would start lost anyway).
+    /// passed (a hold past its deadline would start lost anyway). The job starts undelivered
+    /// (lost, it is undone and spends no attempt) until [`Job::deliver`] hands it out.
     pub(crate) fn start(
         queue: WorkQueue,
         mut item: StoredItem,
@@ -71,8 +78,23 @@ impl Job {
             hand_back: HandBack::Delivered,
             index: Some((queue.clone(), check.clone())),
         });
+        let target = Arc::new(JobClaim {
+            delivered: Arc::clone(&claim),
+            undelivered: ClaimTarget {
+                store: Arc::clone(&queue.store),
+                key: item.key.clone(),
+                claim_id: claim.claim_id.clone(),
+                ttl: claim.ttl,
+                hand_back: HandBack::Undelivered {
+                    state: JobState::Available,
+                    attempt: attempt - 1,
+                },
+                index: None,
+            },
+            handed_out: AtomicBool::new(false),
+        });
         let timing = HoldTiming::from(&queue.config.claim);
-        let hold = Hold::start(claim.clone(), timing, sent_at, None);
+        let hold = Hold::start(target.clone(), timing, sent_at, None);
         info!(id = %item.key.id, attempt = item.attempt, "job claimed");
         Job {
             queue,
@@ -81,6 +103,7 @@ impl Job {
             hold,
             check,
             in_flight: None,
+            target,
         }
     }
 
@@ -181,7 +204,12 @@ impl Job {
     /// discarded when it has had `max_attempts` claims. Returns which. One LWT.
     ///
     /// # Errors
-    /// [`QueueError::ClaimLost`] when the claim had lapsed or was taken over;
+    /// [`QueueError::ClaimLost`] when the claim had lapsed or was taken over. Known limit:
+    /// when the answer to a retry (not a discard) is lost and another worker claims the item
+    /// before the read-back, the read-back cannot tell a reschedule that applied from a claim
+    /// that lapsed (both leave the item claimed by the other worker with a higher attempt),
+    /// so this reports `ClaimLost` although the retry may have been recorded; either way the
+    /// attempt counts and the other worker has the item;
     /// [`QueueError::OutcomeUnknown`] when a lost answer could not be settled within
     /// `resolve_timeout` (the item is then handed back if the write did not apply);
     /// [`QueueError::Store`] on a definite failure (the item is handed back).
@@ -252,6 +280,7 @@ impl Job {
             hold,
             check,
             in_flight: _in_flight,
+            target: _,
         } = self;
         let timing = *hold.timing();
         let was_held = hold.is_held();
@@ -335,57 +364,6 @@ impl Job {
                 Err(QueueError::Store { operation, source })
             }
         }
-    }
-
-    /// Undoes a claim that never reached a caller (the [`Worker`](crate::Worker) stream that
-    /// made it was dropped or shut down first): the heartbeat stops, the claim is undone in a
-    /// spawned task with the item's state and attempt number restored (its token was never
-    /// handed out, so no attempt is spent), and the item gets an immediate run entry in place
-    /// of the claim's check entry, so it is claimable again at once rather than after a TTL.
-    /// If the undo fails, the check entry brings the item back once the claim lapses.
-    pub(crate) fn undeliver(self) {
-        let Job {
-            queue,
-            item,
-            claim,
-            hold,
-            check,
-            in_flight: _,
-        } = self;
-        let timing = *hold.timing();
-        // Stop renewing; the claim stays for the undo.
-        hold.abandon();
-        let attempt = item.attempt - 1;
-        let undo: Arc<dyn Holdable> = Arc::new(ClaimTarget {
-            store: Arc::clone(&claim.store),
-            key: claim.key.clone(),
-            claim_id: claim.claim_id.clone(),
-            ttl: claim.ttl,
-            hand_back: HandBack::Undelivered {
-                state: JobState::Available,
-                attempt,
-            },
-            index: None,
-        });
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        runtime.spawn(async move {
-            match release_target(undo.as_ref(), &timing).await {
-                Ok(()) => {
-                    info!(id = %item.key.id, attempt, "undelivered claim undone");
-                    let to = Reschedule {
-                        state: JobState::Available,
-                        run_at: queue.now(),
-                        error: None,
-                    };
-                    queue.after_finish(&check, attempt, Some(to)).await;
-                }
-                Err(error) => {
-                    warn!(id = %item.key.id, %error, "undoing an undelivered claim failed; it lapses at its TTL")
-                }
-            }
-        });
     }
 
     /// Stops at once without touching the store, as a crash would: the heartbeat stops, the

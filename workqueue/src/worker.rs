@@ -8,9 +8,8 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use cql_lease::check_text;
-use cql_lease::hold::jittered;
 use futures::Stream;
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
@@ -18,6 +17,10 @@ use tracing::{error, info, warn};
 use crate::error::QueueError;
 use crate::job::Job;
 use crate::queue::WorkQueue;
+
+mod search;
+
+use search::{Pending, Search};
 
 /// Claims jobs for one worker id, as a [`Stream`] of [`Job`]s.
 ///
@@ -30,15 +33,25 @@ use crate::queue::WorkQueue;
 /// jobs to finish or hand back.
 ///
 /// # Cancel safety
-/// Cancel-safe. The search for the next job runs in a task of its own and answers the
-/// stream over a channel, so nothing the consumer drops can cut a claim in half:
+/// Cancel-safe. The search for the next job runs in a task of its own, so nothing the
+/// consumer drops can cut a claim in half, and a job it claims waits for the stream only for
+/// a bounded time:
 /// - dropping a `next()` future loses nothing: the search goes on, and a job it claims
-///   meanwhile is kept (heartbeat running) and handed out by the next poll, with the same
-///   attempt number;
+///   meanwhile is parked (heartbeat running) and handed out by the next poll, with the same
+///   attempt number, if that poll comes within one `claim.renew_interval` of the claim;
+/// - a parked job is undone (state and attempt number restored, so no attempt is spent, and
+///   the item claimable again at once) when that bound passes without a poll, when the
+///   worker is shut down or drained, when the stream is dropped, or when its claim is lost
+///   (a loss hands it back as never delivered); the next poll then searches again. An
+///   unpolled stream so holds an item at most one `renew_interval` and renews it at most
+///   about once;
+/// - a poll never hands out a job whose claim is lost or past its `must_stop_by`: it undoes
+///   it and searches again;
 /// - dropping the stream (or shutting it down) at any point ends the search; a claim already
-///   under way is completed and then undone in the background, its item's state and attempt
-///   number restored and the item made claimable again at once, so no attempt is spent and
-///   nothing waits for a claim's TTL.
+///   under way is completed and then undone in the background the same way.
+///
+/// The undo runs in a spawned task: when the runtime is gone (process exit) it is skipped,
+/// logged, and the claim lapses at its TTL instead.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -74,7 +87,7 @@ pub struct Worker {
     queue: WorkQueue,
     worker: Arc<str>,
     /// The search for the next job, running in a task of its own (see `# Cancel safety`).
-    pending: Option<oneshot::Receiver<Unclaimed>>,
+    pending: Option<Pending>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -119,23 +132,29 @@ pub struct Drain {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainReport {
     /// Jobs still in flight at the deadline (their cancellation tokens were then cancelled,
-    /// so they hand their items back when dropped).
+    /// so they hand their items back when dropped), counting a claim of the worker's that
+    /// was not handed out and whose undo had not ended yet.
     pub unfinished: usize,
 }
 
 impl Drain {
-    /// Jobs handed out and not yet finished or dropped.
+    /// Jobs handed out and not yet finished or dropped, plus a claim the worker is making or
+    /// has parked (not handed out) until it is handed out or its undo has ended.
     pub fn in_flight(&self) -> usize {
         self.tracker.count.load(Ordering::SeqCst)
     }
 
     /// Stops claiming at once, then waits up to `grace` for in-flight jobs to finish; jobs
     /// still running then are told to stop (their cancellation tokens fire) and, once
-    /// dropped, hand their items back.
+    /// dropped, hand their items back. A claim the worker had made but not handed out (one
+    /// being made, or parked after a dropped `next()`) is undone at once (no attempt spent)
+    /// and the drain waits, within `grace`, for that undo to end; one still under way at the
+    /// deadline counts as unfinished.
     ///
     /// # Cancel safety
     ///
-    /// Dropping it leaves the worker shut down; jobs are told to stop only at the deadline.
+    /// Dropping it leaves the worker shut down (claims not handed out are undone all the
+    /// same); jobs are told to stop only at the deadline.
     pub async fn drain(&self, grace: Duration) -> DrainReport {
         self.shutdown.cancel();
         let deadline = Instant::now() + grace;
@@ -187,22 +206,30 @@ impl Worker {
         self.drain.clone()
     }
 
-    /// Starts looking for the next job in a task of its own, answering on the returned
-    /// receiver.
-    fn spawn_search(&self) -> oneshot::Receiver<Unclaimed> {
-        let (answer, receiver) = oneshot::channel();
-        tokio::spawn(search(
-            self.queue.clone(),
-            Arc::clone(&self.worker),
-            self.shutdown.clone(),
-            answer,
-        ));
-        receiver
+    /// Starts looking for the next job in a task of its own.
+    fn spawn_search(&self) -> Pending {
+        Search {
+            queue: self.queue.clone(),
+            worker: Arc::clone(&self.worker),
+            shutdown: self.shutdown.clone(),
+            tracker: Arc::clone(&self.drain.tracker),
+        }
+        .spawn()
     }
 
-    /// Counts `job` as in flight and ties it to the drain deadline.
-    fn hand_out(&self, mut job: Job) -> Job {
-        job.in_flight = Some(InFlight::new(&self.drain.tracker));
+    /// Hands `job` out (counted as in flight, tied to the drain deadline), or `None` if its
+    /// claim was lost or its deadline passed while it waited: that one is undone.
+    fn hand_out(&self, job: Job) -> Option<Job> {
+        if !job.is_held() || Instant::now() >= job.must_stop_by() {
+            warn!(id = %job.id(), "claimed job lost before it was handed out; undoing it");
+            job.undeliver();
+            return None;
+        }
+        // Checked before it is marked delivered: a loss from here on counts the attempt.
+        let mut job = job.deliver();
+        if job.in_flight.is_none() {
+            job.in_flight = Some(InFlight::new(&self.drain.tracker));
+        }
         // At the drain deadline the job is told to stop.
         let (stop, hand_back) = (job.cancellation_token(), self.drain.hand_back.clone());
         tokio::spawn(async move {
@@ -211,65 +238,7 @@ impl Worker {
                 _ = stop.cancelled() => {}
             }
         });
-        job
-    }
-}
-
-/// A job claimed for a [`Worker`] but not handed out yet: dropped, its claim is undone
-/// ([`Job::undeliver`]), so a claim nobody received spends no attempt.
-struct Unclaimed(Option<Job>);
-
-impl Unclaimed {
-    fn take(mut self) -> Option<Job> {
-        self.0.take()
-    }
-}
-
-impl Drop for Unclaimed {
-    fn drop(&mut self) {
-        if let Some(job) = self.0.take() {
-            info!(id = %job.id(), "claimed job not handed out; undoing the claim");
-            job.undeliver();
-        }
-    }
-}
-
-/// Claims until it gets a job, sleeping a jittered `retry_interval` ([`jittered`], the
-/// workspace's one polling policy) while the queue is empty. Gives up, claiming nothing more,
-/// once the worker shuts down or nobody waits for the answer; a claim in progress then is
-/// completed and undone rather than dropped, so its item keeps its attempt number and its
-/// index entry.
-async fn search(
-    queue: WorkQueue,
-    worker: Arc<str>,
-    shutdown: CancellationToken,
-    mut answer: oneshot::Sender<Unclaimed>,
-) {
-    let retry_interval = queue.config().claim.retry_interval;
-    let mut delays = jittered(retry_interval);
-    loop {
-        if shutdown.is_cancelled() || answer.is_closed() {
-            return;
-        }
-        match queue.claim(&worker).await {
-            Ok(Some(job)) => {
-                let job = Unclaimed(Some(job));
-                if shutdown.is_cancelled() {
-                    return; // dropped: undone
-                }
-                // If the receiver is gone, `send` gives the job back and dropping it undoes it.
-                let _ = answer.send(job);
-                return;
-            }
-            Ok(None) => {}
-            Err(error) => warn!(queue = queue.name(), %error, "claim failed"),
-        }
-        let delay = delays.next().unwrap_or(retry_interval);
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = answer.closed() => return,
-            _ = tokio::time::sleep(delay) => {}
-        }
+        Some(job)
     }
 }
 
@@ -278,33 +247,47 @@ impl Stream for Worker {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Job>> {
         let this = &mut *self;
-        if this.shutdown.is_cancelled() {
-            // No job after shutdown: one claimed but not handed out yet is undone.
+        loop {
+            if this.shutdown.is_cancelled() {
+                // No job after shutdown: one claimed but not handed out yet is undone.
+                this.pending = None;
+                return Poll::Ready(None);
+            }
+            if this.pending.is_none() {
+                this.pending = Some(this.spawn_search());
+            }
+            let Some(pending) = this.pending.as_mut() else {
+                return Poll::Ready(None);
+            };
+            let answer = ready!(Pin::new(&mut pending.found).poll(cx));
+            let parked = pending.slot.take();
+            // Done with this search: its task stops waiting and undoes nothing it handed over.
             this.pending = None;
-            return Poll::Ready(None);
-        }
-        if this.pending.is_none() {
-            this.pending = Some(this.spawn_search());
-        }
-        let Some(pending) = this.pending.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let answer = ready!(Pin::new(pending).poll(cx));
-        this.pending = None;
-        match answer.ok().and_then(Unclaimed::take) {
-            Some(job) => Poll::Ready(Some(this.hand_out(job))),
-            // The search ended without a job: the worker was shut down (or the task failed).
-            None => {
-                if !this.shutdown.is_cancelled() {
-                    // Only a panic in the claim path gets here: stop rather than spin.
-                    error!(
-                        queue = this.queue.name(),
-                        "claim task ended without an answer; stopping"
-                    );
-                    this.shutdown.cancel();
+            match (answer, parked) {
+                (_, Some(job)) => {
+                    if let Some(job) = this.hand_out(job) {
+                        return Poll::Ready(Some(job));
+                    }
+                    // Lost while parked (undone by `hand_out`): search again.
                 }
-                Poll::Ready(None)
+                // Parked, then undone before this poll took it: search again.
+                (Ok(()), None) => {}
+                // The search ended without a job: the worker was shut down (or the task failed).
+                (Err(_), None) => {
+                    if !this.shutdown.is_cancelled() {
+                        // Only a panic in the claim path gets here: stop rather than spin.
+                        error!(
+                            queue = this.queue.name(),
+                            "claim task ended without an answer; stopping"
+                        );
+                        this.shutdown.cancel();
+                    }
+                    return Poll::Ready(None);
+                }
             }
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -237,6 +237,7 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
     let mut last_term = None;
     let name = "cut-term";
     let e = Election::new(b.store(), name, election_config()).expect("election");
+    let (mut proclaims_dropped, mut resigns_dropped) = (0, 0);
     for (n, cut) in cut_points().enumerate() {
         let mut campaign = e.campaign("a", Some("v1".into())).expect("campaign");
         let Some(ElectionEvent::Elected { term, stop, .. }) = campaign.next().await else {
@@ -246,7 +247,12 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
         last_term = Some(term);
 
         lose_the_answer_of(b, Op::Renew, n);
-        let _ = run_until(cut, campaign.proclaim(Some("v2".into()))).await;
+        if run_until(cut, campaign.proclaim(Some("v2".into())))
+            .await
+            .is_none()
+        {
+            proclaims_dropped += 1;
+        }
         b.clear_faults();
         b.sleep(election_config().renew_interval * 2 + READ_BACK)
             .await;
@@ -265,6 +271,9 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
 
         lose_the_answer_of(b, Op::Release, n);
         let resigned = run_until(cut, campaign.resign()).await.is_some();
+        if !resigned {
+            resigns_dropped += 1;
+        }
         b.clear_faults();
         b.sleep(READ_BACK + Duration::from_millis(300)).await;
         let holder = c.holder(name).await.expect("holder");
@@ -279,4 +288,9 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
         drop(campaign);
         assert_free(b, &c, name, "a dropped resign", cut).await;
     }
+    assert!(
+        proclaims_dropped > 0 && resigns_dropped > 0,
+        "{}: some cut-off points fell inside the futures (proclaim {proclaims_dropped}, resign {resigns_dropped})",
+        b.name()
+    );
 }

@@ -22,6 +22,7 @@ pub mod queue;
 pub mod queue_chaos;
 pub mod queue_features;
 pub mod queue_hardening;
+pub mod queue_parked;
 pub mod queue_scale;
 
 use std::time::Duration;
@@ -169,6 +170,8 @@ macro_rules! queue_suite {
             queue_hardening::late_claim_is_undone,
             queue_hardening::every_job_exit_cancels_its_token,
             queue_hardening::dropped_queue_futures_leave_no_claim,
+            queue_parked::parked_claim_is_undone_within_a_bound,
+            queue_parked::drained_worker_keeps_no_claim,
         );
     };
 }

@@ -213,21 +213,26 @@ enum AfterDrop {
     DropStream,
     /// The stream lives on unpolled past a claim's TTL, then is dropped.
     IdleThenDrop,
-    /// The stream lives on unpolled past a claim's TTL, then is polled again.
-    IdleThenPoll,
+    /// The stream is polled again at once.
+    PollAgain,
+    /// The stream lives on unpolled past the park bound (one renew interval) but not a
+    /// claim's TTL, and is still alive when the item is checked.
+    IdleWhileLive,
 }
 
 /// A `Worker` whose `next()` future is dropped at a cut-off point mid-claim: the claim in
-/// progress is neither left behind nor counted twice. Dropping the stream then (at once or
-/// after it sat unpolled for longer than a claim's TTL) undoes it: no claim, no attempt spent,
-/// and the item claimable at once, not after a TTL. Polling the stream again hands the job
-/// out as attempt 1, still held.
+/// progress is neither left behind nor counted twice. Polling the stream again at once hands
+/// the job out as attempt 1, still held. Left unpolled, the parked claim is undone within one
+/// renew interval although the stream lives on (well before a claim's TTL could explain it);
+/// dropping the stream undoes it too. Undone means: no claim, no attempt spent, and the item
+/// claimable at once by another worker as attempt 1.
 pub async fn dropped_worker_next_keeps_or_undoes_the_claim(b: &dyn Backend) {
     let mut dropped = 0;
     for after in [
         AfterDrop::DropStream,
         AfterDrop::IdleThenDrop,
-        AfterDrop::IdleThenPoll,
+        AfterDrop::PollAgain,
+        AfterDrop::IdleWhileLive,
     ] {
         for (n, cut) in cut_points().enumerate() {
             let q = queue(b, &format!("cut-next-{after:?}-{n}"));
@@ -250,25 +255,38 @@ pub async fn dropped_worker_next_keeps_or_undoes_the_claim(b: &dyn Backend) {
                 Err(_) => {
                     dropped += 1;
                     b.clear_faults();
-                    if after != AfterDrop::DropStream {
-                        // Longer than a claim's TTL: a claim nobody keeps alive would lapse.
-                        b.sleep(q.config().claim.ttl + Duration::from_millis(500))
-                            .await;
-                    }
-                    if after == AfterDrop::IdleThenPoll {
-                        tokio::time::timeout(Duration::from_secs(1), worker.next())
+                    match after {
+                        AfterDrop::PollAgain => tokio::time::timeout(READ_BACK * 5, worker.next())
                             .await
-                            .expect("the claim made meanwhile is handed out at once")
-                            .expect("a job")
-                    } else {
-                        drop(worker);
-                        assert_untouched(b, &q, &what).await;
-                        // Claimable at once: not hidden until a claim's TTL.
-                        let job = q.claim("w2").await.expect("claim");
-                        let job = job.unwrap_or_else(|| panic!("{}: {what}: hidden", b.name()));
-                        assert_eq!(job.attempt(), 1, "{}: {what}", b.name());
-                        job.complete().await.expect("complete");
-                        continue;
+                            .expect("the claim made meanwhile is handed out")
+                            .expect("a job"),
+                        AfterDrop::DropStream
+                        | AfterDrop::IdleThenDrop
+                        | AfterDrop::IdleWhileLive => {
+                            match after {
+                                // Longer than a claim's TTL: a claim nobody keeps alive would lapse.
+                                AfterDrop::IdleThenDrop => {
+                                    b.sleep(q.config().claim.ttl + Duration::from_millis(500))
+                                        .await;
+                                }
+                                // The claim lands after the read-back, then waits one renew
+                                // interval at most; less than a TTL in all.
+                                AfterDrop::IdleWhileLive => {
+                                    b.sleep(READ_BACK + q.config().claim.renew_interval).await;
+                                }
+                                _ => {}
+                            }
+                            if after != AfterDrop::IdleWhileLive {
+                                drop(worker);
+                            }
+                            assert_untouched(b, &q, &what).await;
+                            // Claimable at once: not hidden until a claim's TTL.
+                            let job = q.claim("w2").await.expect("claim");
+                            let job = job.unwrap_or_else(|| panic!("{}: {what}: hidden", b.name()));
+                            assert_eq!(job.attempt(), 1, "{}: {what}", b.name());
+                            job.complete().await.expect("complete");
+                            continue;
+                        }
                     }
                 }
             };

@@ -259,6 +259,7 @@ impl Drop for AttemptGuard {
             Some(in_flight) if *in_flight.borrow() => spawn_release(target, self.timing),
             Some(mut in_flight) => {
                 let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    warn!(claim = %target.describe(), "no runtime to release a dropped attempt; it lapses at its TTL");
                     return;
                 };
                 let timing = self.timing;

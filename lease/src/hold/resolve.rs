@@ -105,6 +105,7 @@ pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Resul
 /// Spawns [`release_target`] if a runtime is running (best effort; the TTL bounds it anyway).
 pub fn spawn_release(target: Arc<dyn Holdable>, timing: HoldTiming) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        warn!(claim = %target.describe(), "no runtime for a background release; the claim lapses at its TTL");
         return;
     };
     runtime.spawn(async move {

@@ -1,0 +1,170 @@
+//! A claim made for a [`Worker`](crate::Worker) that has not reached the consumer yet: how
+//! it is given back (undone: no attempt spent) until it is handed out, and how it is undone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use cql_lease::hold::{Holdable, until_resolved};
+use cql_lease::{CasOutcome, StoreError};
+use tracing::{info, warn};
+
+use super::Job;
+use crate::claim::ClaimTarget;
+use crate::item::{ItemKey, JobState};
+use crate::store::{QueueStore, Reschedule};
+
+/// What a job's heartbeat keeps alive: its claim, given back as undelivered (state and
+/// attempt number restored) until the job is handed out, and as delivered (attempt kept,
+/// since its token may have fenced writes) from then on.
+pub(super) struct JobClaim {
+    /// The claim, handing the item back as delivered.
+    pub(super) delivered: Arc<ClaimTarget>,
+    /// The same claim, undoing it as never delivered.
+    pub(super) undelivered: ClaimTarget,
+    /// Whether the job reached a consumer. Read when the hand-back runs, so a loss before
+    /// delivery never spends an attempt.
+    pub(super) handed_out: AtomicBool,
+}
+
+#[async_trait]
+impl Holdable for JobClaim {
+    fn describe(&self) -> String {
+        self.delivered.describe()
+    }
+
+    async fn renew(&self) -> Result<CasOutcome, StoreError> {
+        self.delivered.renew().await
+    }
+
+    async fn still_held(&self) -> Result<bool, StoreError> {
+        self.delivered.still_held().await
+    }
+
+    async fn release(&self) -> Result<CasOutcome, StoreError> {
+        if self.handed_out.load(Ordering::SeqCst) {
+            self.delivered.release().await
+        } else {
+            self.undelivered.release().await
+        }
+    }
+}
+
+/// How undoing an undelivered claim ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Undo {
+    /// The item is unclaimed with the state and attempt number it had before the claim (by
+    /// this undo or by the heartbeat's own hand-back of the lost claim).
+    Undone,
+    /// The claim had lapsed or the item moved on: nothing to undo; its check entry brings
+    /// the item back.
+    Gone,
+}
+
+/// Undoes `claim_id` on `key`, restoring attempt number `attempt`, settling lost answers by
+/// asking again and reading back (SERIAL). Tells an undo apart from a claim already gone.
+async fn undo(
+    store: &dyn QueueStore,
+    key: &ItemKey,
+    claim_id: &str,
+    attempt: i32,
+    timing: &cql_lease::hold::HoldTiming,
+) -> Result<Undo, StoreError> {
+    until_resolved(timing, "undo claim", || async {
+        let error = match store
+            .unclaim(key, claim_id, JobState::Available, attempt)
+            .await
+        {
+            Ok(CasOutcome::Applied) => return Ok(Some(Undo::Undone)),
+            Ok(CasOutcome::NotApplied) => None,
+            Err(error @ StoreError::Rejected(_)) => return Err(error),
+            Err(error) => Some(error),
+        };
+        // Not applied, or the answer was lost: the item's row tells which case this is.
+        let current = match store.read(key).await {
+            Ok(current) => current,
+            Err(read) => return Err(error.unwrap_or(read)),
+        };
+        Ok(match current {
+            Some(c) if c.claim.as_deref() == Some(claim_id) => match error {
+                // Still ours after a failed attempt: ask again.
+                Some(error) => return Err(error),
+                // Refused although it reads as ours: the claim's TTL ran out.
+                None => Some(Undo::Gone),
+            },
+            Some(c)
+                if c.claim.is_none() && c.attempt == attempt && c.state == JobState::Available =>
+            {
+                Some(Undo::Undone)
+            }
+            _ => Some(Undo::Gone),
+        })
+    })
+    .await
+}
+
+impl Job {
+    /// Marks the job as handed to a consumer: from now on a loss hands the item back as
+    /// delivered (the attempt counts).
+    pub(crate) fn deliver(self) -> Job {
+        self.target.handed_out.store(true, Ordering::SeqCst);
+        self
+    }
+
+    /// Undoes a claim that never reached a consumer (the [`Worker`](crate::Worker) that made
+    /// it was dropped, shut down or drained, the claim waited too long, or was lost, before
+    /// a poll took it): the heartbeat stops, the claim is undone in a spawned task with the
+    /// item's state and attempt number restored (its token was never handed out, so no
+    /// attempt is spent), and the item gets an immediate run entry in place of the claim's
+    /// check entry, so it is claimable again at once rather than after a TTL. If the claim
+    /// was already gone (lapsed, taken over) the index is left to the check entry; if the
+    /// undo fails, the check entry brings the item back once the claim lapses. The job's
+    /// in-flight count (see [`Drain`](crate::Drain)) lasts until the undo has ended.
+    pub(crate) fn undeliver(self) {
+        let Job {
+            queue,
+            item,
+            claim,
+            hold,
+            check,
+            in_flight,
+            target: _,
+        } = self;
+        let timing = *hold.timing();
+        // Stop renewing; the claim stays for the undo.
+        hold.abandon();
+        let attempt = item.attempt - 1;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            warn!(id = %item.key.id, "no runtime to undo an undelivered claim; it lapses at its TTL");
+            return;
+        };
+        runtime.spawn(async move {
+            let _in_flight = in_flight;
+            let result = undo(
+                queue.store.as_ref(),
+                &item.key,
+                &claim.claim_id,
+                attempt,
+                &timing,
+            )
+            .await;
+            match result {
+                Ok(Undo::Undone) => {
+                    info!(id = %item.key.id, attempt, "undelivered claim undone");
+                    let to = Reschedule {
+                        state: JobState::Available,
+                        run_at: queue.now(),
+                        error: None,
+                    };
+                    queue.after_finish(&check, attempt, Some(to)).await;
+                }
+                Ok(Undo::Gone) => {
+                    info!(id = %item.key.id, "undelivered claim already gone (lapsed or taken over); nothing to undo");
+                }
+                Err(error) => {
+                    warn!(id = %item.key.id, %error, "undoing an undelivered claim failed; it lapses at its TTL");
+                }
+            }
+        });
+    }
+}
