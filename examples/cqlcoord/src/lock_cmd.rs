@@ -10,8 +10,8 @@ use crate::child::{Stopped, default_owner, shutdown_on_signals, spawn, supervise
 use crate::cli::{Algorithm, Connection, Stopping, Timing};
 use crate::error::CliError;
 
-/// Waiting "for ever": long enough, and far from overflowing a monotonic instant.
-const FOREVER: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// Waiting "for ever": the longest timeout the locks accept.
+const FOREVER: Duration = cql_lease::lock::MAX_LOCK_TIMEOUT;
 
 /// What `lock` runs and how.
 #[derive(Debug)]

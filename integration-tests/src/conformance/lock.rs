@@ -19,6 +19,7 @@ use crate::backend::{Backend, MemoryBackend};
 
 pub use super::lock_hazards::*;
 pub use super::lock_scenarios::*;
+pub use super::lock_stale::*;
 
 /// What the lock suite needs from a backend: a cell store and a lease backend.
 #[async_trait]
@@ -123,18 +124,8 @@ pub fn contender_with(
     try_contender(b, algo, index, options, None).unwrap_or_else(|e| panic!("{}: {e}", b.name()))
 }
 
-/// A contender whose arrival clock (fair lock only) is off by `skew - 50 ms`.
-pub fn skewed_contender(
-    b: &dyn LockBackend,
-    algo: Algo,
-    index: usize,
-    skew: Duration,
-) -> Contender {
-    try_contender(b, algo, index, lock_options(), Some(skew))
-        .unwrap_or_else(|e| panic!("{}: {e}", b.name()))
-}
-
-/// Builds a contender; errors are the constructors' validation.
+/// Builds a contender; errors are the constructors' validation. With `skew`, the fair
+/// lock's arrival clock is off by `skew - 50 ms`.
 pub fn try_contender(
     b: &dyn LockBackend,
     algo: Algo,
@@ -198,11 +189,14 @@ pub async fn bad_input_is_rejected(b: &dyn LockBackend, algo: Algo) {
             "{algo:?} {name:?}: {e:?}"
         );
     }
-    let e = c.lock.lock("ok", Duration::ZERO).await.unwrap_err();
-    assert!(
-        matches!(e, LockError::InvalidArgument(InvalidArgument::Timing(_))),
-        "{e:?}"
-    );
+    // Zero, and so long that no deadline can be computed (it used to panic).
+    for timeout in [Duration::ZERO, Duration::MAX] {
+        let e = c.lock.lock("ok", timeout).await.unwrap_err();
+        assert!(
+            matches!(e, LockError::InvalidArgument(InvalidArgument::Timing(_))),
+            "{algo:?} {timeout:?}: {e:?}"
+        );
+    }
     assert_eq!(
         c.view.round_trips(),
         0,
@@ -254,6 +248,7 @@ macro_rules! lock_suite {
             concurrent_attempts_happen_and_are_retried [Shadow],
             queue_reads_skip_the_dead_prefix [Fair],
             slow_refresh_restarts_the_waiter [Bakery],
+            slow_contender_between_read_and_write [Bakery, Shadow],
             reused_contender_key_cannot_hide_a_ticket [Bakery],
             dropped_lock_leaves_no_cell [Bakery, Fair, Shadow],
         );

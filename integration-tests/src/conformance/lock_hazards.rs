@@ -187,14 +187,24 @@ pub async fn dropped_lock_leaves_no_cell(b: &dyn LockBackend, algo: Algo) {
             Ok(guard) => guard.unwrap().release().await.unwrap(),
             Err(_) => dropped += 1,
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        for row in [CHOOSING, NUMBER, QUEUE, MAIN, SHADOW] {
-            let left = b.cells().read_row(&name, row, "", 10).await.unwrap();
+        // Wait for the background cleanup, but not until the TTL could have removed the
+        // cells instead (2 s, whole seconds on Cassandra: at least 1 s after the writes).
+        let cleaned_by = Instant::now() + Duration::from_millis(600);
+        loop {
+            let mut left = Vec::new();
+            for row in [CHOOSING, NUMBER, QUEUE, MAIN, SHADOW] {
+                let cells = b.cells().read_row(&name, row, "", 10).await.unwrap();
+                left.extend(cells.into_iter().map(|c| (row, c)));
+            }
+            if left.is_empty() {
+                break;
+            }
             assert!(
-                left.is_empty(),
-                "{} / {algo:?}: cut at {cut:?} left {left:?} in {row}",
+                Instant::now() < cleaned_by,
+                "{} / {algo:?}: cut at {cut:?} left {left:?}",
                 b.name()
             );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
     assert!(dropped > 0, "{algo:?}: never cut mid-acquisition");

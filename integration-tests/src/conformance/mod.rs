@@ -18,6 +18,7 @@ pub mod lease_faults;
 pub mod lock;
 pub mod lock_hazards;
 pub mod lock_scenarios;
+pub mod lock_stale;
 pub mod queue;
 pub mod queue_chaos;
 pub mod queue_features;

@@ -18,7 +18,10 @@
 //! Mutual exclusion while every read sees every write that completed before it began (QUORUM
 //! reads and writes) and while holders stop at their local deadline; a waiting contender's
 //! own cells are rewritten while it waits, and if one ever outlives its validity the
-//! contender starts again. Crashed holders and stuck choosers are freed by the TTL.
+//! contender starts again. In particular the choosing mark must still be valid when the
+//! ticket's write is confirmed (Lamport's proof needs the mark visible from before the
+//! maximum is read until the ticket is in place); a contender that was slower than that
+//! starts again. Crashed holders and stuck choosers are freed by the TTL.
 //! Requests are served roughly in ticket order. A contender reads its own choosing cell and
 //! ticket back before relying on them: one hidden by a newer write or delete of the same id
 //! is [`LockError::Shadowed`], never an entry.
@@ -147,6 +150,12 @@ impl BakeryLock {
         }
         let mine = tickets.iter().map(|c| c.value).max().unwrap_or(0) + 1;
         cells.put(NUMBER, &id, mine).await?;
+        // Our choosing mark must have stood until the ticket landed. If it may have expired
+        // meanwhile (we were slow between reading the maximum and writing), a newcomer may
+        // have looked, seen neither, and drawn a ticket that ours does not exceed.
+        if !cells.still_valid() {
+            return Ok(Entry::Restart);
+        }
         cells.remove(CHOOSING, &id).await;
 
         // 002's optimisation: the list once, then only those cells.

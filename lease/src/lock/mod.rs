@@ -148,11 +148,12 @@ pub trait Lock: Send + Sync {
     /// The algorithm's name, for reports.
     fn algorithm(&self) -> &'static str;
 
-    /// Waits until the lock is held (the thesis's GetLock), at most `timeout`.
+    /// Waits until the lock is held (the thesis's GetLock), at most `timeout` (more than
+    /// zero, at most [`MAX_LOCK_TIMEOUT`]).
     ///
     /// # Errors
-    /// [`LockError::InvalidArgument`] (nothing written), [`LockError::Timeout`], or a store
-    /// failure beyond the retries.
+    /// [`LockError::InvalidArgument`] for a bad name or timeout (nothing written),
+    /// [`LockError::Timeout`], or a store failure beyond the retries.
     ///
     /// # Cancel safety
     /// Dropping the future removes the contender's cells in the background with
@@ -173,13 +174,20 @@ pub trait Lock: Send + Sync {
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError>;
 }
 
+/// The longest [`Lock::lock`] timeout accepted: a year. Longer is a misuse (and
+/// `Duration::MAX` cannot be added to a clock reading at all).
+pub const MAX_LOCK_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Checks a lock name and a wait timeout before anything is written.
 pub(crate) fn check_request(name: &str, timeout: Option<Duration>) -> Result<(), InvalidArgument> {
     check_name(name)?;
-    if timeout.is_some_and(|t| t.is_zero()) {
-        return Err(InvalidArgument::Timing(
+    match timeout {
+        Some(t) if t.is_zero() => Err(InvalidArgument::Timing(
             "lock timeout must be greater than zero (use try_lock not to wait)".into(),
-        ));
+        )),
+        Some(t) if t > MAX_LOCK_TIMEOUT => Err(InvalidArgument::Timing(format!(
+            "lock timeout {t:?} is longer than {MAX_LOCK_TIMEOUT:?}"
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }

@@ -112,6 +112,13 @@ impl Cells {
         owned.iter().map(|o| o.sent_at + self.validity()).min()
     }
 
+    /// Whether every owned cell is still certainly in the store. Checked right after a
+    /// write is confirmed, it says the cells written before stood until that write landed.
+    pub(crate) fn still_valid(&self) -> bool {
+        self.valid_until()
+            .is_some_and(|until| Instant::now() < until)
+    }
+
     /// Writes (or rewrites) one of this contender's cells, retrying with the same timestamp
     /// while the cell's previous write is still valid. On giving up, deletes it with a later
     /// timestamp so the lost write cannot surface later.
@@ -242,8 +249,7 @@ impl Cells {
         {
             debug!(lock = %self.lock, %error, "refresh while waiting failed; will retry");
         }
-        self.valid_until()
-            .is_some_and(|until| Instant::now() < until)
+        self.still_valid()
     }
 
     pub(crate) fn store_error(&self, source: StoreError) -> LockError {

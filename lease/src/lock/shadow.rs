@@ -13,7 +13,9 @@
 //! # Guarantees
 //! Mutual exclusion under QUORUM reads and writes: two contenders that each write a shadow
 //! cell and then read the row cannot both see themselves alone, and one that sees itself
-//! alone after another's completed main write sees that write. Owners keep their main cell
+//! alone after another's completed main write sees that write. Both rest on the shadow
+//! cell standing until the main cell has landed: a contender whose shadow cell may have
+//! expired by the time its main write is confirmed does not enter (ConcurrentAttempt). Owners keep their main cell
 //! alive through the hold machine; a crashed owner is freed by the TTL.
 //!
 //! # Limits
@@ -132,12 +134,17 @@ impl ShadowLock {
                 .map_err(store_error)?;
             if main.is_empty() {
                 cells.put(MAIN, &id, 1).await?;
-                cells.remove(SHADOW, &id).await;
-                if cells.keep_fresh().await {
-                    attempt.disarm();
-                    self.stats.successes.fetch_add(1, Ordering::Relaxed);
-                    info!(lock = name, id, "shadow-row lock held");
-                    return Ok(TryLockResult::Success(cells.into_guard("shadow")));
+                // The shadow cell must have stood until the main cell landed: if it may
+                // have expired meanwhile (a slow read, a pause), a newcomer may have found
+                // the shadow row empty and the main row not yet written, and entered.
+                if cells.still_valid() {
+                    cells.remove(SHADOW, &id).await;
+                    if cells.keep_fresh().await {
+                        attempt.disarm();
+                        self.stats.successes.fetch_add(1, Ordering::Relaxed);
+                        info!(lock = name, id, "shadow-row lock held");
+                        return Ok(TryLockResult::Success(cells.into_guard("shadow")));
+                    }
                 }
             }
         }
