@@ -58,7 +58,9 @@ pub async fn holder_stops_before_anyone_else_acquires(
     stop.cancelled().await;
     // The hold's own record of when it told alice to stop: this task may wake later than
     // that on a loaded machine, and its wake-up time proves nothing about alice.
-    let stopped_at = guard.lost_at().expect("a cancelled hold records when it stopped");
+    let stopped_at = guard
+        .lost_at()
+        .expect("a cancelled hold records when it stopped");
     assert!(
         stopped_at <= guard.must_stop_by() + Duration::from_millis(50),
         "stopped late"
