@@ -8,7 +8,9 @@
 //! never beyond its clock minus `cursor_lag`). So completed items' tombstones are walked at
 //! most about once per process per refresh, and drained buckets are never read again.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 use cql_lease::StoreError;
 use rand::Rng;
@@ -19,6 +21,7 @@ use tracing::debug;
 use crate::config::micros;
 use crate::error::QueueError;
 use crate::item::IndexEntry;
+use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
 
 /// The shared scanning state of one process's handle on a queue.
@@ -28,10 +31,31 @@ pub(crate) struct Dispatcher {
     /// Entries handed to local claimers whose claims are not settled yet (a plain lock: it
     /// is never held across an await, so settling never waits for a scan).
     in_flight: std::sync::Mutex<HashSet<String>>,
-    cursor_hint: std::sync::atomic::AtomicI64,
-    /// This process's preferred slot: claimers in different processes look at different
-    /// items of the same head first (work stealing when their own slot has none).
-    home: u64,
+    cursor_hint: AtomicI64,
+    /// This process's home slot: its claimers take the items of the buffer in ring order of
+    /// slots from here, so processes that read the same head start on different items. A
+    /// process that finds its home slot's items taken by another moves to a random slot.
+    home: AtomicU64,
+    /// This process's abandoned claims, handed back on sight.
+    pub(crate) orphans: Arc<Orphans>,
+    /// In every claim id this process makes, so it tells its own claims from others'.
+    pub(crate) tag: String,
+    /// Index buckets far ahead this process recorded in the bucket directory.
+    far_buckets: std::sync::Mutex<BTreeSet<i64>>,
+    /// Claims in progress in this process.
+    active: Arc<AtomicUsize>,
+    /// Per slot, how often this process recently found another one's claim there: its
+    /// claimers look at the slots others work last.
+    foreign: std::sync::Mutex<[u32; SLOTS as usize]>,
+}
+
+/// Counts one claim in progress while it lives.
+pub(crate) struct Active(Arc<AtomicUsize>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Default for Dispatcher {
@@ -39,13 +63,22 @@ impl Default for Dispatcher {
         Dispatcher {
             state: Mutex::default(),
             in_flight: std::sync::Mutex::default(),
-            cursor_hint: std::sync::atomic::AtomicI64::default(),
-            home: rand::random::<u64>() % SLOTS,
+            cursor_hint: AtomicI64::default(),
+            home: AtomicU64::new(rand::random::<u64>() % SLOTS),
+            orphans: Arc::default(),
+            tag: format!("{:08x}", rand::random::<u32>()),
+            far_buckets: std::sync::Mutex::default(),
+            active: Arc::default(),
+            foreign: std::sync::Mutex::new([0; SLOTS as usize]),
         }
     }
 }
 
-const SLOTS: u64 = 8;
+/// Slots items are spread over by a hash of their id.
+const SLOTS: u64 = 16;
+
+/// Candidates a refill reads per local claimer (when the head holds that many).
+const READ_AHEAD: usize = 8;
 
 /// Most full index pages one refill reads.
 const MAX_PAGES: u32 = 8;
@@ -75,12 +108,104 @@ struct ScanState {
 impl Dispatcher {
     /// The highest cursor value this process has seen (enqueues never place behind it).
     pub(crate) fn cursor_hint(&self) -> i64 {
-        self.cursor_hint.load(std::sync::atomic::Ordering::Relaxed)
+        self.cursor_hint.load(Ordering::Relaxed)
     }
 
     pub(crate) fn saw_cursor(&self, cursor: i64) {
-        self.cursor_hint
-            .fetch_max(cursor, std::sync::atomic::Ordering::Relaxed);
+        self.cursor_hint.fetch_max(cursor, Ordering::Relaxed);
+    }
+
+    /// A new claim id for `worker`: `"{worker}/{process tag}-{random}"`.
+    pub(crate) fn claim_id(&self, worker: &str) -> String {
+        format!("{worker}/{}-{}", self.tag, uuid::Uuid::new_v4().simple())
+    }
+
+    /// Whether `claim_id` was made by this process.
+    pub(crate) fn is_own_claim(&self, claim_id: &str) -> bool {
+        claim_id.rsplit_once('/').is_some_and(|(_, rest)| {
+            rest.starts_with(&self.tag) && rest.as_bytes().get(self.tag.len()) == Some(&b'-')
+        })
+    }
+
+    /// One more claim in progress, until the returned value is dropped.
+    pub(crate) fn active(&self) -> Active {
+        self.active.fetch_add(1, Ordering::Relaxed);
+        Active(Arc::clone(&self.active))
+    }
+
+    /// Whether far bucket `bucket` still needs recording (remembered from now on); buckets
+    /// up to `current` are forgotten (scans from the cursor reach them).
+    pub(crate) fn note_far_bucket(&self, bucket: i64, current: i64) -> bool {
+        let Ok(mut noted) = self.far_buckets.lock() else {
+            return true;
+        };
+        *noted = noted.split_off(&(current + 1));
+        noted.insert(bucket)
+    }
+
+    /// A bucket whose recording failed: record it again next time.
+    pub(crate) fn forget_far_bucket(&self, bucket: i64) {
+        if let Ok(mut noted) = self.far_buckets.lock() {
+            noted.remove(&bucket);
+        }
+    }
+
+    /// Which buffered candidate to hand out next: strictly the first with `choice = 1`;
+    /// otherwise a random one among the first `choice` in this order: the home slot's, then
+    /// by how rarely other processes were seen in their slot, then by ring distance of
+    /// their slot from home.
+    fn pick(&self, buffer: &VecDeque<IndexEntry>, choice: usize) -> usize {
+        if choice <= 1 {
+            return 0;
+        }
+        let home = self.home.load(Ordering::Relaxed);
+        let foreign = self.foreign.lock().map(|f| *f).unwrap_or_default();
+        let mut order: Vec<(bool, u32, u64, usize)> = buffer
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let s = slot(e);
+                (
+                    s != home,
+                    foreign[s as usize],
+                    (s + SLOTS - home) % SLOTS,
+                    i,
+                )
+            })
+            .collect();
+        order.sort_unstable();
+        let among = choice.min(order.len());
+        order[rand::rng().random_range(0..among)].3
+    }
+
+    /// Another process took an item we were about to claim: its slot is worked by others
+    /// (looked at late from now on), and if that keeps happening in our home slot, we move
+    /// to the slot where others were seen least.
+    fn contended(&self, entry: &IndexEntry) {
+        let Ok(mut foreign) = self.foreign.lock() else {
+            return;
+        };
+        let s = slot(entry);
+        foreign[s as usize] = foreign[s as usize].saturating_add(1);
+        // Once is a neighbour passing through; twice, another process lives here too.
+        if s == self.home.load(Ordering::Relaxed) && foreign[s as usize] >= 2 {
+            let offset = rand::random::<u64>() % SLOTS;
+            let home = (0..SLOTS)
+                .map(|i| (i + offset) % SLOTS)
+                .min_by_key(|&i| foreign[i as usize])
+                .unwrap_or(offset);
+            self.home.store(home, Ordering::Relaxed);
+            debug!(home, "home slot contended; moved");
+        }
+    }
+
+    /// Sightings of other processes fade: halved at every rescan from the cursor.
+    fn fade_foreign(&self) {
+        if let Ok(mut foreign) = self.foreign.lock() {
+            for n in foreign.iter_mut() {
+                *n /= 2;
+            }
+        }
     }
 }
 
@@ -104,29 +229,11 @@ impl WorkQueue {
             }
             self.refill(&mut state).await?;
         }
-        let choice = (self.config.choice as usize).min(state.buffer.len());
-        if choice == 0 {
+        if state.buffer.is_empty() {
             return Ok(None);
         }
-        // With `choice = 1` the order is strict: no slot preference either.
-        let window = if choice > 1 {
-            (choice * 4).min(state.buffer.len())
-        } else {
-            0
-        };
-        let home: Vec<usize> = (0..window)
-            .filter(|&i| {
-                state
-                    .buffer
-                    .get(i)
-                    .is_some_and(|e| slot(e) == self.dispatcher.home)
-            })
-            .collect();
-        let pick = if home.is_empty() {
-            rand::rng().random_range(0..choice)
-        } else {
-            home[rand::rng().random_range(0..home.len().min(choice))]
-        };
+        let choice = self.config.choice as usize;
+        let pick = self.dispatcher.pick(&state.buffer, choice);
         let entry = state.buffer.remove(pick);
         if let (Some(entry), Ok(mut in_flight)) = (&entry, self.dispatcher.in_flight.lock()) {
             in_flight.insert(entry.seq.clone());
@@ -134,17 +241,27 @@ impl WorkQueue {
         Ok(entry)
     }
 
-    /// A claimer is done with `entry`. `contended`: another process claimed it first, so
-    /// the rest of the buffer is probably being worked through by others too: it is dropped
-    /// and scanned again from its first entry (claimed items have left the index by then).
-    pub(crate) async fn candidate_done(&self, entry: &IndexEntry, contended: bool) {
+    /// A claimer is done with `entry`.
+    pub(crate) fn candidate_done(&self, entry: &IndexEntry) {
         if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
             in_flight.remove(&entry.seq);
         }
-        if !contended {
+    }
+
+    /// Another process had `entry`'s item. Read so before any LWT (`lost: false`): that
+    /// process works in the item's slot, so the slot's other buffered candidates are dropped
+    /// (if still free, the next rescan from the cursor finds them). A lost LWT: the rest of
+    /// the buffer is probably being worked through by others too, so it is dropped and
+    /// scanned again from its first entry (items claimed since have left the index).
+    pub(crate) async fn candidate_contended(&self, entry: &IndexEntry, lost: bool) {
+        self.candidate_done(entry);
+        self.dispatcher.contended(entry);
+        let mut state = self.dispatcher.state.lock().await;
+        if !lost {
+            let taken = slot(entry);
+            state.buffer.retain(|e| slot(e) != taken);
             return;
         }
-        let mut state = self.dispatcher.state.lock().await;
         let first = state
             .buffer
             .iter()
@@ -159,6 +276,20 @@ impl WorkQueue {
                 *position = rewound;
             }
         }
+    }
+
+    /// A claimer's attempt on `entry` failed (a store error): the entry goes back to the
+    /// front of the buffer.
+    pub(crate) async fn candidate_failed(&self, entry: &IndexEntry) {
+        if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
+            in_flight.remove(&entry.seq);
+        }
+        self.dispatcher
+            .state
+            .lock()
+            .await
+            .buffer
+            .push_front(entry.clone());
     }
 
     /// One scan pass into the buffer, from our position or from the cursor.
@@ -184,10 +315,16 @@ impl WorkQueue {
                 let cursor = self.read_cursor().await?;
                 state.last_restart = Some(Instant::now());
                 state.ahead.clear();
+                self.dispatcher.fade_foreign();
                 (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))
             }
         };
         let limit = self.config.scan_limit;
+        // Several candidates per local claimer: claimers of other processes that read the
+        // same head then start on different items (see `pick`).
+        let claimers = self.dispatcher.active.load(Ordering::Relaxed).max(1);
+        // At most two pages: local claimers wait for a refill.
+        let target = (READ_AHEAD * claimers).clamp(limit as usize, 2 * limit as usize);
         let mut first_live: Option<i64> = None;
         let mut covered;
         let mut pages = 0;
@@ -225,7 +362,7 @@ impl WorkQueue {
             covered = blocked || (!full && bucket >= last_bucket);
             // Only full pages count: empty buckets between the cursor and now are cheap.
             pages += u32::from(full);
-            if blocked || !state.buffer.is_empty() || covered || pages >= MAX_PAGES {
+            if blocked || state.buffer.len() >= target || covered || pages >= MAX_PAGES {
                 break;
             }
             // A full page of entries local claimers are still working on: read on in this

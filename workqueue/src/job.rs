@@ -70,6 +70,7 @@ impl Job {
             ttl: queue.config.claim.store_ttl(),
             hand_back: HandBack::Delivered,
             index: Some((queue.clone(), check.clone())),
+            orphans: Arc::clone(&queue.dispatcher.orphans),
         });
         let timing = HoldTiming::from(&queue.config.claim);
         let hold = Hold::start(claim.clone(), timing, sent_at, None);
@@ -369,7 +370,7 @@ impl WorkQueue {
             }
         };
         match result {
-            Ok(()) => self.remove(check).await,
+            Ok(()) => self.remove_later(check),
             Err(error) => {
                 warn!(id = %check.id, %error, "index upkeep failed; the check entry stays")
             }

@@ -29,6 +29,8 @@ use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
 pub enum QueueOp {
     /// [`QueueStore::enqueue`]
     Enqueue,
+    /// [`QueueStore::revive`]
+    Revive,
     /// [`QueueStore::claim`]
     Claim,
     /// [`QueueStore::heartbeat`]
@@ -125,7 +127,8 @@ impl MemoryQueueStore {
         .await
     }
 
-    fn done(row: &mut Row) {
+    fn done(row: &mut Row, now: Instant, retention: Duration) {
+        row.done_expires_at = Some(now + retention);
         row.item.state = JobState::Done;
         row.item.claim = None;
         row.claim_expires_at = None;
@@ -137,7 +140,7 @@ impl MemoryQueueStore {
 fn count_lwt(counter: &mut Counter, op: QueueOp, key: &ItemKey) {
     let c = &mut counter.counts;
     match op {
-        QueueOp::Enqueue => c.enqueue_lwts += 1,
+        QueueOp::Enqueue | QueueOp::Revive => c.enqueue_lwts += 1,
         QueueOp::Claim => c.claim_lwts += 1,
         QueueOp::Heartbeat => c.heartbeat_lwts += 1,
         _ => c.finish_lwts += 1,
@@ -171,10 +174,40 @@ impl QueueStore for MemoryQueueStore {
                 Row {
                     item,
                     claim_expires_at: None,
+                    done_expires_at: None,
                 },
             );
             CasOutcome::Applied
         })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
+    async fn revive(
+        &self,
+        row: NewRow<'_>,
+        seen_attempt: i32,
+        seen_origin: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Revive,
+            row.key,
+            |stored, now| {
+                stored.state_expired(now)
+                    && stored.item.attempt == seen_attempt
+                    && stored.item.origin == seen_origin
+            },
+            |stored, _| {
+                stored.done_expires_at = None;
+                let item = &mut stored.item;
+                item.state = JobState::Available;
+                item.payload = row.payload.to_vec();
+                item.run_at = row.run_at;
+                item.origin = row.origin.to_owned();
+                item.last_error = None;
+                item.requeued_at = seen_attempt;
+            },
+        )
         .await
     }
 
@@ -225,14 +258,13 @@ impl QueueStore for MemoryQueueStore {
         &self,
         key: &ItemKey,
         claim_id: &str,
-        _retention: Duration,
+        retention: Duration,
     ) -> Result<CasOutcome, StoreError> {
-        // The `done` state cell's TTL is not modelled: an expired state reads as done too.
         self.lwt(
             QueueOp::Complete,
             key,
             |row, now| row.held_by(now, claim_id),
-            |row, _| Self::done(row),
+            |row, now| Self::done(row, now, retention),
         )
         .await
     }
@@ -302,12 +334,12 @@ impl QueueStore for MemoryQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn purge(&self, key: &ItemKey, _retention: Duration) -> Result<CasOutcome, StoreError> {
+    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
         self.lwt(
             QueueOp::Reschedule,
             key,
             |row, _| row.item.state == JobState::Discarded,
-            |row, _| Self::done(row),
+            |row, now| Self::done(row, now, retention),
         )
         .await
     }
@@ -395,6 +427,48 @@ impl QueueStore for MemoryQueueStore {
             counter.counts.plain_writes += 1;
             let cursor = tables.cursors.entry(queue.to_owned()).or_default();
             *cursor = (*cursor).max(pos);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn put_bucket(
+        &self,
+        queue: &str,
+        bucket: i64,
+        ttl: Duration,
+        _ts: i64,
+    ) -> Result<(), StoreError> {
+        self.call(QueueOp::Index, |tables, counter, now| {
+            counter.counts.plain_writes += 1;
+            let expires = tables.buckets.entry(queue.to_owned()).or_default();
+            let at = expires.entry(bucket).or_insert(now);
+            *at = (*at).max(now + ttl);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn list_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.call(QueueOp::Index, |tables, counter, now| {
+            counter.counts.other_reads += 1;
+            tables
+                .buckets
+                .get(queue)
+                .map(|expires| {
+                    expires
+                        .range(after.saturating_add(1)..)
+                        .filter(|(_, at)| **at > now)
+                        .map(|(bucket, _)| *bucket)
+                        .take(limit as usize)
+                        .collect()
+                })
+                .unwrap_or_default()
         })
         .await
     }

@@ -53,6 +53,7 @@ pub struct ScyllaQueueStore {
 
 struct Statements {
     enqueue: PreparedStatement,
+    revive: PreparedStatement,
     claim: Batch,
     heartbeat: PreparedStatement,
     complete: PreparedStatement,
@@ -67,6 +68,8 @@ struct Statements {
     scan_index: PreparedStatement,
     read_cursor: PreparedStatement,
     advance_cursor: PreparedStatement,
+    put_bucket: PreparedStatement,
+    list_buckets: PreparedStatement,
     put_dead: PreparedStatement,
     delete_dead: PreparedStatement,
     list_dead: PreparedStatement,
@@ -93,6 +96,7 @@ impl ScyllaQueueStore {
             cql::CREATE_INDEX,
             cql::CREATE_CURSOR,
             cql::CREATE_DEAD,
+            cql::CREATE_BUCKETS,
         ] {
             options.create_schema_with(session, table).await?;
         }
@@ -134,6 +138,7 @@ impl ScyllaQueueStore {
         let plain = Kind::Read;
         let s = Statements {
             enqueue: p(cql::ENQUEUE, Kind::Lwt).await?,
+            revive: p(cql::REVIVE, Kind::Lwt).await?,
             claim,
             heartbeat: p(cql::HEARTBEAT, Kind::Lwt).await?,
             complete: p(cql::COMPLETE, Kind::Lwt).await?,
@@ -148,6 +153,8 @@ impl ScyllaQueueStore {
             scan_index: p(cql::SCAN_INDEX, Kind::Read).await?,
             read_cursor: p(cql::READ_CURSOR, Kind::Read).await?,
             advance_cursor: p(cql::ADVANCE_CURSOR, plain).await?,
+            put_bucket: p(cql::PUT_BUCKET, plain).await?,
+            list_buckets: p(cql::LIST_BUCKETS, Kind::Read).await?,
             put_dead: p(cql::PUT_DEAD, plain).await?,
             delete_dead: p(cql::DELETE_DEAD, plain).await?,
             list_dead: p(cql::LIST_DEAD, Kind::Read).await?,
@@ -222,6 +229,25 @@ impl QueueStore for ScyllaQueueStore {
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
         let values = (row_key(row.key), row.payload, row.run_at, row.origin);
         self.cas(&self.s.enqueue, values).await
+    }
+
+    #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
+    async fn revive(
+        &self,
+        row: NewRow<'_>,
+        seen_attempt: i32,
+        seen_origin: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        let values = (
+            row.payload,
+            row.run_at,
+            row.origin,
+            seen_attempt,
+            row_key(row.key),
+            seen_attempt,
+            seen_origin,
+        );
+        self.cas(&self.s.revive, values).await
     }
 
     #[instrument(level = "debug", skip(self, claim), fields(id = %claim.key.id))]
@@ -383,6 +409,33 @@ impl QueueStore for ScyllaQueueStore {
     #[instrument(level = "debug", skip(self))]
     async fn advance_cursor(&self, queue: &str, pos: i64) -> Result<(), StoreError> {
         self.write(&self.s.advance_cursor, (pos, pos, queue)).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn put_bucket(
+        &self,
+        queue: &str,
+        bucket: i64,
+        ttl: Duration,
+        ts: i64,
+    ) -> Result<(), StoreError> {
+        let values = (queue, bucket, ttl_secs(ttl).max(1), ts);
+        self.write(&self.s.put_bucket, values).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn list_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit_rows: u32,
+    ) -> Result<Vec<i64>, StoreError> {
+        let result = self
+            .session
+            .execute_unpaged(&self.s.list_buckets, (queue, after, limit(limit_rows)))
+            .await
+            .map_err(|e| classify(e, false))?;
+        rows::buckets(result)
     }
 
     #[instrument(level = "debug", skip(self))]
