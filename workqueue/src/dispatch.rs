@@ -10,10 +10,9 @@
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use cql_lease::StoreError;
-use rand::Rng;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::debug;
@@ -23,6 +22,7 @@ use crate::error::QueueError;
 use crate::item::IndexEntry;
 use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
+use crate::slots::{Slots, slot};
 
 /// The shared scanning state of one process's handle on a queue.
 #[derive(Debug)]
@@ -32,10 +32,6 @@ pub(crate) struct Dispatcher {
     /// is never held across an await, so settling never waits for a scan).
     in_flight: std::sync::Mutex<HashSet<String>>,
     cursor_hint: AtomicI64,
-    /// This process's home slot: its claimers take the items of the buffer in ring order of
-    /// slots from here, so processes that read the same head start on different items. A
-    /// process that finds its home slot's items taken by another moves to a random slot.
-    home: AtomicU64,
     /// This process's abandoned claims, handed back on sight.
     pub(crate) orphans: Arc<Orphans>,
     /// In every claim id this process makes, so it tells its own claims from others'.
@@ -44,9 +40,8 @@ pub(crate) struct Dispatcher {
     far_buckets: std::sync::Mutex<BTreeSet<i64>>,
     /// Claims in progress in this process.
     active: Arc<AtomicUsize>,
-    /// Per slot, how often this process recently found another one's claim there: its
-    /// claimers look at the slots others work last.
-    foreign: std::sync::Mutex<[u32; SLOTS as usize]>,
+    /// Where this process's claimers look first.
+    pub(crate) slots: Slots,
 }
 
 /// Counts one claim in progress while it lives.
@@ -64,36 +59,20 @@ impl Default for Dispatcher {
             state: Mutex::default(),
             in_flight: std::sync::Mutex::default(),
             cursor_hint: AtomicI64::default(),
-            home: AtomicU64::new(rand::random::<u64>() % SLOTS),
             orphans: Arc::default(),
             tag: format!("{:08x}", rand::random::<u32>()),
             far_buckets: std::sync::Mutex::default(),
             active: Arc::default(),
-            foreign: std::sync::Mutex::new([0; SLOTS as usize]),
+            slots: Slots::default(),
         }
     }
 }
-
-/// Slots items are spread over by a hash of their id.
-const SLOTS: u64 = 16;
 
 /// Candidates a refill reads per local claimer (when the head holds that many).
 const READ_AHEAD: usize = 8;
 
 /// Most full index pages one refill reads.
 const MAX_PAGES: u32 = 8;
-
-/// An entry's slot: a hash of its item id.
-fn slot(entry: &IndexEntry) -> u64 {
-    let hash = entry
-        .id
-        .as_str()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    hash % SLOTS
-}
 
 #[derive(Debug, Default)]
 struct ScanState {
@@ -149,64 +128,6 @@ impl Dispatcher {
             noted.remove(&bucket);
         }
     }
-
-    /// Which buffered candidate to hand out next: strictly the first with `choice = 1`;
-    /// otherwise a random one among the first `choice` in this order: the home slot's, then
-    /// by how rarely other processes were seen in their slot, then by ring distance of
-    /// their slot from home.
-    fn pick(&self, buffer: &VecDeque<IndexEntry>, choice: usize) -> usize {
-        if choice <= 1 {
-            return 0;
-        }
-        let home = self.home.load(Ordering::Relaxed);
-        let foreign = self.foreign.lock().map(|f| *f).unwrap_or_default();
-        let mut order: Vec<(bool, u32, u64, usize)> = buffer
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let s = slot(e);
-                (
-                    s != home,
-                    foreign[s as usize],
-                    (s + SLOTS - home) % SLOTS,
-                    i,
-                )
-            })
-            .collect();
-        order.sort_unstable();
-        let among = choice.min(order.len());
-        order[rand::rng().random_range(0..among)].3
-    }
-
-    /// Another process took an item we were about to claim: its slot is worked by others
-    /// (looked at late from now on), and if that keeps happening in our home slot, we move
-    /// to the slot where others were seen least.
-    fn contended(&self, entry: &IndexEntry) {
-        let Ok(mut foreign) = self.foreign.lock() else {
-            return;
-        };
-        let s = slot(entry);
-        foreign[s as usize] = foreign[s as usize].saturating_add(1);
-        // Once is a neighbour passing through; twice, another process lives here too.
-        if s == self.home.load(Ordering::Relaxed) && foreign[s as usize] >= 2 {
-            let offset = rand::random::<u64>() % SLOTS;
-            let home = (0..SLOTS)
-                .map(|i| (i + offset) % SLOTS)
-                .min_by_key(|&i| foreign[i as usize])
-                .unwrap_or(offset);
-            self.home.store(home, Ordering::Relaxed);
-            debug!(home, "home slot contended; moved");
-        }
-    }
-
-    /// Sightings of other processes fade: halved at every rescan from the cursor.
-    fn fade_foreign(&self) {
-        if let Ok(mut foreign) = self.foreign.lock() {
-            for n in foreign.iter_mut() {
-                *n /= 2;
-            }
-        }
-    }
 }
 
 fn scan_error(source: StoreError) -> QueueError {
@@ -233,7 +154,7 @@ impl WorkQueue {
             return Ok(None);
         }
         let choice = self.config.choice as usize;
-        let pick = self.dispatcher.pick(&state.buffer, choice);
+        let pick = self.dispatcher.slots.pick(&state.buffer, choice);
         let entry = state.buffer.remove(pick);
         if let (Some(entry), Ok(mut in_flight)) = (&entry, self.dispatcher.in_flight.lock()) {
             in_flight.insert(entry.seq.clone());
@@ -249,27 +170,29 @@ impl WorkQueue {
     }
 
     /// Another process had `entry`'s item. Read so before any LWT (`lost: false`): that
-    /// process works in the item's slot, so the slot's other buffered candidates are dropped
-    /// (if still free, the next rescan from the cursor finds them). A lost LWT: the rest of
-    /// the buffer is probably being worked through by others too, so it is dropped and
-    /// scanned again from its first entry (items claimed since have left the index).
+    /// process works in the item's slot, so the slot's other buffered candidates are dropped.
+    /// A lost LWT: the rest of the buffer is probably being worked through by others too, so
+    /// all of it is dropped. Dropped candidates are scanned again (items claimed since have
+    /// left the index).
     pub(crate) async fn candidate_contended(&self, entry: &IndexEntry, lost: bool) {
         self.candidate_done(entry);
-        self.dispatcher.contended(entry);
+        self.dispatcher.slots.contended(entry);
         let mut state = self.dispatcher.state.lock().await;
-        if !lost {
-            let taken = slot(entry);
-            state.buffer.retain(|e| slot(e) != taken);
-            return;
-        }
+        // The dropped candidates are read again from the index at the next refill (position
+        // rewound to the first of them), not left to the next rescan from the cursor.
+        let taken = slot(entry);
+        let dropped = |e: &IndexEntry| lost || slot(e) == taken;
         let first = state
             .buffer
             .iter()
+            .filter(|e| dropped(e))
             .map(|e| (e.bucket, e.pos))
             .min()
             .unwrap_or((entry.bucket, entry.pos));
-        state.buffer.clear();
-        state.ahead.clear();
+        state.buffer.retain(|e| !dropped(e));
+        if lost {
+            state.ahead.clear();
+        }
         if let Some(position) = state.position.as_mut() {
             let rewound = (first.0, IndexEntry::seq_floor(first.1));
             if rewound < *position {
@@ -315,7 +238,7 @@ impl WorkQueue {
                 let cursor = self.read_cursor().await?;
                 state.last_restart = Some(Instant::now());
                 state.ahead.clear();
-                self.dispatcher.fade_foreign();
+                self.dispatcher.slots.fade();
                 (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))
             }
         };

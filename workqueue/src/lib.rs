@@ -85,6 +85,7 @@ pub mod memory;
 mod orphans;
 mod queue;
 pub mod scylla;
+mod slots;
 mod stats;
 mod store;
 mod worker;

@@ -5,8 +5,11 @@
 //! test server counts: round trips by kind, tombstones passed over by each scan, LWTs per
 //! partition ([`MemoryQueueStore::counts`]).
 
+mod calls;
 mod counts;
 mod tables;
+
+pub use calls::QueueOp;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -14,38 +17,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cql_lease::memory::{Fault, FaultRules, Times};
 use cql_lease::{CasOutcome, StoreError};
-use tokio::time::Instant;
 use tracing::{debug, instrument};
 
+use calls::count_lwt;
 use counts::Counter;
 pub use counts::StoreCounts;
 use tables::{Row, Tables, scan, write};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
-
-/// A work-queue store operation, for aiming faults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QueueOp {
-    /// [`QueueStore::enqueue`]
-    Enqueue,
-    /// [`QueueStore::revive`]
-    Revive,
-    /// [`QueueStore::claim`]
-    Claim,
-    /// [`QueueStore::heartbeat`]
-    Heartbeat,
-    /// [`QueueStore::complete`]
-    Complete,
-    /// [`QueueStore::reschedule`], [`QueueStore::requeue`], [`QueueStore::purge`]
-    Reschedule,
-    /// [`QueueStore::unclaim`]
-    Unclaim,
-    /// [`QueueStore::read`] and [`QueueStore::peek`]
-    Read,
-    /// Index, cursor and dead-letter reads and writes.
-    Index,
-}
 
 /// In-process work-queue store.
 ///
@@ -87,65 +67,6 @@ impl MemoryQueueStore {
             .map(|t| t.1.counts.clone())
             .unwrap_or_default()
     }
-
-    async fn call<T>(
-        &self,
-        op: QueueOp,
-        apply: impl FnOnce(&mut Tables, &mut Counter, Instant) -> T,
-    ) -> Result<T, StoreError> {
-        self.faults
-            .around(op, || {
-                let mut guard = self
-                    .tables
-                    .lock()
-                    .map_err(|_| StoreError::Unavailable("memory store lock poisoned".into()))?;
-                let (tables, counter) = &mut *guard;
-                Ok(apply(tables, counter, Instant::now()))
-            })
-            .await
-    }
-
-    /// An LWT on the item's row: `apply` runs if the row exists and `condition` holds.
-    async fn lwt(
-        &self,
-        op: QueueOp,
-        key: &ItemKey,
-        condition: impl FnOnce(&mut Row, Instant) -> bool,
-        apply: impl FnOnce(&mut Row, Instant),
-    ) -> Result<CasOutcome, StoreError> {
-        self.call(op, |tables, counter, now| {
-            count_lwt(counter, op, key);
-            let Some(row) = tables.row(key) else {
-                return CasOutcome::NotApplied;
-            };
-            if !condition(row, now) {
-                return CasOutcome::NotApplied;
-            }
-            apply(row, now);
-            CasOutcome::Applied
-        })
-        .await
-    }
-
-    fn done(row: &mut Row, now: Instant, retention: Duration) {
-        row.done_expires_at = Some(now + retention);
-        row.item.state = JobState::Done;
-        row.item.claim = None;
-        row.claim_expires_at = None;
-        row.item.payload = Vec::new();
-        row.item.last_error = None;
-    }
-}
-
-fn count_lwt(counter: &mut Counter, op: QueueOp, key: &ItemKey) {
-    let c = &mut counter.counts;
-    match op {
-        QueueOp::Enqueue | QueueOp::Revive => c.enqueue_lwts += 1,
-        QueueOp::Claim => c.claim_lwts += 1,
-        QueueOp::Heartbeat => c.heartbeat_lwts += 1,
-        _ => c.finish_lwts += 1,
-    }
-    counter.lwt(format!("{}/{}", key.partition, key.id));
 }
 
 #[async_trait]
@@ -457,18 +378,7 @@ impl QueueStore for MemoryQueueStore {
     ) -> Result<Vec<i64>, StoreError> {
         self.call(QueueOp::Index, |tables, counter, now| {
             counter.counts.other_reads += 1;
-            tables
-                .buckets
-                .get(queue)
-                .map(|expires| {
-                    expires
-                        .range(after.saturating_add(1)..)
-                        .filter(|(_, at)| **at > now)
-                        .map(|(bucket, _)| *bucket)
-                        .take(limit as usize)
-                        .collect()
-                })
-                .unwrap_or_default()
+            tables.live_buckets(queue, after, limit as usize, now)
         })
         .await
     }

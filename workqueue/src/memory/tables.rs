@@ -95,4 +95,25 @@ impl Tables {
     pub(super) fn row(&mut self, key: &ItemKey) -> Option<&mut Row> {
         self.items.get_mut(&(key.partition.clone(), key.id.clone()))
     }
+
+    /// Up to `limit` unexpired bucket records above `after`.
+    pub(super) fn live_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit: usize,
+        now: Instant,
+    ) -> Vec<i64> {
+        self.buckets
+            .get(queue)
+            .map(|expires| {
+                expires
+                    .range(after.saturating_add(1)..)
+                    .filter(|(_, at)| **at > now)
+                    .map(|(bucket, _)| *bucket)
+                    .take(limit)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
