@@ -68,8 +68,16 @@ pub const QUEUE: &[(&str, &str)] = &[
         "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_dead (queue text, id text, PRIMARY KEY (queue, id))",
     ),
     (
+        "queue.schema",
+        "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_buckets (queue text, bucket bigint, PRIMARY KEY (queue, bucket))",
+    ),
+    (
         "queue.enqueue",
         "INSERT INTO {keyspace}.{table} (key, payload, state, attempt, run_at, origin) VALUES (?, ?, 'available', 0, ?, ?) IF NOT EXISTS",
+    ),
+    (
+        "queue.revive",
+        "UPDATE {keyspace}.{table} SET state = 'available', payload = ?, run_at = ?, origin = ?, last_error = null, requeued_at = ? WHERE key = ? IF state = null AND attempt = ? AND origin = ?",
     ),
     (
         "queue.claim",
@@ -126,6 +134,14 @@ pub const QUEUE: &[(&str, &str)] = &[
     (
         "queue.index",
         "UPDATE {keyspace}.{table}_cursor USING TIMESTAMP ? SET pos = ? WHERE queue = ?",
+    ),
+    (
+        "queue.index",
+        "INSERT INTO {keyspace}.{table}_buckets (queue, bucket) VALUES (?, ?) USING TTL ? AND TIMESTAMP ?",
+    ),
+    (
+        "queue.index_read",
+        "SELECT bucket FROM {keyspace}.{table}_buckets WHERE queue = ? AND bucket > ? LIMIT ?",
     ),
     (
         "queue.index",

@@ -72,6 +72,7 @@ pub fn target(op: Option<&'static str>, all: &[&'static str]) -> Target {
 pub fn queue_label(op: QueueOp) -> &'static str {
     match op {
         QueueOp::Enqueue => "queue.enqueue",
+        QueueOp::Revive => "queue.revive",
         QueueOp::Claim => "queue.claim",
         QueueOp::Heartbeat => "queue.heartbeat",
         QueueOp::Complete => "queue.complete",
@@ -90,8 +91,9 @@ pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
     }
 }
 
-const QUEUE_OPS: [&str; 10] = [
+const QUEUE_OPS: [&str; 11] = [
     "queue.enqueue",
+    "queue.revive",
     "queue.claim",
     "queue.heartbeat",
     "queue.complete",
@@ -251,7 +253,7 @@ impl Backend for WireBackend {
         let calls = |label: &str| self.server.calls(label);
         let paxos = self.server.paxos();
         Some(StoreCounts {
-            enqueue_lwts: calls("queue.enqueue"),
+            enqueue_lwts: calls("queue.enqueue") + calls("queue.revive"),
             claim_lwts: calls("queue.claim"),
             heartbeat_lwts: calls("queue.heartbeat"),
             finish_lwts: calls("queue.complete")

@@ -10,8 +10,10 @@ use cql_lease::memory::{Fault, Times};
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 use cql_workqueue::memory::QueueOp;
 use cql_workqueue::scylla::cql;
+use cql_workqueue::{Enqueued, NewItem, QueueConfig, WorkQueue};
 use integration_tests::backend::Backend;
-use integration_tests::conformance::queue::queue;
+use integration_tests::conformance::patient_config;
+use integration_tests::conformance::queue::{queue, queue_config};
 use integration_tests::wire_backend::{WireBackend, register_queue};
 use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
 
@@ -34,13 +36,23 @@ async fn every_queue_statement_is_known_and_exercised() {
     job.discard("boom").await.expect("discard");
     assert_eq!(q.dead_letters().await.expect("dead letters").len(), 1);
     assert!(q.requeue_dead(&failed).await.expect("requeue"));
-    // A claim answered after its deadline is undone.
+    // A claim answered after its deadline is undone (a patient client waits for the
+    // answer; the default request timeout would make it a lost answer instead).
+    let patient = WorkQueue::new(
+        b.queue_store().expect("store"),
+        "all",
+        QueueConfig {
+            claim: patient_config(),
+            ..queue_config()
+        },
+    )
+    .expect("queue");
     b.inject_queue(
         Some(QueueOp::Claim),
         Fault::Latency(Duration::from_millis(1500)),
         Times::Next(1),
     );
-    let _ = q.claim("w").await.expect("claim");
+    let _ = patient.claim("w").await.expect("claim");
     let give_up = tokio::time::Instant::now() + Duration::from_secs(60);
     let mut purged = false;
     loop {
@@ -76,8 +88,35 @@ async fn every_queue_statement_is_known_and_exercised() {
         job.discard("poison").await.expect("discard");
         assert!(q.purge_dead(&other).await.expect("purge"));
     }
-    let _ = q.stats().await.expect("stats");
+    // A delayed item far ahead records its bucket; stats read the bucket directory.
+    let far = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    q.enqueue_at("tomorrow", Some(far)).await.expect("enqueue");
+    assert_eq!(q.stats().await.expect("stats").scheduled, 1);
     q.items().await.expect("items");
+    // A unique job whose done window (1 s) is over starts again on its row.
+    let short = WorkQueue::new(
+        b.queue_store().expect("store"),
+        "unique",
+        QueueConfig {
+            done_retention: Duration::from_secs(1),
+            ..queue_config()
+        },
+    )
+    .expect("queue");
+    let nightly = || NewItem::text("nightly").unique("nightly");
+    short.enqueue_item(nightly()).await.expect("enqueue");
+    let job = loop {
+        if let Some(job) = short.claim("w").await.expect("claim") {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    job.complete().await.expect("complete");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(matches!(
+        short.enqueue_item(nightly()).await.expect("enqueue"),
+        Enqueued::New(_)
+    ));
     b.after_scenario();
     let executed = b.server.executed();
     for template in cql::ALL {

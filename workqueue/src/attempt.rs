@@ -1,17 +1,20 @@
-//! One claim: take a candidate from the dispatcher and act on its index entry.
+//! One claim: take a candidate from the dispatcher, look at its item, and claim it.
 //!
-//! A `run` entry is claimed with one LWT conditioned on the attempt number it carries. A
-//! `check` entry (placed at a claim's expiry when the item was claimed) is looked at with a
-//! plain read: still held, it is pushed forward to the claim's new expiry; lapsed, the item
-//! is claimed again with a higher attempt number; finished, the entry is dropped. Every
-//! change of entries places the new one before removing the old, so an item that is not
-//! done always has at least one entry.
+//! Every candidate's item is read first (a plain read, which also brings the payload the
+//! job needs): an item already held by another claimer, finished, or not due is skipped
+//! without an LWT, so a process whose buffer went stale (other processes took its items)
+//! spends reads, not Paxos rounds. A claimable item is claimed with one LWT conditioned on
+//! the attempt number read, through the shared [`claim_attempt`] step (lost answers read
+//! back, late answers undone, abandoned claims remembered as orphans). A held item whose
+//! claim is one of this process's orphans is handed back at once.
+//!
+//! Every change of entries places the new one before removing the old, so an item that is
+//! not done always has at least one entry; removals run in the background (a failed one
+//! leaves a stale entry that the next reader drops).
 
 use std::sync::Arc;
 
-use cql_lease::StoreError;
-use cql_lease::hold::{AttemptGuard, HoldTiming, until_resolved};
-use tokio::time::Instant;
+use cql_lease::hold::{AttemptGuard, Claimed, HoldError, HoldTiming, claim_attempt};
 use tracing::{debug, info, instrument, warn};
 
 use crate::claim::{ClaimTarget, HandBack};
@@ -22,9 +25,20 @@ use crate::job::Job;
 use crate::queue::WorkQueue;
 use crate::store::{ClaimOutcome, ItemClaim};
 
+/// What one candidate came to.
+enum Tried {
+    Job(Box<Job>),
+    /// Nothing to claim here now.
+    Skipped,
+    /// Another process has it: read so before the LWT (`lost: false`), or the LWT lost.
+    Contended {
+        lost: bool,
+    },
+}
+
 impl WorkQueue {
     /// Claims an eligible item for `worker`, or returns `None` when there is nothing to do
-    /// now. Usually one LWT, amortized under one index read per claim.
+    /// now. Usually one item read and one LWT, amortized under one index read per claim.
     ///
     /// # Errors
     ///
@@ -46,70 +60,95 @@ impl WorkQueue {
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub(crate) async fn claim_undelivered(&self, worker: &str) -> Result<Option<Job>, QueueError> {
         cql_lease::check_text("worker", worker, cql_lease::MAX_OWNER_LEN)?;
+        let _active = self.dispatcher.active();
         // Each candidate costs at most one LWT; stop after a buffer's worth.
         for _ in 0..self.config.scan_limit.saturating_mul(2) {
             let Some(entry) = self.next_candidate().await? else {
                 return Ok(None);
             };
             let result = self.try_entry(worker, &entry).await;
-            let contended = matches!(result, Ok((None, true)));
-            self.candidate_done(&entry, contended).await;
-            if let (Some(job), _) = result? {
-                return Ok(Some(job));
+            match &result {
+                // Still a candidate: the next claim looks at it again.
+                Err(_) => self.candidate_failed(&entry).await,
+                Ok(Tried::Contended { lost }) => self.candidate_contended(&entry, *lost).await,
+                Ok(_) => self.candidate_done(&entry),
+            }
+            if let Tried::Job(job) = result? {
+                return Ok(Some(*job));
             }
         }
         Ok(None)
     }
 
-    async fn try_entry(
+    async fn try_entry(&self, worker: &str, entry: &IndexEntry) -> Result<Tried, QueueError> {
+        let Some(mut item) = self.peek(entry).await? else {
+            self.drop_orphan(entry).await;
+            return Ok(Tried::Skipped);
+        };
+        if let Some(holder) = item.claim.clone()
+            && let Some(hand_back) = self.dispatcher.orphans.take(&holder)
+        {
+            // Our own abandoned claim (applied after we gave up on it): give it back now
+            // instead of leaving the item to its TTL, then look again.
+            let result = ClaimTarget::hand_back(
+                self.store.as_ref(),
+                &item.key,
+                &holder,
+                hand_back,
+                self.now(),
+            )
+            .await;
+            info!(id = %item.key.id, claim = %holder, ?result, "orphaned claim handed back");
+            match self.peek(entry).await? {
+                Some(again) => item = again,
+                None => return Ok(Tried::Skipped),
+            }
+        }
+        if !self.due(entry, &item).await? {
+            let held_by_another = entry.kind == EntryKind::Run
+                && item
+                    .claim
+                    .as_deref()
+                    .is_some_and(|c| !self.dispatcher.is_own_claim(c));
+            return Ok(if held_by_another {
+                Tried::Contended { lost: false }
+            } else {
+                Tried::Skipped
+            });
+        }
+        self.claim_item(worker, entry, item).await
+    }
+
+    /// One claim LWT on `item`, as read through `entry`.
+    async fn claim_item(
         &self,
         worker: &str,
         entry: &IndexEntry,
-    ) -> Result<(Option<Job>, bool), QueueError> {
-        let entry = entry.clone();
-        let seen_attempt = match entry.kind {
-            EntryKind::Run => entry.attempt,
-            EntryKind::Check => {
-                let Some(item) = self.peek(&entry).await? else {
-                    self.drop_orphan(&entry).await;
-                    return Ok((None, false));
-                };
-                if !self.due(&entry, &item).await? {
-                    return Ok((None, false));
-                }
-                item.attempt
-            }
-        };
-        let key = self.key(entry.id.clone());
-        let claim_id = format!("{worker}/{}", uuid::Uuid::new_v4().simple());
-        let claim = ItemClaim {
-            key: &key,
-            claim_id: &claim_id,
-            seen_attempt,
-            ttl: self.config.claim.store_ttl(),
-        };
+        item: StoredItem,
+    ) -> Result<Tried, QueueError> {
+        let key = item.key.clone();
+        let seen_attempt = item.attempt;
+        let claim_id = self.dispatcher.claim_id(worker);
+        let ttl = self.config.claim.store_ttl();
         let timing = HoldTiming::from(&self.config.claim);
         // Armed until the claim is handed over or known not to exist: if this future is
-        // dropped or fails in between, the claim is undone (attempt number restored).
-        let mut guard = AttemptGuard::new(
-            Arc::new(ClaimTarget {
-                store: Arc::clone(&self.store),
-                key: key.clone(),
-                claim_id: claim_id.clone(),
-                ttl: claim.ttl,
-                hand_back: HandBack::Undelivered {
-                    state: JobState::Available,
-                    attempt: seen_attempt,
-                },
-                index: None,
-            }),
-            timing,
-        );
-        // Sent from its own task (see `AttemptGuard::send`): a drop of this future undoes the
-        // claim only after the LWT has been answered, never before it lands.
+        // dropped or fails in between, the claim is undone (state and attempt restored).
+        let target = Arc::new(ClaimTarget {
+            store: Arc::clone(&self.store),
+            key: key.clone(),
+            claim_id: claim_id.clone(),
+            ttl,
+            hand_back: HandBack::Undelivered {
+                state: item.state,
+                attempt: seen_attempt,
+            },
+            index: None,
+            orphans: Arc::clone(&self.dispatcher.orphans),
+        });
+        let guard = AttemptGuard::new(target, timing);
         let request = {
             let store = Arc::clone(&self.store);
-            let (key, claim_id, ttl) = (key.clone(), claim_id.clone(), claim.ttl);
+            let (key, claim_id) = (key.clone(), claim_id.clone());
             async move {
                 let claim = ItemClaim {
                     key: &key,
@@ -120,75 +159,58 @@ impl WorkQueue {
                 store.claim(claim).await
             }
         };
-        let sent_at = Instant::now();
-        let claimed = match guard.send(request).await {
-            Ok(ClaimOutcome::Claimed) => true,
-            Ok(ClaimOutcome::Lost) => false,
-            Err(error) if error.is_unknown() => {
-                warn!(id = %key.id, %error, "claim answer lost; reading back");
-                let read_back = until_resolved(&timing, "claim read-back", || async {
-                    self.store.read(&key).await.map(Some)
-                })
-                .await;
-                match read_back {
-                    Ok(current) => current.is_some_and(|c| c.claim.as_deref() == Some(&claim_id)),
-                    // It may hold: the armed guard undoes it if it does.
-                    Err(source) => {
-                        return Err(QueueError::OutcomeUnknown {
-                            operation: "claim",
-                            id: key.id.clone(),
-                            source,
-                        });
-                    }
-                }
+        let read_back = || {
+            let (store, key, claim_id) = (Arc::clone(&self.store), key.clone(), claim_id.clone());
+            async move {
+                let current = store.read(&key).await?;
+                let mine = current.is_some_and(|c| c.claim.as_deref() == Some(claim_id.as_str()));
+                Ok(Some(if mine {
+                    ClaimOutcome::Claimed
+                } else {
+                    ClaimOutcome::Lost
+                }))
             }
-            Err(source) => {
-                guard.disarm();
+        };
+        let won = |o: &ClaimOutcome| *o == ClaimOutcome::Claimed;
+        let (sent_at, guard) = match claim_attempt(guard, &timing, request, read_back, won).await {
+            Ok(Claimed::Won { sent_at, guard, .. }) => (sent_at, guard),
+            Ok(Claimed::NotWon(_)) => {
+                debug!(id = %key.id, "claim lost");
+                return Ok(Tried::Contended { lost: true });
+            }
+            // Answered after its deadline: being undone; the entry it was found by stays.
+            Ok(Claimed::Expired(_)) => return Ok(Tried::Skipped),
+            Err(HoldError::OutcomeUnknown(source)) => {
+                return Err(QueueError::OutcomeUnknown {
+                    operation: "claim",
+                    id: key.id.clone(),
+                    source,
+                });
+            }
+            Err(other) => {
+                let source = match other {
+                    HoldError::Store(source) => source,
+                    other => cql_lease::StoreError::Unavailable(other.to_string()),
+                };
                 return Err(QueueError::Store {
                     operation: "claim",
                     source,
                 });
             }
         };
-        debug!(id = %key.id, claimed, "claim");
-        if !claimed {
-            guard.disarm();
-            let contended = entry.kind == EntryKind::Run;
-            if contended {
-                self.after_lost_claim(&entry).await?;
-            }
-            return Ok((None, contended));
-        }
-        let late = || Instant::now() >= sent_at + self.config.claim.validity();
-        if late() {
-            // Answered after its deadline: nobody may work on it. The guard undoes it, and
-            // the entry it was found by stays.
-            warn!(id = %key.id, "claim answered after its deadline; undoing it");
-            return Ok((None, false));
-        }
-        // The claim's check entry replaces the entry it was found by, so the item stays
-        // findable after the claim lapses. On failure the guard undoes the claim and the
-        // old entry stays.
+        debug!(id = %key.id, "claimed");
+        // The claim's check entry goes in before the entry it was found by goes out, so the
+        // item stays findable after the claim lapses. On failure the guard undoes the claim
+        // and the old entry stays.
         let check = self.check_entry(&key.id, seen_attempt + 1);
-        self.replace(&entry, &check).await?;
-        let item = match self.store.peek(&key).await {
-            Ok(Some(item)) => item,
-            result => {
-                let source = result
-                    .err()
-                    .unwrap_or_else(|| StoreError::Unavailable("claimed item unreadable".into()));
-                return Err(QueueError::Store {
-                    operation: "read claimed item",
-                    source,
-                });
-            }
-        };
-        if late() {
+        self.place(&check).await?;
+        if tokio::time::Instant::now() >= sent_at + self.config.claim.validity() {
             // Too late by now: the guard undoes it; the check entry brings the item back.
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
-            return Ok((None, false));
+            return Ok(Tried::Skipped);
         }
         guard.disarm();
+        self.remove_later(entry);
         let job = Job::start(
             self.clone(),
             item,
@@ -202,9 +224,9 @@ impl WorkQueue {
             let _ = job
                 .discard("attempts exhausted: the last worker stopped heartbeating")
                 .await;
-            return Ok((None, false));
+            return Ok(Tried::Skipped);
         }
-        Ok((Some(job), false))
+        Ok(Tried::Job(Box::new(job)))
     }
 
     async fn peek(&self, entry: &IndexEntry) -> Result<Option<StoredItem>, QueueError> {
@@ -217,8 +239,9 @@ impl WorkQueue {
             })
     }
 
-    /// Whether the item behind a due check entry may be claimed now; otherwise the entry is
-    /// moved to where the item next needs looking at.
+    /// Whether the item behind a due entry may be claimed now; otherwise the entry is
+    /// dropped or moved to where the item next needs looking at (a run entry of an item
+    /// another claimer holds is left to that claimer, which replaces it).
     async fn due(&self, entry: &IndexEntry, item: &StoredItem) -> Result<bool, QueueError> {
         match item.state {
             JobState::Done => {
@@ -230,9 +253,11 @@ impl WorkQueue {
                 Ok(false)
             }
             _ if item.claim.is_some() => {
-                // Still held: look again when this claim could have lapsed.
-                let later = self.check_entry(&item.key.id, item.attempt);
-                self.replace(entry, &later).await?;
+                if entry.kind == EntryKind::Check {
+                    // Still held: look again when this claim could have lapsed.
+                    let later = self.check_entry(&item.key.id, item.attempt);
+                    self.replace(entry, &later).await?;
+                }
                 Ok(false)
             }
             _ if item.run_at > self.now() && item.state == JobState::Retryable => {
@@ -248,26 +273,6 @@ impl WorkQueue {
             }
             _ => Ok(true),
         }
-    }
-
-    /// A run entry whose claim was refused: someone else has the item, or it moved on. If it
-    /// moved on, a check entry replaces this one (its holder may have died before placing
-    /// its own), and a finished item's entry goes.
-    async fn after_lost_claim(&self, entry: &IndexEntry) -> Result<(), QueueError> {
-        let Some(item) = self.peek(entry).await? else {
-            self.drop_orphan(entry).await;
-            return Ok(());
-        };
-        match item.state {
-            JobState::Done => self.remove(entry).await,
-            JobState::Discarded => self.dead_letter(entry).await?,
-            _ if item.attempt > entry.attempt => {
-                let check = self.check_entry(&item.key.id, item.attempt);
-                self.replace(entry, &check).await?;
-            }
-            _ => {}
-        }
-        Ok(())
     }
 
     /// An entry whose item does not exist: an enqueue may still be writing it, so only an

@@ -8,6 +8,7 @@ use cql_lease::hold::Holdable;
 use cql_lease::{CasOutcome, StoreError};
 
 use crate::item::{IndexEntry, ItemKey, JobState};
+use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
 use crate::store::{QueueStore, Reschedule};
 
@@ -35,6 +36,35 @@ pub(crate) struct ClaimTarget {
     pub hand_back: HandBack,
     /// The queue and the claim's check entry, for index upkeep after a hand-back.
     pub index: Option<(WorkQueue, IndexEntry)>,
+    /// This process's abandoned claims: an orphaned claim is remembered there, so a claimer
+    /// that finds it holding the item hands it back at once.
+    pub orphans: Arc<Orphans>,
+}
+
+impl ClaimTarget {
+    /// Ends the claim `claim_id` on `key` as `hand_back` says. One LWT, conditional on the
+    /// claim id.
+    pub(crate) async fn hand_back(
+        store: &dyn QueueStore,
+        key: &ItemKey,
+        claim_id: &str,
+        hand_back: HandBack,
+        run_at: i64,
+    ) -> Result<CasOutcome, StoreError> {
+        match hand_back {
+            HandBack::Delivered => {
+                let to = Reschedule {
+                    state: JobState::Available,
+                    run_at,
+                    error: None,
+                };
+                store.reschedule(key, claim_id, to).await
+            }
+            HandBack::Undelivered { state, attempt } => {
+                store.unclaim(key, claim_id, state, attempt).await
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -55,25 +85,29 @@ impl Holdable for ClaimTarget {
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
-        match self.hand_back {
-            HandBack::Delivered => {
-                let run_at = self.index.as_ref().map_or(0, |(queue, _)| queue.now());
-                let to = Reschedule {
-                    state: JobState::Available,
-                    run_at,
-                    error: None,
-                };
-                let outcome = self.store.reschedule(&self.key, &self.claim_id, to).await?;
-                if let (CasOutcome::Applied, Some((queue, check))) = (&outcome, &self.index) {
-                    queue.after_finish(check, check.attempt, Some(to)).await;
-                }
-                Ok(outcome)
-            }
-            HandBack::Undelivered { state, attempt } => {
-                self.store
-                    .unclaim(&self.key, &self.claim_id, state, attempt)
-                    .await
-            }
+        let run_at = self.index.as_ref().map_or(0, |(queue, _)| queue.now());
+        let outcome = Self::hand_back(
+            self.store.as_ref(),
+            &self.key,
+            &self.claim_id,
+            self.hand_back,
+            run_at,
+        )
+        .await?;
+        if let (HandBack::Delivered, CasOutcome::Applied, Some((queue, check))) =
+            (self.hand_back, &outcome, &self.index)
+        {
+            let to = Reschedule {
+                state: JobState::Available,
+                run_at,
+                error: None,
+            };
+            queue.after_finish(check, check.attempt, Some(to)).await;
         }
+        Ok(outcome)
+    }
+
+    fn orphaned(&self) {
+        self.orphans.insert(&self.claim_id, self.hand_back);
     }
 }

@@ -38,7 +38,8 @@ pub struct QueueConfig {
     /// before the scanner's clock (enqueues never place items earlier than their clock).
     pub cold_start: Duration,
     /// How long a completed item's `done` state is kept (its row marker and attempt number
-    /// stay for good).
+    /// stay for good): the window after completion during which a new enqueue of the same
+    /// unique key is still reported as a duplicate (whole seconds, at least 1 s).
     pub done_retention: Duration,
 }
 
@@ -90,8 +91,9 @@ impl QueueConfig {
         if self.bucket_width < Duration::from_secs(1) {
             return bad("bucket_width must be at least 1 s".into());
         }
-        if self.done_retention < self.claim.resolve_timeout * 2 {
-            return bad("done_retention must cover a resent enqueue (2 x resolve_timeout)".into());
+        // A resent enqueue is recognised by its origin, not by the marker's lifetime.
+        if self.done_retention < Duration::from_secs(1) {
+            return bad("done_retention must be at least 1 s (a TTL in whole seconds)".into());
         }
         if self.retry_backoff > self.max_retry_backoff {
             return bad("retry_backoff exceeds max_retry_backoff".into());

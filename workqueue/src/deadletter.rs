@@ -1,6 +1,4 @@
-//! Dead letters (discarded items: list, requeue, purge) and queue statistics.
-
-use std::time::Duration;
+//! Dead letters: discarded items, listed, requeued or purged.
 
 use cql_lease::{CasOutcome, StoreError};
 use tracing::{info, instrument};
@@ -23,22 +21,7 @@ pub struct DeadLetter {
     pub last_error: Option<String>,
 }
 
-/// A snapshot of a queue, from the index (cursor to one bucket ahead) and the dead letters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QueueStats {
-    /// Items a worker may claim now.
-    pub available: u64,
-    /// Items waiting for their `run_at` (delayed or retrying), within the next bucket.
-    pub scheduled: u64,
-    /// Items claimed, or whose lapsed claim is due for a look.
-    pub running: u64,
-    /// Dead letters.
-    pub dead: u64,
-    /// How long the oldest available item has waited (by its enqueuer's clock).
-    pub oldest_available_age: Option<Duration>,
-}
-
-fn store_error(operation: &'static str) -> impl Fn(StoreError) -> QueueError {
+pub(crate) fn store_error(operation: &'static str) -> impl Fn(StoreError) -> QueueError {
     move |source| QueueError::Store { operation, source }
 }
 
@@ -165,39 +148,5 @@ impl WorkQueue {
             info!(%id, "dead letter purged");
         }
         Ok(outcome == CasOutcome::Applied)
-    }
-
-    /// Items by state and the oldest available item's age. Costs one cursor read, index
-    /// reads of the live entries from the cursor to one bucket ahead, and the dead-letter
-    /// list: no item reads, no LWTs.
-    ///
-    /// # Errors
-    ///
-    /// [`QueueError::Store`] when a read fails.
-    ///
-    /// # Cancel safety
-    ///
-    /// Reads only: safe to drop.
-    pub async fn stats(&self) -> Result<QueueStats, QueueError> {
-        let now = self.now();
-        let entries = self.live_entries(now + self.config.bucket_micros()).await?;
-        let mut stats = QueueStats {
-            dead: self.dead_letter_ids().await?.len() as u64,
-            ..QueueStats::default()
-        };
-        let mut oldest: Option<i64> = None;
-        for entry in entries {
-            match entry.kind {
-                EntryKind::Check => stats.running += 1,
-                EntryKind::Run if entry.immediate || entry.pos <= now => {
-                    stats.available += 1;
-                    oldest = Some(oldest.map_or(entry.pos, |o| o.min(entry.pos)));
-                }
-                EntryKind::Run => stats.scheduled += 1,
-            }
-        }
-        stats.oldest_available_age = oldest
-            .map(|pos| Duration::from_micros(u64::try_from(now.saturating_sub(pos)).unwrap_or(0)));
-        Ok(stats)
     }
 }

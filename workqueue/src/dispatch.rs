@@ -8,10 +8,11 @@
 //! never beyond its clock minus `cursor_lag`). So completed items' tombstones are walked at
 //! most about once per process per refresh, and drained buckets are never read again.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use cql_lease::StoreError;
-use rand::Rng;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::debug;
@@ -19,7 +20,9 @@ use tracing::debug;
 use crate::config::micros;
 use crate::error::QueueError;
 use crate::item::IndexEntry;
+use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
+use crate::slots::{Slots, slot};
 
 /// The shared scanning state of one process's handle on a queue.
 #[derive(Debug)]
@@ -28,10 +31,26 @@ pub(crate) struct Dispatcher {
     /// Entries handed to local claimers whose claims are not settled yet (a plain lock: it
     /// is never held across an await, so settling never waits for a scan).
     in_flight: std::sync::Mutex<HashSet<String>>,
-    cursor_hint: std::sync::atomic::AtomicI64,
-    /// This process's preferred slot: claimers in different processes look at different
-    /// items of the same head first (work stealing when their own slot has none).
-    home: u64,
+    cursor_hint: AtomicI64,
+    /// This process's abandoned claims, handed back on sight.
+    pub(crate) orphans: Arc<Orphans>,
+    /// In every claim id this process makes, so it tells its own claims from others'.
+    pub(crate) tag: String,
+    /// Index buckets far ahead this process recorded in the bucket directory.
+    far_buckets: std::sync::Mutex<BTreeSet<i64>>,
+    /// Claims in progress in this process.
+    active: Arc<AtomicUsize>,
+    /// Where this process's claimers look first.
+    pub(crate) slots: Slots,
+}
+
+/// Counts one claim in progress while it lives.
+pub(crate) struct Active(Arc<AtomicUsize>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Default for Dispatcher {
@@ -39,28 +58,21 @@ impl Default for Dispatcher {
         Dispatcher {
             state: Mutex::default(),
             in_flight: std::sync::Mutex::default(),
-            cursor_hint: std::sync::atomic::AtomicI64::default(),
-            home: rand::random::<u64>() % SLOTS,
+            cursor_hint: AtomicI64::default(),
+            orphans: Arc::default(),
+            tag: format!("{:08x}", rand::random::<u32>()),
+            far_buckets: std::sync::Mutex::default(),
+            active: Arc::default(),
+            slots: Slots::default(),
         }
     }
 }
 
-const SLOTS: u64 = 8;
+/// Candidates a refill reads per local claimer (when the head holds that many).
+const READ_AHEAD: usize = 8;
 
 /// Most full index pages one refill reads.
 const MAX_PAGES: u32 = 8;
-
-/// An entry's slot: a hash of its item id.
-fn slot(entry: &IndexEntry) -> u64 {
-    let hash = entry
-        .id
-        .as_str()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    hash % SLOTS
-}
 
 #[derive(Debug, Default)]
 struct ScanState {
@@ -75,12 +87,46 @@ struct ScanState {
 impl Dispatcher {
     /// The highest cursor value this process has seen (enqueues never place behind it).
     pub(crate) fn cursor_hint(&self) -> i64 {
-        self.cursor_hint.load(std::sync::atomic::Ordering::Relaxed)
+        self.cursor_hint.load(Ordering::Relaxed)
     }
 
     pub(crate) fn saw_cursor(&self, cursor: i64) {
-        self.cursor_hint
-            .fetch_max(cursor, std::sync::atomic::Ordering::Relaxed);
+        self.cursor_hint.fetch_max(cursor, Ordering::Relaxed);
+    }
+
+    /// A new claim id for `worker`: `"{worker}/{process tag}-{random}"`.
+    pub(crate) fn claim_id(&self, worker: &str) -> String {
+        format!("{worker}/{}-{}", self.tag, uuid::Uuid::new_v4().simple())
+    }
+
+    /// Whether `claim_id` was made by this process.
+    pub(crate) fn is_own_claim(&self, claim_id: &str) -> bool {
+        claim_id.rsplit_once('/').is_some_and(|(_, rest)| {
+            rest.starts_with(&self.tag) && rest.as_bytes().get(self.tag.len()) == Some(&b'-')
+        })
+    }
+
+    /// One more claim in progress, until the returned value is dropped.
+    pub(crate) fn active(&self) -> Active {
+        self.active.fetch_add(1, Ordering::Relaxed);
+        Active(Arc::clone(&self.active))
+    }
+
+    /// Whether far bucket `bucket` still needs recording (remembered from now on); buckets
+    /// up to `current` are forgotten (scans from the cursor reach them).
+    pub(crate) fn note_far_bucket(&self, bucket: i64, current: i64) -> bool {
+        let Ok(mut noted) = self.far_buckets.lock() else {
+            return true;
+        };
+        *noted = noted.split_off(&(current + 1));
+        noted.insert(bucket)
+    }
+
+    /// A bucket whose recording failed: record it again next time.
+    pub(crate) fn forget_far_bucket(&self, bucket: i64) {
+        if let Ok(mut noted) = self.far_buckets.lock() {
+            noted.remove(&bucket);
+        }
     }
 }
 
@@ -104,29 +150,11 @@ impl WorkQueue {
             }
             self.refill(&mut state).await?;
         }
-        let choice = (self.config.choice as usize).min(state.buffer.len());
-        if choice == 0 {
+        if state.buffer.is_empty() {
             return Ok(None);
         }
-        // With `choice = 1` the order is strict: no slot preference either.
-        let window = if choice > 1 {
-            (choice * 4).min(state.buffer.len())
-        } else {
-            0
-        };
-        let home: Vec<usize> = (0..window)
-            .filter(|&i| {
-                state
-                    .buffer
-                    .get(i)
-                    .is_some_and(|e| slot(e) == self.dispatcher.home)
-            })
-            .collect();
-        let pick = if home.is_empty() {
-            rand::rng().random_range(0..choice)
-        } else {
-            home[rand::rng().random_range(0..home.len().min(choice))]
-        };
+        let choice = self.config.choice as usize;
+        let pick = self.dispatcher.slots.pick(&state.buffer, choice);
         let entry = state.buffer.remove(pick);
         if let (Some(entry), Ok(mut in_flight)) = (&entry, self.dispatcher.in_flight.lock()) {
             in_flight.insert(entry.seq.clone());
@@ -134,31 +162,57 @@ impl WorkQueue {
         Ok(entry)
     }
 
-    /// A claimer is done with `entry`. `contended`: another process claimed it first, so
-    /// the rest of the buffer is probably being worked through by others too: it is dropped
-    /// and scanned again from its first entry (claimed items have left the index by then).
-    pub(crate) async fn candidate_done(&self, entry: &IndexEntry, contended: bool) {
+    /// A claimer is done with `entry`.
+    pub(crate) fn candidate_done(&self, entry: &IndexEntry) {
         if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
             in_flight.remove(&entry.seq);
         }
-        if !contended {
-            return;
-        }
+    }
+
+    /// Another process had `entry`'s item. Read so before any LWT (`lost: false`): that
+    /// process works in the item's slot, so the slot's other buffered candidates are dropped.
+    /// A lost LWT: the rest of the buffer is probably being worked through by others too, so
+    /// all of it is dropped. Dropped candidates are scanned again (items claimed since have
+    /// left the index).
+    pub(crate) async fn candidate_contended(&self, entry: &IndexEntry, lost: bool) {
+        self.candidate_done(entry);
+        self.dispatcher.slots.contended(entry);
         let mut state = self.dispatcher.state.lock().await;
+        // The dropped candidates are read again from the index at the next refill (position
+        // rewound to the first of them), not left to the next rescan from the cursor.
+        let taken = slot(entry);
+        let dropped = |e: &IndexEntry| lost || slot(e) == taken;
         let first = state
             .buffer
             .iter()
+            .filter(|e| dropped(e))
             .map(|e| (e.bucket, e.pos))
             .min()
             .unwrap_or((entry.bucket, entry.pos));
-        state.buffer.clear();
-        state.ahead.clear();
+        state.buffer.retain(|e| !dropped(e));
+        if lost {
+            state.ahead.clear();
+        }
         if let Some(position) = state.position.as_mut() {
             let rewound = (first.0, IndexEntry::seq_floor(first.1));
             if rewound < *position {
                 *position = rewound;
             }
         }
+    }
+
+    /// A claimer's attempt on `entry` failed (a store error): the entry goes back to the
+    /// front of the buffer.
+    pub(crate) async fn candidate_failed(&self, entry: &IndexEntry) {
+        if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
+            in_flight.remove(&entry.seq);
+        }
+        self.dispatcher
+            .state
+            .lock()
+            .await
+            .buffer
+            .push_front(entry.clone());
     }
 
     /// One scan pass into the buffer, from our position or from the cursor.
@@ -184,10 +238,16 @@ impl WorkQueue {
                 let cursor = self.read_cursor().await?;
                 state.last_restart = Some(Instant::now());
                 state.ahead.clear();
+                self.dispatcher.slots.fade();
                 (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))
             }
         };
         let limit = self.config.scan_limit;
+        // Several candidates per local claimer: claimers of other processes that read the
+        // same head then start on different items (see `pick`).
+        let claimers = self.dispatcher.active.load(Ordering::Relaxed).max(1);
+        // At most two pages: local claimers wait for a refill.
+        let target = (READ_AHEAD * claimers).clamp(limit as usize, 2 * limit as usize);
         let mut first_live: Option<i64> = None;
         let mut covered;
         let mut pages = 0;
@@ -225,7 +285,7 @@ impl WorkQueue {
             covered = blocked || (!full && bucket >= last_bucket);
             // Only full pages count: empty buckets between the cursor and now are cheap.
             pages += u32::from(full);
-            if blocked || !state.buffer.is_empty() || covered || pages >= MAX_PAGES {
+            if blocked || state.buffer.len() >= target || covered || pages >= MAX_PAGES {
                 break;
             }
             // A full page of entries local claimers are still working on: read on in this

@@ -60,8 +60,12 @@ impl NewItem {
         self
     }
 
-    /// A unique job: while an item with this key exists (and after it completed), another
-    /// enqueue of the key is reported as [`Enqueued::Duplicate`] and adds nothing.
+    /// A unique job: while an item with this key exists, and for
+    /// [`QueueConfig::done_retention`](crate::QueueConfig::done_retention) after it
+    /// completed, another enqueue of the key is reported as [`Enqueued::Duplicate`] and adds
+    /// nothing; after that window a new enqueue starts a new job on the same row (its attempt
+    /// numbers, the fencing tokens, keep growing). A resent enqueue (the same call, its first
+    /// answer lost) is recognised by its origin and never brings a completed job back.
     pub fn unique(mut self, key: &str) -> Self {
         self.unique_key = Some(key.to_owned());
         self
@@ -224,7 +228,31 @@ impl WorkQueue {
             let error = match self.store.enqueue(row).await {
                 Ok(CasOutcome::Applied) => break,
                 Ok(CasOutcome::NotApplied) => match self.store.read(&key).await {
+                    // This very enqueue applied (an earlier send whose answer was lost),
+                    // even if its item has been completed since: never brought back.
                     Ok(Some(existing)) if existing.origin == origin => break,
+                    Ok(Some(existing))
+                        if item.unique_key.is_some() && existing.state == JobState::Done =>
+                    {
+                        // A new job for a unique key whose last job completed: allowed once
+                        // its done marker expired (`done_retention`).
+                        match self
+                            .store
+                            .revive(row, existing.attempt, &existing.origin)
+                            .await
+                        {
+                            Ok(CasOutcome::Applied) => break,
+                            Ok(CasOutcome::NotApplied) => {
+                                self.remove(&entry).await;
+                                info!(%id, "duplicate enqueue of a recently completed job");
+                                return Ok(Enqueued::Duplicate {
+                                    id,
+                                    state: JobState::Done,
+                                });
+                            }
+                            Err(error) => error,
+                        }
+                    }
                     Ok(Some(existing)) => {
                         self.remove(&entry).await;
                         info!(%id, state = ?existing.state, "duplicate enqueue");

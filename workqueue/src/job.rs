@@ -77,6 +77,7 @@ impl Job {
             ttl: queue.config.claim.store_ttl(),
             hand_back: HandBack::Delivered,
             index: Some((queue.clone(), check.clone())),
+            orphans: Arc::clone(&queue.dispatcher.orphans),
         });
         let target = Arc::new(JobClaim {
             delivered: Arc::clone(&claim),
@@ -90,6 +91,7 @@ impl Job {
                     attempt: attempt - 1,
                 },
                 index: None,
+                orphans: Arc::clone(&claim.orphans),
             },
             handed_out: AtomicBool::new(false),
         });
@@ -398,6 +400,8 @@ impl WorkQueue {
             }
         };
         match result {
+            // Awaited, not spawned: a caller whose `complete` returned may exit at once, and a
+            // check entry left behind would count the item as running until a scan looks.
             Ok(()) => self.remove(check).await,
             Err(error) => {
                 warn!(id = %check.id, %error, "index upkeep failed; the check entry stays")

@@ -41,12 +41,29 @@
 //! 3. A process's own scan position can pass entries written behind it; it rescans from the
 //!    cursor every `cursor_refresh` and whenever its own position finds nothing.
 //!
+//! - **Bucket directory**: an entry placed beyond the next bucket (a delayed item, a long
+//!   back-off) also records its bucket, TTL'd until scans from the cursor reach it, so
+//!   [`WorkQueue::stats`] counts items however far ahead without reading the empty buckets
+//!   between.
+//!
 //! # Convoys
 //!
 //! Clones of a [`WorkQueue`] share one dispatcher: one index read fills a buffer of
-//! candidates and each local claimer takes a different one, so a process's workers never
-//! race each other. Across processes, each claimer picks at random among the first
-//! `choice` buffered candidates.
+//! candidates (several per local claimer) and each local claimer takes a different one, so
+//! a process's workers never race each other. Across processes: every candidate's item is
+//! read before its claim LWT, so an item another process already holds costs a plain read,
+//! not a Paxos round; claims carry a per-process tag, so a process never mistakes its own
+//! claims for another's; and each process starts on its own slot of the head (a hash of the
+//! item id), learns the slots where it met others and looks at them last, and moves when its
+//! home slot keeps being taken.
+//!
+//! # Unique jobs
+//!
+//! A unique key's row is reused: while its job exists and for `done_retention` after it
+//! completed, a new enqueue of the key is a duplicate; after that a new enqueue starts a new
+//! job on the row (one more LWT, conditioned on the done marker having expired and on the
+//! attempt and origin read), its attempt numbers continuing. A resent enqueue carries its
+//! call's origin, so it is recognised as the same enqueue even after its job completed.
 //!
 //! Delivery is at least once: a worker can finish the work and die before `complete`. Fence
 //! side effects with [`Job::token`] or make them idempotent.
@@ -65,18 +82,22 @@ mod error;
 mod item;
 mod job;
 pub mod memory;
+mod orphans;
 mod queue;
 pub mod scylla;
+mod slots;
+mod stats;
 mod store;
 mod worker;
 
 pub use clock::WallClock;
 pub use config::{MAX_PAYLOAD_LEN, QueueConfig};
-pub use deadletter::{DeadLetter, QueueStats};
+pub use deadletter::DeadLetter;
 pub use enqueue::{Enqueued, MAX_UNIQUE_KEY_LEN, NewItem};
 pub use error::QueueError;
 pub use item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 pub use job::Job;
 pub use queue::WorkQueue;
+pub use stats::QueueStats;
 pub use store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
 pub use worker::{Drain, DrainReport, Worker};

@@ -1,15 +1,16 @@
 //! The queue handle: settings, clock, index upkeep, listing.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use cql_lease::{StoreError, check_name};
+use cql_lease::check_name;
 use tracing::{debug, warn};
 
 use crate::clock::{self, WallClock};
 use crate::config::{QueueConfig, micros};
 use crate::dispatch::Dispatcher;
 use crate::error::QueueError;
-use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey};
 use crate::store::QueueStore;
 use crate::worker::Worker;
 
@@ -169,16 +170,36 @@ impl WorkQueue {
         self.entry(id, pos, EntryKind::Check, false, attempt)
     }
 
-    /// Writes an index entry (plain write, this process's next client timestamp).
+    /// Writes an index entry (plain write, this process's next client timestamp). An entry
+    /// beyond the next bucket also records its bucket in the bucket directory (once per
+    /// process and bucket), so [`WorkQueue::stats`] finds it without reading every bucket
+    /// in between.
     pub(crate) async fn place(&self, entry: &IndexEntry) -> Result<(), QueueError> {
         debug!(queue = %self.name, id = %entry.id, seq = %entry.seq, "index entry placed");
+        let store_err = |operation| move |source| QueueError::Store { operation, source };
         self.store
             .put_entry(&self.name, entry, clock::next_micros())
             .await
-            .map_err(|source| QueueError::Store {
-                operation: "place index entry",
-                source,
-            })
+            .map_err(store_err("place index entry"))?;
+        let width = self.config.bucket_micros();
+        let now = self.now();
+        if entry.bucket > now / width + 1
+            && self.dispatcher.note_far_bucket(entry.bucket, now / width)
+        {
+            // Kept until a bucket after it is current: by then scans from the cursor read it.
+            let ttl = Duration::from_micros(
+                u64::try_from((entry.bucket + 2) * width - now).unwrap_or(u64::MAX),
+            );
+            let result = self
+                .store
+                .put_bucket(&self.name, entry.bucket, ttl, clock::next_micros())
+                .await;
+            if let Err(source) = result {
+                self.dispatcher.forget_far_bucket(entry.bucket);
+                return Err(store_err("record index bucket")(source));
+            }
+        }
+        Ok(())
     }
 
     /// Deletes an index entry. A failure leaves a stale entry that later scans clean up.
@@ -195,6 +216,13 @@ impl WorkQueue {
         }
     }
 
+    /// Deletes an index entry in a spawned task (nobody waits for it: a failure leaves a
+    /// stale entry that later scans clean up).
+    pub(crate) fn remove_later(&self, entry: &IndexEntry) {
+        let (queue, entry) = (self.clone(), entry.clone());
+        tokio::spawn(async move { queue.remove(&entry).await });
+    }
+
     /// Places `new` then removes `old`, so the item always has an entry.
     pub(crate) async fn replace(
         &self,
@@ -204,80 +232,5 @@ impl WorkQueue {
         self.place(new).await?;
         self.remove(old).await;
         Ok(())
-    }
-
-    /// Every live index entry from the cursor up to `horizon` (wall-clock micros).
-    pub(crate) async fn live_entries(&self, horizon: i64) -> Result<Vec<IndexEntry>, QueueError> {
-        let store_err = |source: StoreError| QueueError::Store {
-            operation: "scan index",
-            source,
-        };
-        let cursor = self.read_cursor().await?;
-        let width = self.config.bucket_micros();
-        let mut all = Vec::new();
-        for bucket in cursor / width..=horizon / width {
-            let mut after = if bucket == cursor / width {
-                IndexEntry::seq_floor(cursor)
-            } else {
-                String::new()
-            };
-            loop {
-                let limit = self.config.scan_limit;
-                let page = self
-                    .store
-                    .scan_index(&self.name, bucket, &after, "~", limit)
-                    .await
-                    .map_err(store_err)?;
-                let full = page.len() == limit as usize;
-                if let Some(last) = page.last() {
-                    after = last.seq.clone();
-                }
-                all.extend(page);
-                if !full {
-                    break;
-                }
-            }
-        }
-        Ok(all)
-    }
-
-    /// Every item not done that the index or the dead letters reach (oldest position first),
-    /// looking ahead as far as the longest retry back-off: for tools and tests, not for the
-    /// hot path.
-    ///
-    /// # Errors
-    ///
-    /// [`QueueError::Store`] when a read fails.
-    pub async fn items(&self) -> Result<Vec<StoredItem>, QueueError> {
-        let horizon = self.now()
-            + micros(self.config.max_retry_backoff)
-            + micros(self.config.claim.ttl)
-            + self.config.bucket_micros();
-        let mut ids: Vec<ItemId> = self
-            .live_entries(horizon)
-            .await?
-            .into_iter()
-            .map(|e| e.id)
-            .collect();
-        ids.extend(self.dead_letter_ids().await?);
-        let mut seen = std::collections::HashSet::new();
-        let mut items = Vec::new();
-        for id in ids {
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            let item =
-                self.store
-                    .peek(&self.key(id))
-                    .await
-                    .map_err(|source| QueueError::Store {
-                        operation: "read item",
-                        source,
-                    })?;
-            if let Some(item) = item.filter(|i| i.state != JobState::Done) {
-                items.push(item);
-            }
-        }
-        Ok(items)
     }
 }

@@ -66,6 +66,17 @@ pub trait QueueStore: Send + Sync + 'static {
     /// Writes a new available item unless its row exists (`IF NOT EXISTS`).
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError>;
 
+    /// Starts a new job on the row of a completed unique item whose `done` marker has
+    /// expired (its state cell is gone), if its attempt number is still `seen_attempt` and
+    /// its origin `seen_origin`: the new payload, time and origin, state available, attempts
+    /// counted again from `seen_attempt` (the number itself keeps growing).
+    async fn revive(
+        &self,
+        row: NewRow<'_>,
+        seen_attempt: i32,
+        seen_origin: &str,
+    ) -> Result<CasOutcome, StoreError>;
+
     /// Claims the item if nobody's claim is live, its attempt is still `seen_attempt` and it
     /// is claimable: sets it running with the next attempt number and a TTL'd claim.
     async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError>;
@@ -156,6 +167,24 @@ pub trait QueueStore: Send + Sync + 'static {
     /// Moves the cursor to `pos` if that is higher: written `USING TIMESTAMP pos`, so the
     /// stored value never decreases whatever order writes arrive in.
     async fn advance_cursor(&self, queue: &str, pos: i64) -> Result<(), StoreError>;
+
+    /// Records that index bucket `bucket` holds entries, for `ttl` (whole seconds), so
+    /// [`QueueStore::list_buckets`] finds buckets far ahead without reading the ones between.
+    async fn put_bucket(
+        &self,
+        queue: &str,
+        bucket: i64,
+        ttl: Duration,
+        ts: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Up to `limit` recorded buckets above `after`, in order.
+    async fn list_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<i64>, StoreError>;
 
     /// Records a dead letter.
     async fn put_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError>;

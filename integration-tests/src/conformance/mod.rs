@@ -23,8 +23,10 @@ pub mod queue;
 pub mod queue_chaos;
 pub mod queue_features;
 pub mod queue_hardening;
+pub mod queue_orphans;
 pub mod queue_parked;
 pub mod queue_scale;
+pub mod queue_unique;
 
 use std::time::Duration;
 
@@ -159,6 +161,8 @@ macro_rules! queue_suite {
             queue_features::stats_by_state,
             queue_features::graceful_drain,
             queue_features::batch_enqueue,
+            queue_unique::unique_key_reopens_after_done_window,
+            queue_orphans::late_applied_claim_is_handed_back_at_once,
         );
     };
     (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {

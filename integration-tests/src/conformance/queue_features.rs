@@ -96,14 +96,13 @@ pub async fn dead_letters_list_requeue_purge(b: &dyn Backend) {
     assert!(q.items().await.expect("items").is_empty());
 }
 
-/// Stats count items by state and age the oldest available one, from the index alone.
+/// Stats count items by state (however far ahead they are scheduled) and age the oldest
+/// available one, from the index alone.
 pub async fn stats_by_state(b: &dyn Backend) {
     let q = queue(b, "stats");
     for n in 0..3 {
         q.enqueue(&format!("now {n}")).await.expect("enqueue");
     }
-    let later = std::time::SystemTime::now() + Duration::from_secs(3600 * 24 * 365 * 2);
-    let _ = later;
     let soon = cql_workqueue::clock::now_micros() + 5_000_000;
     q.enqueue_at(
         "soon",
@@ -111,16 +110,26 @@ pub async fn stats_by_state(b: &dyn Backend) {
     )
     .await
     .expect("enqueue");
+    // Far beyond the buckets scans read: counted through the bucket directory.
+    for days in [1, 400] {
+        let later = std::time::SystemTime::now() + Duration::from_secs(86_400 * days);
+        q.enqueue_at("later", Some(later)).await.expect("enqueue");
+    }
     b.sleep(Duration::from_millis(300)).await;
     let stats = q.stats().await.expect("stats");
-    assert_eq!((stats.available, stats.scheduled, stats.running), (3, 1, 0));
+    assert_eq!((stats.available, stats.scheduled, stats.running), (3, 3, 0));
     assert!(stats.oldest_available_age.expect("age") >= Duration::from_millis(250));
+    assert_eq!(q.items().await.expect("items").len(), 6);
     let job = q.claim("w").await.expect("claim").expect("item");
     let stats = q.stats().await.expect("stats");
     assert_eq!((stats.available, stats.running), (2, 1));
     let state = job.fail("x").await.expect("fail");
     assert_eq!(state, JobState::Retryable);
-    assert_eq!(q.stats().await.expect("stats").dead, 0);
+    let stats = q.stats().await.expect("stats");
+    assert_eq!(
+        (stats.available, stats.scheduled, stats.running, stats.dead),
+        (2, 4, 0, 0)
+    );
 }
 
 /// Draining a worker stops its claims and waits for in-flight jobs; at the deadline jobs

@@ -48,6 +48,16 @@ impl Holdable for JobClaim {
             self.undelivered.release().await
         }
     }
+
+    // A hand-back that did not end cleanly leaves the claim to be handed back on sight, the
+    // same way the release would have (undone while undelivered).
+    fn orphaned(&self) {
+        if self.handed_out.load(Ordering::SeqCst) {
+            self.delivered.orphaned();
+        } else {
+            self.undelivered.orphaned();
+        }
+    }
 }
 
 /// How undoing an undelivered claim ended.
@@ -162,7 +172,14 @@ impl Job {
                     info!(id = %item.key.id, "undelivered claim already gone (lapsed or taken over); nothing to undo");
                 }
                 Err(error) => {
-                    warn!(id = %item.key.id, %error, "undoing an undelivered claim failed; it lapses at its TTL");
+                    warn!(id = %item.key.id, %error, "undoing an undelivered claim failed; remembered as orphaned, else it lapses at its TTL");
+                    claim.orphans.insert(
+                        &claim.claim_id,
+                        crate::claim::HandBack::Undelivered {
+                            state: JobState::Available,
+                            attempt,
+                        },
+                    );
                 }
             }
         });

@@ -5,8 +5,11 @@
 //! test server counts: round trips by kind, tombstones passed over by each scan, LWTs per
 //! partition ([`MemoryQueueStore::counts`]).
 
+mod calls;
 mod counts;
 mod tables;
+
+pub use calls::QueueOp;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -14,36 +17,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cql_lease::memory::{Fault, FaultRules, Times};
 use cql_lease::{CasOutcome, StoreError};
-use tokio::time::Instant;
 use tracing::{debug, instrument};
 
+use calls::count_lwt;
 use counts::Counter;
 pub use counts::StoreCounts;
 use tables::{Row, Tables, scan, write};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
-
-/// A work-queue store operation, for aiming faults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QueueOp {
-    /// [`QueueStore::enqueue`]
-    Enqueue,
-    /// [`QueueStore::claim`]
-    Claim,
-    /// [`QueueStore::heartbeat`]
-    Heartbeat,
-    /// [`QueueStore::complete`]
-    Complete,
-    /// [`QueueStore::reschedule`], [`QueueStore::requeue`], [`QueueStore::purge`]
-    Reschedule,
-    /// [`QueueStore::unclaim`]
-    Unclaim,
-    /// [`QueueStore::read`] and [`QueueStore::peek`]
-    Read,
-    /// Index, cursor and dead-letter reads and writes.
-    Index,
-}
 
 /// In-process work-queue store.
 ///
@@ -85,64 +67,6 @@ impl MemoryQueueStore {
             .map(|t| t.1.counts.clone())
             .unwrap_or_default()
     }
-
-    async fn call<T>(
-        &self,
-        op: QueueOp,
-        apply: impl FnOnce(&mut Tables, &mut Counter, Instant) -> T,
-    ) -> Result<T, StoreError> {
-        self.faults
-            .around(op, || {
-                let mut guard = self
-                    .tables
-                    .lock()
-                    .map_err(|_| StoreError::Unavailable("memory store lock poisoned".into()))?;
-                let (tables, counter) = &mut *guard;
-                Ok(apply(tables, counter, Instant::now()))
-            })
-            .await
-    }
-
-    /// An LWT on the item's row: `apply` runs if the row exists and `condition` holds.
-    async fn lwt(
-        &self,
-        op: QueueOp,
-        key: &ItemKey,
-        condition: impl FnOnce(&mut Row, Instant) -> bool,
-        apply: impl FnOnce(&mut Row, Instant),
-    ) -> Result<CasOutcome, StoreError> {
-        self.call(op, |tables, counter, now| {
-            count_lwt(counter, op, key);
-            let Some(row) = tables.row(key) else {
-                return CasOutcome::NotApplied;
-            };
-            if !condition(row, now) {
-                return CasOutcome::NotApplied;
-            }
-            apply(row, now);
-            CasOutcome::Applied
-        })
-        .await
-    }
-
-    fn done(row: &mut Row) {
-        row.item.state = JobState::Done;
-        row.item.claim = None;
-        row.claim_expires_at = None;
-        row.item.payload = Vec::new();
-        row.item.last_error = None;
-    }
-}
-
-fn count_lwt(counter: &mut Counter, op: QueueOp, key: &ItemKey) {
-    let c = &mut counter.counts;
-    match op {
-        QueueOp::Enqueue => c.enqueue_lwts += 1,
-        QueueOp::Claim => c.claim_lwts += 1,
-        QueueOp::Heartbeat => c.heartbeat_lwts += 1,
-        _ => c.finish_lwts += 1,
-    }
-    counter.lwt(format!("{}/{}", key.partition, key.id));
 }
 
 #[async_trait]
@@ -171,10 +95,40 @@ impl QueueStore for MemoryQueueStore {
                 Row {
                     item,
                     claim_expires_at: None,
+                    done_expires_at: None,
                 },
             );
             CasOutcome::Applied
         })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
+    async fn revive(
+        &self,
+        row: NewRow<'_>,
+        seen_attempt: i32,
+        seen_origin: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Revive,
+            row.key,
+            |stored, now| {
+                stored.state_expired(now)
+                    && stored.item.attempt == seen_attempt
+                    && stored.item.origin == seen_origin
+            },
+            |stored, _| {
+                stored.done_expires_at = None;
+                let item = &mut stored.item;
+                item.state = JobState::Available;
+                item.payload = row.payload.to_vec();
+                item.run_at = row.run_at;
+                item.origin = row.origin.to_owned();
+                item.last_error = None;
+                item.requeued_at = seen_attempt;
+            },
+        )
         .await
     }
 
@@ -225,14 +179,13 @@ impl QueueStore for MemoryQueueStore {
         &self,
         key: &ItemKey,
         claim_id: &str,
-        _retention: Duration,
+        retention: Duration,
     ) -> Result<CasOutcome, StoreError> {
-        // The `done` state cell's TTL is not modelled: an expired state reads as done too.
         self.lwt(
             QueueOp::Complete,
             key,
             |row, now| row.held_by(now, claim_id),
-            |row, _| Self::done(row),
+            |row, now| Self::done(row, now, retention),
         )
         .await
     }
@@ -302,12 +255,12 @@ impl QueueStore for MemoryQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn purge(&self, key: &ItemKey, _retention: Duration) -> Result<CasOutcome, StoreError> {
+    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
         self.lwt(
             QueueOp::Reschedule,
             key,
             |row, _| row.item.state == JobState::Discarded,
-            |row, _| Self::done(row),
+            |row, now| Self::done(row, now, retention),
         )
         .await
     }
@@ -395,6 +348,37 @@ impl QueueStore for MemoryQueueStore {
             counter.counts.plain_writes += 1;
             let cursor = tables.cursors.entry(queue.to_owned()).or_default();
             *cursor = (*cursor).max(pos);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn put_bucket(
+        &self,
+        queue: &str,
+        bucket: i64,
+        ttl: Duration,
+        _ts: i64,
+    ) -> Result<(), StoreError> {
+        self.call(QueueOp::Index, |tables, counter, now| {
+            counter.counts.plain_writes += 1;
+            let expires = tables.buckets.entry(queue.to_owned()).or_default();
+            let at = expires.entry(bucket).or_insert(now);
+            *at = (*at).max(now + ttl);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn list_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.call(QueueOp::Index, |tables, counter, now| {
+            counter.counts.other_reads += 1;
+            tables.live_buckets(queue, after, limit as usize, now)
         })
         .await
     }

@@ -12,6 +12,8 @@ use crate::item::{IndexEntry, ItemId, ItemKey, StoredItem};
 pub(super) struct Row {
     pub(super) item: StoredItem,
     pub(super) claim_expires_at: Option<Instant>,
+    /// When the `done` state cell's TTL runs out (the row and its attempt number stay).
+    pub(super) done_expires_at: Option<Instant>,
 }
 
 impl Row {
@@ -21,6 +23,12 @@ impl Row {
             self.claim_expires_at = None;
         }
         &self.item
+    }
+
+    /// Whether the state cell is gone: a `done` marker whose TTL ran out.
+    pub(super) fn state_expired(&self, now: Instant) -> bool {
+        self.item.state == crate::item::JobState::Done
+            && self.done_expires_at.is_some_and(|at| at <= now)
     }
 
     pub(super) fn held_by(&mut self, now: Instant, claim_id: &str) -> bool {
@@ -79,10 +87,33 @@ pub(super) struct Tables {
     pub(super) index: HashMap<(String, i64), BTreeMap<String, Cell<IndexEntry>>>,
     pub(super) cursors: HashMap<String, i64>,
     pub(super) dead: HashMap<String, BTreeMap<String, Cell<ItemId>>>,
+    /// Index buckets far ahead, with when their record expires (a TTL'd row).
+    pub(super) buckets: HashMap<String, BTreeMap<i64, Instant>>,
 }
 
 impl Tables {
     pub(super) fn row(&mut self, key: &ItemKey) -> Option<&mut Row> {
         self.items.get_mut(&(key.partition.clone(), key.id.clone()))
+    }
+
+    /// Up to `limit` unexpired bucket records above `after`.
+    pub(super) fn live_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit: usize,
+        now: Instant,
+    ) -> Vec<i64> {
+        self.buckets
+            .get(queue)
+            .map(|expires| {
+                expires
+                    .range(after.saturating_add(1)..)
+                    .filter(|(_, at)| **at > now)
+                    .map(|(bucket, _)| *bucket)
+                    .take(limit)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }

@@ -18,6 +18,8 @@
 //!     PRIMARY KEY (part, seq))
 //! CREATE TABLE work_items_cursor (queue text PRIMARY KEY, pos bigint)   -- USING TIMESTAMP pos
 //! CREATE TABLE work_items_dead (queue text, id text, PRIMARY KEY (queue, id))
+//! CREATE TABLE work_items_buckets (queue text, bucket bigint, PRIMARY KEY (queue, bucket))
+//!                                     -- index buckets far ahead, TTL'd, for stats
 //! ```
 //!
 //! A claim is a conditional batch on one row: the TTL'd `claim` cell (the lease) and, without
@@ -37,8 +39,15 @@ pub const CREATE_CURSOR: &str =
 /// Creates the dead-letter table if missing.
 pub const CREATE_DEAD: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_dead (queue text, id text, PRIMARY KEY (queue, id))";
 
+/// Creates the bucket directory table if missing.
+pub const CREATE_BUCKETS: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_buckets (queue text, bucket bigint, PRIMARY KEY (queue, bucket))";
+
 /// Adds an item. Binds: key, payload, run_at, origin.
 pub const ENQUEUE: &str = "INSERT INTO {keyspace}.{table} (key, payload, state, attempt, run_at, origin) VALUES (?, ?, 'available', 0, ?, ?) IF NOT EXISTS";
+
+/// Starts a new job on the row of a completed unique item whose done marker expired. Binds:
+/// payload, run_at, origin, requeued_at, key, seen attempt, seen origin.
+pub const REVIVE: &str = "UPDATE {keyspace}.{table} SET state = 'available', payload = ?, run_at = ?, origin = ?, last_error = null, requeued_at = ? WHERE key = ? IF state = null AND attempt = ? AND origin = ?";
 
 /// The lease half of a claim. Binds: ttl, claim, key, seen attempt.
 pub const CLAIM_LEASE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET claim = ? WHERE key = ? IF claim = null AND attempt = ? AND state IN ('available', 'retryable', 'running')";
@@ -88,6 +97,14 @@ pub const READ_CURSOR: &str = "SELECT pos FROM {keyspace}.{table}_cursor WHERE q
 pub const ADVANCE_CURSOR: &str =
     "UPDATE {keyspace}.{table}_cursor USING TIMESTAMP ? SET pos = ? WHERE queue = ?";
 
+/// Records an index bucket far ahead (TTL'd: past its time the scans read it anyway).
+/// Binds: queue, bucket, ttl, timestamp.
+pub const PUT_BUCKET: &str = "INSERT INTO {keyspace}.{table}_buckets (queue, bucket) VALUES (?, ?) USING TTL ? AND TIMESTAMP ?";
+
+/// Lists recorded buckets above one. Binds: queue, after, limit.
+pub const LIST_BUCKETS: &str =
+    "SELECT bucket FROM {keyspace}.{table}_buckets WHERE queue = ? AND bucket > ? LIMIT ?";
+
 /// Records a dead letter. Binds: queue, id, timestamp.
 pub const PUT_DEAD: &str =
     "INSERT INTO {keyspace}.{table}_dead (queue, id) VALUES (?, ?) USING TIMESTAMP ?";
@@ -106,7 +123,9 @@ pub const ALL: &[&str] = &[
     CREATE_INDEX,
     CREATE_CURSOR,
     CREATE_DEAD,
+    CREATE_BUCKETS,
     ENQUEUE,
+    REVIVE,
     CLAIM_LEASE,
     CLAIM_MARK,
     HEARTBEAT,
@@ -121,6 +140,8 @@ pub const ALL: &[&str] = &[
     SCAN_INDEX,
     READ_CURSOR,
     ADVANCE_CURSOR,
+    PUT_BUCKET,
+    LIST_BUCKETS,
     PUT_DEAD,
     DELETE_DEAD,
     LIST_DEAD,

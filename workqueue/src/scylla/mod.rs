@@ -5,19 +5,16 @@
 //! `_dead`). Statements and the table layout are in [`cql`].
 
 pub mod cql;
+mod prepare;
 mod rows;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cql_lease::scylla::{
-    Kind, LwtRow, PROBE_KEY, SchemaError, ScyllaOptions, check_lwt_support, classify, lwt_batch,
-    prepare,
-};
+use cql_lease::scylla::{LwtRow, classify};
 use cql_lease::{CasOutcome, StoreError};
 use scylla::client::session::Session;
-use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
 use tracing::instrument;
 
@@ -48,28 +45,7 @@ pub const DEFAULT_TABLE: &str = "work_items";
 /// ```
 pub struct ScyllaQueueStore {
     session: Arc<Session>,
-    s: Statements,
-}
-
-struct Statements {
-    enqueue: PreparedStatement,
-    claim: Batch,
-    heartbeat: PreparedStatement,
-    complete: PreparedStatement,
-    reschedule: PreparedStatement,
-    unclaim: PreparedStatement,
-    requeue: PreparedStatement,
-    purge: PreparedStatement,
-    read: PreparedStatement,
-    peek: PreparedStatement,
-    put_entry: PreparedStatement,
-    delete_entry: PreparedStatement,
-    scan_index: PreparedStatement,
-    read_cursor: PreparedStatement,
-    advance_cursor: PreparedStatement,
-    put_dead: PreparedStatement,
-    delete_dead: PreparedStatement,
-    list_dead: PreparedStatement,
+    s: prepare::Statements,
 }
 
 impl std::fmt::Debug for ScyllaQueueStore {
@@ -79,82 +55,6 @@ impl std::fmt::Debug for ScyllaQueueStore {
 }
 
 impl ScyllaQueueStore {
-    /// Creates the keyspace and the four queue tables named by `options` if missing.
-    ///
-    /// # Errors
-    ///
-    /// [`SchemaError`] when the options are bad or the store refuses.
-    pub async fn create_schema(
-        session: &Session,
-        options: &ScyllaOptions,
-    ) -> Result<(), SchemaError> {
-        for table in [
-            cql::CREATE_ITEMS,
-            cql::CREATE_INDEX,
-            cql::CREATE_CURSOR,
-            cql::CREATE_DEAD,
-        ] {
-            options.create_schema_with(session, table).await?;
-        }
-        Ok(())
-    }
-
-    /// Prepares every statement against the existing tables and checks that the keyspace
-    /// accepts LWTs.
-    ///
-    /// # Errors
-    ///
-    /// [`SchemaError::InvalidArgument`] for bad options; [`SchemaError::Store`] when a
-    /// statement cannot be prepared; [`SchemaError::LwtsRejectedByTablets`] when the keyspace
-    /// uses ScyllaDB tablets on a version that refuses LWTs on them (6.0 to 2025.3).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel-safe: it only prepares and reads.
-    pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
-        options.validate()?;
-        let p = |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
-        let read = p(cql::READ, Kind::SerialRead).await?;
-        check_lwt_support(&session, &options, || async {
-            session
-                .execute_unpaged(&read, (PROBE_KEY,))
-                .await
-                .map(|_| ())
-        })
-        .await?;
-        let claim = lwt_batch(
-            &options,
-            [
-                p(cql::CLAIM_LEASE, Kind::Lwt).await?,
-                p(cql::CLAIM_MARK, Kind::Lwt).await?,
-            ],
-        );
-        // Plain writes carry explicit client timestamps, so sending one twice is harmless:
-        // they take the idempotent settings of a plain read.
-        let plain = Kind::Read;
-        let s = Statements {
-            enqueue: p(cql::ENQUEUE, Kind::Lwt).await?,
-            claim,
-            heartbeat: p(cql::HEARTBEAT, Kind::Lwt).await?,
-            complete: p(cql::COMPLETE, Kind::Lwt).await?,
-            reschedule: p(cql::RESCHEDULE, Kind::Lwt).await?,
-            unclaim: p(cql::UNCLAIM, Kind::Lwt).await?,
-            requeue: p(cql::REQUEUE, Kind::Lwt).await?,
-            purge: p(cql::PURGE, Kind::Lwt).await?,
-            read,
-            peek: p(cql::READ, Kind::Read).await?,
-            put_entry: p(cql::PUT_ENTRY, plain).await?,
-            delete_entry: p(cql::DELETE_ENTRY, plain).await?,
-            scan_index: p(cql::SCAN_INDEX, Kind::Read).await?,
-            read_cursor: p(cql::READ_CURSOR, Kind::Read).await?,
-            advance_cursor: p(cql::ADVANCE_CURSOR, plain).await?,
-            put_dead: p(cql::PUT_DEAD, plain).await?,
-            delete_dead: p(cql::DELETE_DEAD, plain).await?,
-            list_dead: p(cql::LIST_DEAD, Kind::Read).await?,
-        };
-        Ok(ScyllaQueueStore { session, s })
-    }
-
     async fn cas(
         &self,
         statement: &PreparedStatement,
@@ -222,6 +122,25 @@ impl QueueStore for ScyllaQueueStore {
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
         let values = (row_key(row.key), row.payload, row.run_at, row.origin);
         self.cas(&self.s.enqueue, values).await
+    }
+
+    #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
+    async fn revive(
+        &self,
+        row: NewRow<'_>,
+        seen_attempt: i32,
+        seen_origin: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        let values = (
+            row.payload,
+            row.run_at,
+            row.origin,
+            seen_attempt,
+            row_key(row.key),
+            seen_attempt,
+            seen_origin,
+        );
+        self.cas(&self.s.revive, values).await
     }
 
     #[instrument(level = "debug", skip(self, claim), fields(id = %claim.key.id))]
@@ -383,6 +302,33 @@ impl QueueStore for ScyllaQueueStore {
     #[instrument(level = "debug", skip(self))]
     async fn advance_cursor(&self, queue: &str, pos: i64) -> Result<(), StoreError> {
         self.write(&self.s.advance_cursor, (pos, pos, queue)).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn put_bucket(
+        &self,
+        queue: &str,
+        bucket: i64,
+        ttl: Duration,
+        ts: i64,
+    ) -> Result<(), StoreError> {
+        let values = (queue, bucket, ttl_secs(ttl).max(1), ts);
+        self.write(&self.s.put_bucket, values).await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn list_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit_rows: u32,
+    ) -> Result<Vec<i64>, StoreError> {
+        let result = self
+            .session
+            .execute_unpaged(&self.s.list_buckets, (queue, after, limit(limit_rows)))
+            .await
+            .map_err(|e| classify(e, false))?;
+        rows::buckets(result)
     }
 
     #[instrument(level = "debug", skip(self))]

@@ -98,3 +98,12 @@ pub(super) fn ids(result: QueryResult) -> Result<Vec<ItemId>, StoreError> {
     }
     Ok(ids)
 }
+
+pub(super) fn buckets(result: QueryResult) -> Result<Vec<i64>, StoreError> {
+    let rows = result.into_rows_result().map_err(unreadable)?;
+    let mut buckets = Vec::new();
+    for row in rows.rows::<(i64,)>().map_err(unreadable)? {
+        buckets.push(row.map_err(unreadable)?.0);
+    }
+    Ok(buckets)
+}

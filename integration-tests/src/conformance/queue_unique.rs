@@ -1,0 +1,111 @@
+//! Unique jobs across completions: a duplicate while the job exists and for the done window
+//! after, a new job (with higher tokens) after that, and a resent enqueue never counted as a
+//! new one.
+
+use std::time::Duration;
+
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::QueueOp;
+use cql_workqueue::{Enqueued, JobState, NewItem, QueueConfig, WorkQueue};
+
+use super::queue::{claim_soon, queue_config, queue_with};
+use crate::backend::Backend;
+
+fn unique(payload: &str) -> NewItem {
+    NewItem::text(payload).unique("nightly")
+}
+
+async fn claim_and_complete(b: &dyn Backend, q: &WorkQueue, payload: &str, attempt: i32) {
+    let job = claim_soon(b, q, "w").await.expect("the job");
+    assert_eq!((job.payload(), job.attempt()), (payload, attempt));
+    job.complete().await.expect("complete");
+}
+
+/// A unique key is a duplicate while its job exists and for `done_retention` after it
+/// completed; then a new enqueue of the key starts a new job, whose tokens continue above
+/// the last job's. A resent enqueue (its first answer lost, its job completed and the done
+/// window over before the resend lands) is the same enqueue: it starts nothing.
+pub async fn unique_key_reopens_after_done_window(b: &dyn Backend) {
+    // A TTL of n whole seconds ends after between n - 1 and n seconds (the store counts in
+    // whole seconds): 2 s keeps the marker for the checks right after completion.
+    let window = Duration::from_secs(2);
+    let past_window = window + Duration::from_secs(1);
+    let mut config = QueueConfig {
+        done_retention: window,
+        ..queue_config()
+    };
+    // The resend below is held back past the window: keep settling it meanwhile.
+    config.claim.resolve_timeout = Duration::from_secs(10);
+    let q = queue_with(b, "reopen", config);
+    let first = q.enqueue_item(unique("one")).await.expect("enqueue");
+    let id = first.id().clone();
+    assert_eq!(first, Enqueued::New(id.clone()));
+    let exists = Enqueued::Duplicate {
+        id: id.clone(),
+        state: JobState::Available,
+    };
+    assert_eq!(
+        q.enqueue_item(unique("again")).await.expect("enqueue"),
+        exists
+    );
+    claim_and_complete(b, &q, "one", 1).await;
+    let recent = Enqueued::Duplicate {
+        id: id.clone(),
+        state: JobState::Done,
+    };
+    assert_eq!(
+        q.enqueue_item(unique("again")).await.expect("enqueue"),
+        recent
+    );
+
+    b.sleep(past_window).await;
+    assert_eq!(
+        q.enqueue_item(unique("two")).await.expect("enqueue"),
+        Enqueued::New(id.clone())
+    );
+    assert_eq!(
+        q.enqueue_item(unique("again")).await.expect("enqueue"),
+        exists
+    );
+    claim_and_complete(b, &q, "two", 2).await;
+
+    if !b.supports_faults() {
+        return;
+    }
+    b.sleep(past_window).await;
+    // The new job's start is applied but its answer lost; the job runs and completes, and
+    // its done window ends, while the resend is on its way.
+    b.inject_queue(
+        Some(QueueOp::Revive),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let worker = async {
+        loop {
+            if let Some(job) = q.claim("fast").await.expect("claim") {
+                // From now on the resend is slow: it lands after the done window.
+                b.inject_queue(
+                    Some(QueueOp::Enqueue),
+                    Fault::Latency(past_window),
+                    Times::Next(1),
+                );
+                let seen = (job.payload().to_owned(), job.attempt());
+                job.complete().await.expect("complete");
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let (enqueued, seen) = futures::join!(q.enqueue_item(unique("three")), worker);
+    assert_eq!(
+        enqueued.expect("the resend settles"),
+        Enqueued::New(id.clone())
+    );
+    assert_eq!(seen, ("three".to_owned(), 3));
+    b.clear_faults();
+    b.sleep(Duration::from_millis(500)).await;
+    assert!(
+        q.claim("w").await.expect("claim").is_none(),
+        "the resent enqueue started the job again"
+    );
+}

@@ -1,0 +1,119 @@
+//! Setting the scylla backend up: the schema, and every statement prepared once.
+
+use std::sync::Arc;
+
+use cql_lease::scylla::{
+    Kind, PROBE_KEY, SchemaError, ScyllaOptions, check_lwt_support, lwt_batch, prepare,
+};
+use scylla::client::session::Session;
+use scylla::statement::batch::Batch;
+use scylla::statement::prepared::PreparedStatement;
+
+use super::{ScyllaQueueStore, cql};
+
+/// The prepared statements, one per template in [`cql`].
+pub(super) struct Statements {
+    pub(super) enqueue: PreparedStatement,
+    pub(super) revive: PreparedStatement,
+    pub(super) claim: Batch,
+    pub(super) heartbeat: PreparedStatement,
+    pub(super) complete: PreparedStatement,
+    pub(super) reschedule: PreparedStatement,
+    pub(super) unclaim: PreparedStatement,
+    pub(super) requeue: PreparedStatement,
+    pub(super) purge: PreparedStatement,
+    pub(super) read: PreparedStatement,
+    pub(super) peek: PreparedStatement,
+    pub(super) put_entry: PreparedStatement,
+    pub(super) delete_entry: PreparedStatement,
+    pub(super) scan_index: PreparedStatement,
+    pub(super) read_cursor: PreparedStatement,
+    pub(super) advance_cursor: PreparedStatement,
+    pub(super) put_bucket: PreparedStatement,
+    pub(super) list_buckets: PreparedStatement,
+    pub(super) put_dead: PreparedStatement,
+    pub(super) delete_dead: PreparedStatement,
+    pub(super) list_dead: PreparedStatement,
+}
+
+impl ScyllaQueueStore {
+    /// Creates the keyspace and the four queue tables named by `options` if missing.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError`] when the options are bad or the store refuses.
+    pub async fn create_schema(
+        session: &Session,
+        options: &ScyllaOptions,
+    ) -> Result<(), SchemaError> {
+        for table in [
+            cql::CREATE_ITEMS,
+            cql::CREATE_INDEX,
+            cql::CREATE_CURSOR,
+            cql::CREATE_DEAD,
+            cql::CREATE_BUCKETS,
+        ] {
+            options.create_schema_with(session, table).await?;
+        }
+        Ok(())
+    }
+
+    /// Prepares every statement against the existing tables and checks that the keyspace
+    /// accepts LWTs.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options; [`SchemaError::Store`] when a
+    /// statement cannot be prepared; [`SchemaError::LwtsRejectedByTablets`] when the keyspace
+    /// uses ScyllaDB tablets on a version that refuses LWTs on them (6.0 to 2025.3).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only prepares and reads.
+    pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
+        options.validate()?;
+        let p = |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
+        let read = p(cql::READ, Kind::SerialRead).await?;
+        check_lwt_support(&session, &options, || async {
+            session
+                .execute_unpaged(&read, (PROBE_KEY,))
+                .await
+                .map(|_| ())
+        })
+        .await?;
+        let claim = lwt_batch(
+            &options,
+            [
+                p(cql::CLAIM_LEASE, Kind::Lwt).await?,
+                p(cql::CLAIM_MARK, Kind::Lwt).await?,
+            ],
+        );
+        // Plain writes carry explicit client timestamps, so sending one twice is harmless:
+        // they take the idempotent settings of a plain read.
+        let plain = Kind::Read;
+        let s = Statements {
+            enqueue: p(cql::ENQUEUE, Kind::Lwt).await?,
+            revive: p(cql::REVIVE, Kind::Lwt).await?,
+            claim,
+            heartbeat: p(cql::HEARTBEAT, Kind::Lwt).await?,
+            complete: p(cql::COMPLETE, Kind::Lwt).await?,
+            reschedule: p(cql::RESCHEDULE, Kind::Lwt).await?,
+            unclaim: p(cql::UNCLAIM, Kind::Lwt).await?,
+            requeue: p(cql::REQUEUE, Kind::Lwt).await?,
+            purge: p(cql::PURGE, Kind::Lwt).await?,
+            read,
+            peek: p(cql::READ, Kind::Read).await?,
+            put_entry: p(cql::PUT_ENTRY, plain).await?,
+            delete_entry: p(cql::DELETE_ENTRY, plain).await?,
+            scan_index: p(cql::SCAN_INDEX, Kind::Read).await?,
+            read_cursor: p(cql::READ_CURSOR, Kind::Read).await?,
+            advance_cursor: p(cql::ADVANCE_CURSOR, plain).await?,
+            put_bucket: p(cql::PUT_BUCKET, plain).await?,
+            list_buckets: p(cql::LIST_BUCKETS, Kind::Read).await?,
+            put_dead: p(cql::PUT_DEAD, plain).await?,
+            delete_dead: p(cql::DELETE_DEAD, plain).await?,
+            list_dead: p(cql::LIST_DEAD, Kind::Read).await?,
+        };
+        Ok(ScyllaQueueStore { session, s })
+    }
+}
