@@ -44,10 +44,10 @@ impl Walk<'_> {
             .iter()
             .filter(|r| r.deletion.timestamp > partition_deleted && overlaps(&r.slice, self.slice))
             .collect();
-        let iter: Box<dyn Iterator<Item = (&Clustering, &Row)>> = if self.reversed {
-            Box::new(p.rows.iter().rev())
-        } else {
-            Box::new(p.rows.iter())
+        let iter: Box<dyn Iterator<Item = (&Clustering, &Row)>> = match self.seek(p) {
+            None => Box::new(std::iter::empty()),
+            Some(rows) if self.reversed => Box::new(rows.rev()),
+            Some(rows) => Box::new(rows),
         };
         let mut any_row = false;
         for (ck, row) in iter {
@@ -109,6 +109,32 @@ impl Walk<'_> {
             }
         }
         false
+    }
+
+    /// The partition's rows from where the slice starts to where it ends, as a storage
+    /// engine seeks them: rows outside the slice are never visited (nor counted), so a read
+    /// costs what it returns and the tombstones inside its slice, not the whole partition.
+    /// Only bounds on every clustering column are used to seek (a prefix bound compares equal
+    /// to many keys); the walk still checks each row against the slice.
+    fn seek<'p>(
+        &self,
+        p: &'p Partition,
+    ) -> Option<std::collections::btree_map::Range<'p, Clustering, Row>> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let columns = self.table.clustering.len();
+        let bound = |b: &SliceBound| match b {
+            SliceBound::Inclusive(x) if x.len() == columns => Included(Clustering(x.clone())),
+            SliceBound::Exclusive(x) if x.len() == columns => Excluded(Clustering(x.clone())),
+            _ => Unbounded,
+        };
+        let (start, end) = (bound(&self.slice.start), bound(&self.slice.end));
+        let empty = match (&start, &end) {
+            (Included(a), Included(b)) => a > b,
+            (Included(a) | Excluded(a), Included(b) | Excluded(b)) => a >= b,
+            _ => false,
+        };
+        // An empty slice has nothing to visit (and BTreeMap refuses inverted ranges).
+        (!empty).then(|| p.rows.range((start, end)))
     }
 
     /// Counts a row's deleted and expired cells not shadowed by a deletion.
