@@ -323,7 +323,20 @@ impl WorkQueue {
                 debug!(queue = %self.name(), from = cursor, to = target, "cursor advanced");
             }
         }
+        // A scan from the cursor reads ahead of our clock (immediate entries of clocks ahead),
+        // and may have stepped into a bucket that starts after it; but entries are still
+        // written at our clock (an undo's or hand-back's run entry, an enqueue), so the next
+        // scan must start no later than just past it. Entries ahead read again then are
+        // known (`ahead`) or not due.
+        let clock_floor = now.saturating_add(1);
+        let ceiling = (clock_floor / width, IndexEntry::seq_floor(clock_floor));
+        if (bucket, after.clone()) > ceiling {
+            (bucket, after) = ceiling;
+        }
         state.position = Some((bucket, after));
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
