@@ -39,4 +39,6 @@ both_modes!(
     crashed_leader_is_replaced_in_bound_with_a_frozen_node,
     worker_keeps_its_claim_through_a_frozen_node,
     lock_guard_is_kept_through_a_frozen_node,
+    fair_lock_guard_is_kept_through_a_frozen_node,
+    bakery_lock_guard_is_kept_through_a_frozen_node,
 );

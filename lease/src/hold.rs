@@ -77,6 +77,28 @@ pub trait Holdable: Send + Sync + 'static {
     /// finds it, rather than taking it for another holder's (the lease client does). The
     /// default does nothing: the claim then waits for its TTL.
     fn orphaned(&self) {}
+
+    /// How long one renewal may take with `left` before the holder's deadline (which cuts
+    /// it anyway). By default half of `left`, at least 50 ms, at most
+    /// [`HoldTiming::request_timeout`]: a renewal is one request, given up with time to send
+    /// it again. A claim whose renewal is several requests, each bounded and
+    /// sent again on its own (the plain-cell locks), may take all of `left`.
+    fn renewal_budget(&self, timing: &HoldTiming, left: Duration) -> Duration {
+        attempt_budget(timing.request_timeout, left)
+    }
+}
+
+/// Shortest time one request gets, however close its deadline: below this, attempts would
+/// only pile up.
+const MIN_ATTEMPT: Duration = Duration::from_millis(50);
+
+/// How long one request may wait when its answer is useless after `left`: half of that (so
+/// a request stuck on a frozen coordinator is given up with time to send it again, which
+/// goes elsewhere), at least [`MIN_ATTEMPT`], at most `request_timeout`. Shared by the
+/// renewals of every [`Hold`] and by every plain-cell request
+/// ([`Durable`](crate::cells::durable::Durable)).
+pub(crate) fn attempt_budget(request_timeout: Duration, left: Duration) -> Duration {
+    request_timeout.min((left / 2).max(MIN_ATTEMPT))
 }
 
 /// The timing a [`Hold`] runs on, all measured on the local monotonic clock.

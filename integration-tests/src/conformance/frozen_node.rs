@@ -3,9 +3,13 @@
 //! waits on the frozen node past the request timeout, and a crashed leader is replaced in
 //! bounded time. Wire-only: it needs the CQL test server's node faults.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use cql_lease::lock::{LeaseLock, Lock};
+use cql_lease::cells::CellStore;
+use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
+use cql_lease::lock::{BakeryLock, FairLock, LeaseLock, Lock, LockOptions};
+use cql_lease::scylla::ScyllaOptions;
 use cql_test_server::NodeFault;
 use tokio::time::Instant;
 
@@ -14,6 +18,7 @@ use super::queue::queue;
 use super::{client, test_config};
 use crate::backend::Backend;
 use crate::wire_backend::WireBackend;
+use crate::wire_lock_backend::register_cells;
 
 /// The node frozen in every scenario (any one of three would do: LWTs rotate over all).
 const FROZEN: usize = 1;
@@ -138,9 +143,7 @@ pub async fn worker_keeps_its_claim_through_a_frozen_node(b: &WireBackend) {
 }
 
 /// A lease lock's guard stays held through the freeze: its renewals go around the frozen
-/// node. (The plain-cell locks are not covered: a renewal rewrites several cells at once
-/// through the session's load balancing, and loses the lock when every retry has one write
-/// on the frozen node; see the README's limits.)
+/// node.
 pub async fn lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
     let lock = LeaseLock::new(client(b), "w").expect("lease lock");
     let guard = lock
@@ -154,4 +157,88 @@ pub async fn lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
     .await;
     assert_bounded_waits(b, slowest, cut);
     guard.release().await.expect("release after the freeze");
+}
+
+/// A fair lock's guard stays held through the freeze, and the lock still excludes others.
+pub async fn fair_lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
+    plain_guard_through_a_freeze(b, "fair-lock", |cells, options| {
+        Arc::new(FairLock::new(cells, options).expect("fair lock"))
+    })
+    .await;
+}
+
+/// A bakery lock's guard stays held through the freeze, and the lock still excludes others.
+pub async fn bakery_lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
+    plain_guard_through_a_freeze(b, "bakery-lock", |cells, options| {
+        Arc::new(BakeryLock::new(cells, options).expect("bakery lock"))
+    })
+    .await;
+}
+
+/// The cell store on the cluster with the library's defaults (replication 3, QUORUM, no
+/// driver-side timeout: the lock timing bounds every request).
+async fn cluster_cells(b: &WireBackend) -> Arc<dyn CellStore> {
+    register_cells(&b.server, "coordination", "lock_cells");
+    let session = Arc::new(b.server.session().await);
+    let options = CellOptions {
+        location: ScyllaOptions {
+            keyspace: "coordination".into(),
+            table: "lock_cells".into(),
+            ..CellOptions::default().location
+        },
+        ..CellOptions::default()
+    };
+    ScyllaCellStore::create_schema(&session, &options)
+        .await
+        .expect("cell schema");
+    Arc::new(
+        ScyllaCellStore::new(session, options)
+            .await
+            .expect("prepare cells"),
+    )
+}
+
+/// A plain-cell lock guard (its renewal rewrites each of its cells, each write bounded and
+/// sent again elsewhere on its own) is kept through the freeze; another contender is refused
+/// during and after it, and gets the lock once the guard is released.
+async fn plain_guard_through_a_freeze(
+    b: &WireBackend,
+    what: &str,
+    make: impl Fn(Arc<dyn CellStore>, LockOptions) -> Arc<dyn Lock>,
+) {
+    let options = LockOptions {
+        timing: test_config(),
+        ..LockOptions::default()
+    };
+    let cells = cluster_cells(b).await;
+    let (mine, other) = (make(cells.clone(), options), make(cells, options));
+    let name = format!("frozen-{what}");
+    let guard = mine
+        .lock(&name, Duration::from_secs(5))
+        .await
+        .expect("lock");
+    let token = guard.cancellation_token();
+    b.server.node_fault(FROZEN, NodeFault::Freeze);
+    let during = other.try_lock(&name).await;
+    assert!(
+        matches!(during, Ok(None)),
+        "{}: {what}: another contender got {during:?} while the guard was held and a node frozen",
+        b.name()
+    );
+    let (slowest, cut) =
+        through_a_freeze(b, &name, what, || guard.is_held() && !token.is_cancelled()).await;
+    assert_bounded_waits(b, slowest, cut);
+    let after = other.try_lock(&name).await;
+    assert!(
+        matches!(after, Ok(None)) && guard.is_held(),
+        "{}: {what}: after the freeze another contender got {after:?} (guard held: {})",
+        b.name(),
+        guard.is_held()
+    );
+    guard.release().await.expect("release after the freeze");
+    let next = other
+        .lock(&name, Duration::from_secs(5))
+        .await
+        .expect("the lock is free once released");
+    next.release().await.expect("release");
 }

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cql_lease::StoreError;
 use cql_lease::cells::rows::{MAIN, NUMBER};
 use cql_lease::cells::{Cell, CellRef, CellStore};
-use cql_lease::lock::{BakeryLock, Contenders, Lock, LockGuard, ShadowLock};
+use cql_lease::lock::{BakeryLock, Contenders, Lock, LockGuard, LockOptions, ShadowLock};
+use cql_lease::{LeaseConfig, StoreError};
 use tokio::time::Instant;
 
 use super::lock::{Algo, LockBackend, SHADOW_BACKOFF, lock_name, lock_options};
@@ -87,21 +87,31 @@ pub async fn slow_contender_between_read_and_write(b: &dyn LockBackend, algo: Al
         delay: STALE_BY,
     });
     // The slow one gets the lower id, so the bakery's tie (same ticket) goes its way.
-    let make = |store: Arc<dyn CellStore>, key: &str| -> Arc<dyn Lock> {
+    let make = |store: Arc<dyn CellStore>, key: &str, options: LockOptions| -> Arc<dyn Lock> {
         let contenders = Contenders::new(key).unwrap();
         match algo {
             Algo::Bakery => {
-                Arc::new(BakeryLock::with_contenders(store, lock_options(), contenders).unwrap())
+                Arc::new(BakeryLock::with_contenders(store, options, contenders).unwrap())
             }
             _ => Arc::new(
-                ShadowLock::new(store, lock_options())
+                ShadowLock::new(store, options)
                     .unwrap()
                     .with_owner_backoff(SHADOW_BACKOFF),
             ),
         }
     };
-    let slow = make(stale, "a-slow");
-    let fast = make(b.cells(), "b-fast");
+    // Patient with requests, or its reads would be cut by the request timeout and sent
+    // again (fresh) instead of answered stale: the stall stands for a paused process too.
+    let patient = LockOptions {
+        timing: LeaseConfig {
+            request_timeout: Some(LONG),
+            resolve_timeout: STALE_BY * 3,
+            ..lock_options().timing
+        },
+        ..lock_options()
+    };
+    let slow = make(stale, "a-slow", patient);
+    let fast = make(b.cells(), "b-fast", lock_options());
     let t0 = Instant::now();
     let slow_task = {
         let name = name.clone();

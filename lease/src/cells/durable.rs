@@ -5,6 +5,11 @@
 //! store keeps one version per timestamp. So a write is retried until it succeeds; if the
 //! caller gives up (deadline), it deletes the cell with a later timestamp, which wins over
 //! the lost write whenever that lands. Reads are retried the same way.
+//!
+//! Every attempt is bounded (at most the request timeout, at most half the time left before
+//! the caller gives up: the rule of the lease renewals), so a request stuck on a frozen coordinator is
+//! dropped with time to send it again, at once, to another one; a write so cut has an
+//! unknown outcome, which sending it again settles.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,28 +19,38 @@ use tracing::{debug, warn};
 
 use super::{Cell, CellRef, CellStore};
 use crate::error::StoreError;
+use crate::hold::attempt_budget;
 
 /// A cell store wrapped with the retry rule; cheap to clone.
 #[derive(Clone)]
 pub struct Durable {
     store: Arc<dyn CellStore>,
     retry_interval: Duration,
+    request_timeout: Duration,
 }
 
 impl std::fmt::Debug for Durable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Durable")
             .field("retry_interval", &self.retry_interval)
+            .field("request_timeout", &self.request_timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl Durable {
-    /// Wraps `store`; failed calls are sent again after `retry_interval` (jittered).
-    pub fn new(store: Arc<dyn CellStore>, retry_interval: Duration) -> Self {
+    /// Wraps `store`: no call waits longer than `request_timeout` (nor half the time left
+    /// before its caller gives up); a call cut so is sent again at once, a failed one after
+    /// `retry_interval` (jittered).
+    pub fn new(
+        store: Arc<dyn CellStore>,
+        retry_interval: Duration,
+        request_timeout: Duration,
+    ) -> Self {
         Durable {
             store,
             retry_interval,
+            request_timeout,
         }
     }
 
@@ -61,7 +76,7 @@ impl Durable {
         timestamp: i64,
         give_up_at: Instant,
     ) -> Result<(), StoreError> {
-        self.retry(give_up_at, "write", at, || {
+        self.retry(give_up_at, "write", true, at, || {
             self.store.write(at, value, ttl, timestamp)
         })
         .await
@@ -80,7 +95,7 @@ impl Durable {
         timestamp: i64,
         give_up_at: Instant,
     ) -> Result<(), StoreError> {
-        self.retry(give_up_at, "delete", at, || {
+        self.retry(give_up_at, "delete", true, at, || {
             self.store.delete(at, timestamp)
         })
         .await
@@ -106,7 +121,7 @@ impl Durable {
             row,
             cell: from,
         };
-        self.retry(give_up_at, "read_row", at, || {
+        self.retry(give_up_at, "read_row", false, at, || {
             self.store.read_row(lock, row, from, limit)
         })
         .await
@@ -124,14 +139,17 @@ impl Durable {
         at: CellRef<'_>,
         give_up_at: Instant,
     ) -> Result<Option<i64>, StoreError> {
-        self.retry(give_up_at, "read_cell", at, || self.store.read_cell(at))
-            .await
+        self.retry(give_up_at, "read_cell", false, at, || {
+            self.store.read_cell(at)
+        })
+        .await
     }
 
     async fn retry<T, F, Fut>(
         &self,
         give_up_at: Instant,
         what: &'static str,
+        write: bool,
         at: CellRef<'_>,
         mut call: F,
     ) -> Result<T, StoreError>
@@ -141,8 +159,12 @@ impl Durable {
     {
         let mut attempt = 0u32;
         loop {
-            match call().await {
-                Ok(answer) => {
+            let budget = attempt_budget(
+                self.request_timeout,
+                give_up_at.saturating_duration_since(Instant::now()),
+            );
+            let (error, wake) = match tokio::time::timeout(budget, call()).await {
+                Ok(Ok(answer)) => {
                     if attempt > 0 {
                         debug!(
                             lock = at.lock,
@@ -155,19 +177,84 @@ impl Durable {
                     }
                     return Ok(answer);
                 }
-                Err(error @ StoreError::Rejected(_)) => return Err(error),
-                Err(error) => {
-                    attempt += 1;
-                    let jitter = rand::random_range(0.5..1.5);
-                    let wake = Instant::now() + self.retry_interval.mul_f64(jitter);
-                    if wake >= give_up_at {
-                        warn!(lock = at.lock, row = at.row, cell = at.cell, what, %error, "giving up");
-                        return Err(error);
-                    }
-                    debug!(lock = at.lock, row = at.row, cell = at.cell, what, %error, "retrying with the same timestamp");
-                    tokio::time::sleep_until(wake).await;
+                Ok(Err(error @ StoreError::Rejected(_))) => return Err(error),
+                // Sent again at once: the driver routes it to another coordinator.
+                Err(_elapsed) => {
+                    let message = format!("{what}: no answer within {budget:?}");
+                    let error = if write {
+                        StoreError::Unknown(message)
+                    } else {
+                        StoreError::Unavailable(message)
+                    };
+                    (error, Instant::now())
                 }
+                Ok(Err(error)) => {
+                    let jitter = rand::random_range(0.5..1.5);
+                    (error, Instant::now() + self.retry_interval.mul_f64(jitter))
+                }
+            };
+            attempt += 1;
+            if wake >= give_up_at {
+                warn!(lock = at.lock, row = at.row, cell = at.cell, what, %error, "giving up");
+                return Err(error);
             }
+            debug!(lock = at.lock, row = at.row, cell = at.cell, what, %error, "retrying with the same timestamp");
+            tokio::time::sleep_until(wake).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a panic is a failure
+
+    use super::*;
+    use crate::cells::faulty::FaultyCellStore;
+    use crate::cells::memory::{CellOp, MemoryCellStore};
+    use crate::memory::{Fault, Times};
+
+    const AT: CellRef<'static> = CellRef {
+        lock: "l",
+        row: "r",
+        cell: "c",
+    };
+
+    /// One view of a fresh store whose next `op` hangs (a frozen coordinator), behind
+    /// `Durable` with a 300 ms request timeout.
+    fn frozen_once(op: CellOp) -> (FaultyCellStore, Durable) {
+        let view = FaultyCellStore::new(Arc::new(MemoryCellStore::new()));
+        view.inject(
+            Some(op),
+            Fault::Latency(Duration::from_secs(60)),
+            Times::Next(1),
+        );
+        let durable = Durable::new(
+            Arc::new(view.clone()),
+            Duration::from_millis(100),
+            Duration::from_millis(300),
+        );
+        (view, durable)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_stuck_on_a_frozen_coordinator_is_sent_again_in_time() {
+        let (view, durable) = frozen_once(CellOp::Write);
+        let give_up_at = Instant::now() + Duration::from_secs(1);
+        durable
+            .write(AT, 7, Some(Duration::from_secs(2)), 42, give_up_at)
+            .await
+            .unwrap();
+        assert!(Instant::now() < give_up_at, "waited on the frozen request");
+        assert_eq!(view.round_trips(), 2);
+        assert_eq!(view.read_cell(AT).await.unwrap(), Some(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_stuck_on_a_frozen_coordinator_is_sent_again_in_time() {
+        let (view, durable) = frozen_once(CellOp::ReadCell);
+        let give_up_at = Instant::now() + Duration::from_secs(1);
+        assert_eq!(durable.read_cell(AT, give_up_at).await.unwrap(), None);
+        assert!(Instant::now() < give_up_at, "waited on the frozen request");
+        assert_eq!(view.round_trips(), 2);
     }
 }

@@ -33,7 +33,8 @@
 //!   main and shadow rows) so most deletes are overwritten, and the fair lock starts its
 //!   queue reads at the head it saw last instead of at the start of the partition.
 //! - No LWT touches this table.
-//! - Statements are idempotent (same cell, same timestamp), so the driver may retry them.
+//! - Statements are idempotent (same cell, same timestamp), so the driver may retry them,
+//!   and so may [`super::durable::Durable`], which does after a request timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +66,9 @@ pub const READ_CELL: &str = "SELECT value FROM {keyspace}.{table} WHERE part = ?
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CellOptions {
     /// Keyspace and table (and replication for the schema helper); its LWT levels are
-    /// unused here.
+    /// unused here. Its [`ScyllaOptions::lwt_routing`] also routes the cell writes and
+    /// deletes (a write sent again after a timeout must reach another coordinator); reads
+    /// use the session's policy.
     pub location: ScyllaOptions,
     /// Level of every read and write. Default QUORUM.
     pub consistency: Consistency,
@@ -139,7 +142,11 @@ impl ScyllaCellStore {
             }
             .into());
         }
-        let prepare = |template: &'static str| {
+        // Writes and deletes rotate over the coordinators as LWTs do (`lwt_routing`): one
+        // sent again after a timeout must reach another node, where the driver's default
+        // policy picks a random replica, the frozen one again one time in N. Reads keep the
+        // session's policy (and its speculative execution).
+        let prepare = |template: &'static str, rotate: bool| {
             let session = Arc::clone(&session);
             let text = options.location.render(template);
             let options = options.clone();
@@ -151,14 +158,17 @@ impl ScyllaCellStore {
                 statement.set_consistency(options.consistency);
                 statement.set_is_idempotent(true);
                 statement.set_request_timeout(options.location.request_timeout);
+                if rotate {
+                    statement.set_load_balancing_policy(options.location.lwt_routing.policy());
+                }
                 Ok::<_, StoreError>(statement)
             }
         };
         Ok(ScyllaCellStore {
-            write: prepare(WRITE).await?,
-            delete: prepare(DELETE).await?,
-            read_row: prepare(READ_ROW).await?,
-            read_cell: prepare(READ_CELL).await?,
+            write: prepare(WRITE, true).await?,
+            delete: prepare(DELETE, true).await?,
+            read_row: prepare(READ_ROW, false).await?,
+            read_cell: prepare(READ_CELL, false).await?,
             session,
         })
     }

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -47,10 +46,11 @@ pub(super) async fn run(
             return false;
         }
         let sent_at = Instant::now();
-        // A renewal may not use up the time left: it gets at most half of it (and at most
-        // `request_timeout`), so a renewal stuck on a frozen coordinator is given up with
-        // time to send it again, which the driver routes to another coordinator.
-        let attempt_end = (sent_at + attempt_budget(&timing, deadline - sent_at)).min(deadline);
+        // A renewal may not use up the time left: by default it gets at most half of it (and
+        // at most `request_timeout`), so a renewal stuck on a frozen coordinator is given up
+        // with time to send it again, which the driver routes to another coordinator.
+        let budget = target.renewal_budget(&timing, deadline - sent_at);
+        let attempt_end = (sent_at + budget).min(deadline);
         let outcome = tokio::time::timeout_at(attempt_end, async {
             match target.renew().await {
                 Ok(outcome) => Ok(outcome),
@@ -109,15 +109,6 @@ pub(super) async fn run(
             }
         }
     }
-}
-
-/// Shortest time a renewal attempt gets, however close the deadline (the deadline still
-/// cuts it): below this, attempts would only pile up.
-const MIN_ATTEMPT: Duration = Duration::from_millis(50);
-
-/// How long one renewal attempt may take with `left` before the deadline.
-fn attempt_budget(timing: &HoldTiming, left: Duration) -> Duration {
-    timing.request_timeout.min((left / 2).max(MIN_ATTEMPT))
 }
 
 /// The deadline passed without a successful renewal: stop acting, then free the claim early

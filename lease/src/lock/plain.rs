@@ -44,7 +44,11 @@ impl PlainLock {
     ) -> Result<Self, LockError> {
         options.validate()?;
         Ok(PlainLock {
-            durable: Durable::new(store, options.timing.retry_interval),
+            durable: Durable::new(
+                store,
+                options.timing.retry_interval,
+                options.timing.effective_request_timeout(),
+            ),
             contenders,
             options,
         })
@@ -192,24 +196,28 @@ impl Cells {
         }
     }
 
-    /// Rewrites every owned cell once (one attempt each, fresh timestamps).
+    /// Rewrites every owned cell (a fresh timestamp each), one after the other.
     ///
     /// A rewrite counts only if its answer arrives while the cell's previous write is still
     /// valid: once that validity has run out the cell may have expired, and a newcomer may
-    /// have read the row without it, so a later rewrite cannot vouch for the gap. Such a
-    /// cell keeps its old `sent_at` (the contender must start again) and the attempt is cut
-    /// off at that moment; if the cut-off write lands later, the restart's delete (later
-    /// timestamp) covers it.
+    /// have read the row without it, so a later rewrite cannot vouch for the gap. Until
+    /// then a rewrite is sent again with the same timestamp whenever it fails or times out
+    /// (each attempt bounded by the [`Durable`] rule, so one stuck on a frozen coordinator
+    /// leaves time to go elsewhere), rather than failing the whole renewal. Past it, the
+    /// cell keeps its old `sent_at` (the contender must start again); if a cut-off write
+    /// lands later, the restart's delete (later timestamp) covers it. A rewrite that landed
+    /// twice has one timestamp: one version, its TTL counted from no earlier than `sent_at`.
     async fn rewrite_all(&self) -> Result<(), StoreError> {
         let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
         for o in owned {
             let sent_at = Instant::now();
             let valid_until = o.sent_at + self.validity();
-            let write = self.durable.store().write(
+            let write = self.durable.write(
                 self.at(o.row, &o.cell),
                 o.value,
                 Some(self.ttl()),
                 ClientClock::next(),
+                valid_until,
             );
             match tokio::time::timeout_at(valid_until, write).await {
                 Ok(Ok(())) if Instant::now() < valid_until => {}
@@ -312,13 +320,20 @@ impl Holdable for Cells {
         self.rewrite_all().await.map(|()| CasOutcome::Applied)
     }
 
+    /// A renewal is one write per cell, each bounded and sent again on its own until the
+    /// cell's validity runs out: cutting the whole renewal earlier would only start the
+    /// cells over with fresh timestamps.
+    fn renewal_budget(&self, _timing: &HoldTiming, left: Duration) -> Duration {
+        left
+    }
+
     async fn still_held(&self) -> Result<bool, StoreError> {
         let last = self.owned.lock().ok().and_then(|o| o.last().cloned());
+        let give_up_at = Instant::now() + self.options.timing.effective_request_timeout();
         match last {
             Some(o) => Ok(self
                 .durable
-                .store()
-                .read_cell(self.at(o.row, &o.cell))
+                .read_cell(self.at(o.row, &o.cell), give_up_at)
                 .await?
                 .is_some()),
             None => Ok(false),

@@ -45,7 +45,7 @@ pub enum LwtRouting {
 }
 
 impl LwtRouting {
-    fn policy(&self) -> Option<Arc<dyn LoadBalancingPolicy>> {
+    pub(crate) fn policy(&self) -> Option<Arc<dyn LoadBalancingPolicy>> {
         match self {
             LwtRouting::RoundRobin => Some(Arc::new(Rotation::new(None))),
             LwtRouting::RoundRobinInDatacenter(dc) => {
