@@ -5,6 +5,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::campaign::Term;
 use crate::error::ElectionError;
 use crate::event::{DeposeReason, ElectionEvent, Leader};
 
@@ -24,7 +25,7 @@ pub(crate) struct Actor {
     pub events: mpsc::UnboundedSender<ElectionEvent>,
     pub commands: mpsc::Receiver<Command>,
     pub leading: watch::Sender<bool>,
-    pub term_token: watch::Sender<Option<CancellationToken>>,
+    pub term: watch::Sender<Option<Term>>,
     pub shutdown: CancellationToken,
 }
 
@@ -174,12 +175,17 @@ impl Actor {
     async fn lead(&mut self, guard: LeaseGuard) -> bool {
         let term = guard.token();
         let stop = guard.cancellation_token();
-        self.term_token.send_replace(Some(stop.clone()));
+        let deadline = guard.deadline();
+        self.term.send_replace(Some(Term {
+            stop: stop.clone(),
+            deadline: deadline.clone(),
+        }));
         info!(election = %self.name, candidate = %self.candidate, %term, "elected");
         self.emit(ElectionEvent::Elected {
             term,
             value: self.value.clone(),
             must_stop_by: guard.must_stop_by(),
+            deadline,
             stop,
         });
         let (reason, stopped_at) = loop {
@@ -187,7 +193,7 @@ impl Actor {
                 biased;
                 _ = self.shutdown.cancelled() => {
                     let _ = guard.release().await;
-                    self.term_token.send_replace(None);
+                    self.term.send_replace(None);
                     return false;
                 }
                 _ = guard.lost() => break (
@@ -197,18 +203,18 @@ impl Actor {
                 command = self.commands.recv() => match command {
                     None => {
                         let _ = guard.release().await;
-                        self.term_token.send_replace(None);
+                        self.term.send_replace(None);
                         return false;
                     }
                     Some(Command::Abort) => {
                         guard.abandon();
-                        self.term_token.send_replace(None);
+                        self.term.send_replace(None);
                         return false;
                     }
                     Some(Command::Resign(reply)) => {
                         let stopped_at = guard.stop_acting();
                         let released = guard.release().await.map_err(ElectionError::from);
-                        self.term_token.send_replace(None);
+                        self.term.send_replace(None);
                         info!(election = %self.name, candidate = %self.candidate, %term, "resigned");
                         self.emit(ElectionEvent::Deposed { term, reason: DeposeReason::Resigned, stopped_at });
                         let _ = reply.send(released);
@@ -224,7 +230,7 @@ impl Actor {
                 },
             }
         };
-        self.term_token.send_replace(None);
+        self.term.send_replace(None);
         // Released in the background; if that fails, the lease client remembers the claim
         // and the next poll that finds it releases it (it never passes for another leader).
         drop(guard);

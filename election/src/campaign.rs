@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::actor::Command;
@@ -58,8 +59,15 @@ pub struct Campaign {
 pub struct CampaignHandle {
     commands: mpsc::Sender<Command>,
     leading: watch::Receiver<bool>,
-    term_token: watch::Receiver<Option<CancellationToken>>,
+    term: watch::Receiver<Option<Term>>,
     task: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// The current term's signals, published by the actor while leading.
+#[derive(Clone)]
+pub(crate) struct Term {
+    pub stop: CancellationToken,
+    pub deadline: watch::Receiver<Instant>,
 }
 
 impl std::fmt::Debug for Campaign {
@@ -83,14 +91,14 @@ impl Campaign {
         events: mpsc::UnboundedReceiver<ElectionEvent>,
         commands: mpsc::Sender<Command>,
         leading: watch::Receiver<bool>,
-        term_token: watch::Receiver<Option<CancellationToken>>,
+        term: watch::Receiver<Option<Term>>,
         shutdown: CancellationToken,
         task: JoinHandle<()>,
     ) -> Self {
         let handle = CampaignHandle {
             commands,
             leading,
-            term_token,
+            term,
             task: Arc::new(Mutex::new(Some(task))),
         };
         Campaign {
@@ -118,6 +126,11 @@ impl Campaign {
     /// See [`CampaignHandle::cancellation_token`].
     pub fn cancellation_token(&self) -> Option<CancellationToken> {
         self.handle.cancellation_token()
+    }
+
+    /// See [`CampaignHandle::term_deadline`].
+    pub fn term_deadline(&self) -> Option<watch::Receiver<Instant>> {
+        self.handle.term_deadline()
     }
 
     /// See [`CampaignHandle::resign`].
@@ -165,7 +178,36 @@ impl CampaignHandle {
 
     /// The current term's cancellation token, while leading.
     pub fn cancellation_token(&self) -> Option<CancellationToken> {
-        self.term_token.borrow().clone()
+        self.term.borrow().as_ref().map(|t| t.stop.clone())
+    }
+
+    /// A watch of the current term's local deadline (monotonic clock), while leading: the
+    /// instant by which the leader must have stopped acting unless a renewal moves it
+    /// forward, as each successful renewal does. It is the same watch as the `deadline` of
+    /// the term's [`ElectionEvent::Elected`], and keeps its last value after the term ends
+    /// (the term's token is cancelled by then, at the deadline at the latest).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use futures::StreamExt;
+    /// use cql_election::{Election, ElectionConfig, ElectionEvent};
+    /// use cql_lease::MemoryStore;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
+    /// let election = Election::new(Arc::new(MemoryStore::new()), "jobs", ElectionConfig::default())?;
+    /// let mut campaign = election.campaign("node-a", None)?;
+    /// let Some(ElectionEvent::Elected { must_stop_by, .. }) = campaign.next().await else { unreachable!() };
+    /// let mut deadline = campaign.term_deadline().expect("leading");
+    /// assert_eq!(*deadline.borrow(), must_stop_by);
+    /// deadline.changed().await.expect("renewed"); // the first renewal moves it forward
+    /// assert!(*deadline.borrow() > must_stop_by);
+    /// campaign.resign().await?;
+    /// assert!(campaign.term_deadline().is_none());
+    /// # Ok::<(), cql_election::ElectionError>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn term_deadline(&self) -> Option<watch::Receiver<Instant>> {
+        self.term.borrow().as_ref().map(|t| t.deadline.clone())
     }
 
     /// Gives up: releases the lease at once if leading (so another candidate can take over

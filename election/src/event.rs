@@ -1,6 +1,7 @@
 //! What a campaign or an observer reports.
 
 use cql_lease::{FencingToken, LossReason, StoredLease};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -58,9 +59,14 @@ pub enum ElectionEvent {
         term: FencingToken,
         /// The value it leads with.
         value: Option<String>,
-        /// The local instant by which it must stop acting unless renewed; moves forward with
-        /// renewals (see [`crate::Campaign::leading`]).
+        /// The local instant by which it must stop acting unless renewed, when elected; the
+        /// `deadline` watch follows it as renewals move it forward.
         must_stop_by: Instant,
+        /// This term's local deadline (monotonic clock), moved forward by each successful
+        /// renewal; it keeps its last value after the term ends. A leader that must be done
+        /// *before* the deadline (stop a process, flush) waits on it instead of polling
+        /// the store. Also [`crate::CampaignHandle::term_deadline`].
+        deadline: watch::Receiver<Instant>,
         /// Cancelled when this term ends, before the lease can expire for anyone else.
         stop: CancellationToken,
     },

@@ -111,7 +111,7 @@ impl Election {
         let (events_tx, events) = mpsc::unbounded_channel();
         let (commands_tx, commands) = mpsc::channel(8);
         let (leading_tx, leading) = watch::channel(false);
-        let (term_tx, term_token) = watch::channel(None);
+        let (term_tx, term) = watch::channel(None);
         let shutdown = CancellationToken::new();
         let actor = actor::Actor {
             client: self.client.clone(),
@@ -121,7 +121,7 @@ impl Election {
             events: events_tx,
             commands,
             leading: leading_tx,
-            term_token: term_tx,
+            term: term_tx,
             shutdown: shutdown.clone(),
         };
         let task = tokio::spawn(actor.run());
@@ -129,7 +129,7 @@ impl Election {
             events,
             commands_tx,
             leading,
-            term_token,
+            term,
             shutdown,
             task,
         ))

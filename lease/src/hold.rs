@@ -333,6 +333,12 @@ impl Hold {
         *self.signals.deadline.borrow()
     }
 
+    /// A watch of the local deadline ([`Hold::must_stop_by`]): it moves forward with each
+    /// successful renewal and keeps its last value once the claim is lost.
+    pub fn deadline(&self) -> watch::Receiver<Instant> {
+        self.signals.deadline.subscribe()
+    }
+
     /// How many renewals have succeeded.
     pub fn renewals(&self) -> u64 {
         self.signals.renewals.load(Ordering::Relaxed)

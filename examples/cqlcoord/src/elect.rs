@@ -2,12 +2,9 @@
 
 use std::time::Duration;
 
-use cql_election::{CampaignHandle, Election, ElectionConfig, ElectionEvent, Leader};
+use cql_election::{Election, ElectionConfig, ElectionEvent, Leader};
 use futures::StreamExt;
 use serde_json::json;
-use tokio::sync::watch;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use crate::child::{Stopped, shutdown_on_signals, spawn, supervise};
 use crate::cli::{Connection, Stopping, Timing};
@@ -93,40 +90,13 @@ pub struct Elect {
     pub command: Vec<String>,
 }
 
-/// The term's deadline as this process can prove it. The campaign renews on its own but does
-/// not say when a renewal succeeded, so this proclaims the same value every renew interval
-/// (one more LWT, itself a renewal) and moves the deadline to `sent + validity` on success:
-/// never later than the campaign's own deadline.
-fn track_deadline(
-    handle: CampaignHandle,
-    value: Option<String>,
-    first: Instant,
-    config: ElectionConfig,
-    stop: CancellationToken,
-) -> (tokio::task::JoinHandle<()>, watch::Receiver<Instant>) {
-    let (tx, rx) = watch::channel(first);
-    let validity = config.lease_config().validity();
-    let task = tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(config.renew_interval) => {}
-            }
-            let sent = Instant::now();
-            if handle.proclaim(value.clone()).await.is_ok() {
-                tx.send_modify(|d| *d = (*d).max(sent + validity));
-            }
-        }
-    });
-    (task, rx)
-}
-
 /// `elect NAME --candidate ID -- CMD`: the command runs only while elected.
 ///
 /// Policy: the command starts on `Elected` with `CQLCOORD_ELECTION`, `CQLCOORD_CANDIDATE`
 /// and `CQLCOORD_TERM` (the term, a fencing token) in its environment. When the term ends
 /// the command is stopped (SIGTERM, SIGKILL one grace later, both before the term's local
-/// deadline, measured from proclaims this process saw succeed: see [`track_deadline`]);
+/// deadline, which the campaign's renewals move forward: the `Elected` event's `deadline`
+/// watch, no extra request);
 /// then cqlcoord exits 4, or campaigns again with `--recampaign`. When the command exits on
 /// its own, cqlcoord resigns and exits with its status. On SIGTERM/SIGINT
 /// it stops the command, resigns and exits with the command's status (0 if none ran).
@@ -152,7 +122,7 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
             Some(ElectionEvent::Elected {
                 term,
                 stop,
-                must_stop_by,
+                deadline,
                 ..
             }) => {
                 eprintln!("cqlcoord: elected {} term {term}", args.name);
@@ -168,17 +138,8 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                         return Err(e);
                     }
                 };
-                let (tracker, deadline) = track_deadline(
-                    campaign.handle(),
-                    args.value.clone(),
-                    must_stop_by,
-                    config,
-                    stop.clone(),
-                );
                 let deadline = move || *deadline.borrow();
-                let ended = supervise(child, &deadline, &stop, &shutdown, grace).await;
-                tracker.abort();
-                let ended = ended?;
+                let ended = supervise(child, &deadline, &stop, &shutdown, grace).await?;
                 match ended.stopped {
                     Some(Stopped::Lost) if args.recampaign => {
                         eprintln!(

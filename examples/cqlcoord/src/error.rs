@@ -42,8 +42,13 @@ impl CliError {
     }
 
     fn new(code: i32, message: impl fmt::Display) -> Self {
-        // One line, whatever the library's message looks like.
-        let message = message.to_string().replace(['\n', '\r'], " ");
+        // One line, whatever the library's message looks like (the driver's may hold line
+        // breaks and runs of indentation).
+        let message = message
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         CliError { code, message }
     }
 }

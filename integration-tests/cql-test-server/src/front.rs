@@ -12,8 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use scylla_proxy::TransportFactory;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+
+use crate::gate::{Gate, admit};
 
 /// Accepts connections on one address for one proxy node, until dropped.
 pub(crate) struct FrontDoor {
@@ -29,11 +32,12 @@ impl Drop for FrontDoor {
 
 impl FrontDoor {
     /// Relays every connection accepted by `listener` to the proxy node at `node` (the
-    /// address the node was created with) through `transport`.
+    /// address the node was created with) through `transport`, once it passed `gate`.
     pub(crate) fn open(
         listener: TcpListener,
         transport: Arc<TransportFactory>,
         node: SocketAddr,
+        gate: Arc<Gate>,
     ) -> FrontDoor {
         let accept = tokio::spawn(async move {
             loop {
@@ -48,7 +52,7 @@ impl FrontDoor {
                 };
                 match transport.connect(node, Some(peer.ip()), Some(peer.port())) {
                     Ok(proxy) => {
-                        tokio::spawn(relay(driver, proxy));
+                        tokio::spawn(admit(Arc::clone(&gate), driver, proxy));
                     }
                     Err(e) => {
                         // The proxy has shut down: nothing to serve any more.
@@ -63,10 +67,10 @@ impl FrontDoor {
 }
 
 /// Copies bytes both ways until either side closes.
-async fn relay(mut driver: TcpStream, mut proxy: tokio::io::DuplexStream) {
-    if let Err(e) = driver.set_nodelay(true) {
-        tracing::warn!(error = %e, "cql-test-server: could not turn Nagle's algorithm off");
-    }
+pub(crate) async fn relay(
+    mut driver: impl AsyncRead + AsyncWrite + Unpin,
+    mut proxy: tokio::io::DuplexStream,
+) {
     if let Err(e) = tokio::io::copy_bidirectional(&mut driver, &mut proxy).await {
         tracing::debug!(error = %e, "cql-test-server: connection closed");
     }

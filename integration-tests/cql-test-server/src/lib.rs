@@ -26,6 +26,7 @@
 
 mod apply;
 mod ast;
+mod auth;
 mod clock;
 mod clustering;
 mod consistency;
@@ -36,6 +37,7 @@ mod exec;
 mod faults;
 mod frames;
 mod front;
+mod gate;
 mod keys;
 mod lexer;
 mod lwt;
@@ -49,6 +51,7 @@ mod registry;
 mod rules;
 mod stats;
 mod system;
+mod tls;
 mod tombstone;
 mod values;
 mod walk;
@@ -62,11 +65,13 @@ use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla_proxy::{Node, Proxy, RunningProxy};
 
+pub use auth::{AUTHENTICATOR, Credentials};
 pub use clock::ServerClock;
 pub use engine::Flavor;
 pub use registry::DRIVER_STATEMENTS;
 pub use rules::NodeFault;
 pub use stats::{ConsistencyUse, PartitionId, PaxosStats, TombstoneStats};
+pub use tls::{TestCa, TlsOptions};
 use wire::Shared;
 
 pub use faults::{Target, Times, WireFault};
@@ -79,6 +84,8 @@ pub struct CqlTestServer {
     shared: Arc<Shared>,
     clock: Arc<ServerClock>,
     control: Mutex<Control>,
+    /// The user [`CqlTestServer::session`] logs in as, when the server has authentication.
+    credentials: Option<Credentials>,
     /// Accept the driver's connections with Nagle's algorithm off (see `front`), one per node.
     _fronts: Vec<front::FrontDoor>,
 }
@@ -104,7 +111,8 @@ impl CqlTestServer {
     ///
     /// # Errors
     ///
-    /// [`StartError::NoFreeAddress`] when no set of loopback addresses could be bound.
+    /// [`StartError::NoFreeAddress`] when no set of loopback addresses could be bound;
+    /// [`StartError::Tls`] when the TLS certificate could not be made.
     ///
     /// # Cancel safety
     ///
@@ -133,8 +141,8 @@ impl CqlTestServer {
             if listeners.len() < count {
                 continue;
             }
-            let ips = addresses.iter().map(SocketAddr::ip).collect();
-            let engine = engine::Engine::new(&options, Arc::clone(&clock), ips);
+            let ips: Vec<_> = addresses.iter().map(SocketAddr::ip).collect();
+            let engine = engine::Engine::new(&options, Arc::clone(&clock), ips.clone());
             let shared = Arc::new(Shared::new(engine, options.strict));
             // Each node listens on a port nobody uses; drivers come in through its front door.
             let node_addresses: Vec<SocketAddr> = addresses
@@ -146,11 +154,24 @@ impl CqlTestServer {
             });
             match Proxy::new(nodes).run().await {
                 Ok(proxy) => {
+                    let tls = match &options.tls {
+                        Some(tls) => Some(tls.acceptor(&ips).map_err(StartError::Tls)?),
+                        None => None,
+                    };
+                    let gate = Arc::new(gate::Gate {
+                        tls,
+                        credentials: options.credentials.clone(),
+                    });
                     let fronts = listeners
                         .into_iter()
                         .zip(&node_addresses)
                         .map(|(listener, node)| {
-                            front::FrontDoor::open(listener, proxy.transport_factory(), *node)
+                            front::FrontDoor::open(
+                                listener,
+                                proxy.transport_factory(),
+                                *node,
+                                Arc::clone(&gate),
+                            )
                         })
                         .collect();
                     return Ok(CqlTestServer {
@@ -162,6 +183,7 @@ impl CqlTestServer {
                             injected: Vec::new(),
                             node_faults: vec![None; count],
                         }),
+                        credentials: options.credentials.clone(),
                         _fronts: fronts,
                     });
                 }
@@ -244,12 +266,18 @@ impl CqlTestServer {
         self.shared.register(label, prefix, true);
     }
 
-    /// A driver session to this server, with schema metadata fetching off. Panics if the
-    /// driver cannot connect or warned about reading the cluster metadata.
+    /// A driver session to this server, with schema metadata fetching off, logged in with
+    /// the server's credentials if it has some (a server with TLS needs a session built
+    /// with the client's TLS context instead). Panics if the driver cannot connect or
+    /// warned about reading the cluster metadata.
     #[allow(clippy::expect_used)] // a test harness: not connecting fails the test
     pub async fn session(&self) -> Session {
         let before = driver_log::warnings().len();
-        let session = SessionBuilder::new()
+        let mut builder = SessionBuilder::new();
+        if let Some(c) = &self.credentials {
+            builder = builder.user(&c.user, &c.password);
+        }
+        let session = builder
             .known_node_addr(self.address())
             .fetch_schema_metadata(false)
             .fetch_full_schema_metadata(false)

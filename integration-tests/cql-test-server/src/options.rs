@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
+use super::auth::Credentials;
 use super::engine::Flavor;
+use super::tls::TlsOptions;
 
 /// How the server is set up. `ServerOptions::default()` is a strict Cassandra with
 /// Cassandra's default thresholds; start from [`ServerOptions::strict`] or
@@ -49,6 +51,14 @@ pub struct ServerOptions {
     /// Each node's `system.local` and `system.peers` describe the whole cluster, so the
     /// driver connects to every node and spreads requests; faults can target one node.
     pub nodes: usize,
+    /// Password authentication (Cassandra's `PasswordAuthenticator`) for this one user:
+    /// every connection must log in before any request is served. Default `None`: no
+    /// authentication.
+    pub credentials: Option<Credentials>,
+    /// TLS on every node's port (client-to-node encryption, with or without client
+    /// certificates), with a certificate for the addresses bound, issued at start by the
+    /// options' CA. Default `None`: plain TCP.
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for ServerOptions {
@@ -64,6 +74,8 @@ impl Default for ServerOptions {
             cas_timeout_applies: false,
             lwt_on_tablets: false,
             nodes: 1,
+            credentials: None,
+            tls: None,
         }
     }
 }
@@ -135,6 +147,25 @@ impl ServerOptions {
         }
     }
 
+    /// Requires password authentication as `user` / `password` (`credentials`).
+    pub fn with_password_auth(self, user: &str, password: &str) -> Self {
+        ServerOptions {
+            credentials: Some(Credentials {
+                user: user.to_owned(),
+                password: password.to_owned(),
+            }),
+            ..self
+        }
+    }
+
+    /// Serves every node over TLS (`tls`).
+    pub fn with_tls(self, tls: TlsOptions) -> Self {
+        ServerOptions {
+            tls: Some(tls),
+            ..self
+        }
+    }
+
     /// Sets `lwt_on_tablets` (Scylla mode: ScyllaDB 2025.4+, LWTs on tablets keyspaces).
     pub fn with_lwt_on_tablets(self, accepted: bool) -> Self {
         ServerOptions {
@@ -156,6 +187,8 @@ pub enum StartError {
         /// The last bind error.
         last: String,
     },
+    /// The TLS certificate could not be made.
+    Tls(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -165,6 +198,7 @@ impl std::fmt::Display for StartError {
                 f,
                 "the CQL test server found no free loopback address ({tried} tried; last error: {last})"
             ),
+            StartError::Tls(e) => write!(f, "the CQL test server's TLS: {e}"),
         }
     }
 }

@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
-use cql_election::{Election, ElectionConfig, ElectionError};
+use cql_election::{Election, ElectionConfig, ElectionError, ElectionEvent};
+use cql_lease::memory::{Fault, Op, Times};
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use super::election::{election, election_config, next_elected};
+use super::election::{election, election_config, next_elected, slack};
 use crate::backend::Backend;
 
 /// Observers see each leader once, in term order.
@@ -123,4 +124,53 @@ pub async fn shutdown_is_clean(b: &dyn Backend) {
         );
         b.sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The term's deadline watch (the `Elected` event's and the handle's) starts at
+/// `must_stop_by`, moves forward with each renewal, stops moving when renewals fail, and the
+/// term's token fires by its last value; after the term the handle has none.
+pub async fn term_deadline_follows_renewals(b: &dyn Backend) {
+    let e = election(b, "deadline");
+    let mut c = e.campaign("a", None).expect("campaign");
+    let (first, mut deadline) = loop {
+        match c.next().await {
+            Some(ElectionEvent::Elected {
+                must_stop_by,
+                deadline,
+                ..
+            }) => break (must_stop_by, deadline),
+            Some(ElectionEvent::LeaderChanged { .. }) => {}
+            other => panic!("expected Elected, got {other:?}"),
+        }
+    };
+    assert_eq!(*deadline.borrow_and_update(), first);
+    let mut from_handle = c.term_deadline().expect("leading");
+    tokio::time::timeout(election_config().renew_interval * 3, deadline.changed())
+        .await
+        .expect("a renewal within three renew intervals")
+        .expect("the watch lives while leading");
+    let renewed = *deadline.borrow_and_update();
+    assert!(renewed > first, "a renewal moves the deadline forward");
+    assert_eq!(*from_handle.borrow_and_update(), renewed, "one watch");
+
+    b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
+    let stop = c.cancellation_token().expect("leading");
+    stop.cancelled().await;
+    let stopped = Instant::now();
+    let last = *deadline.borrow();
+    assert!(
+        stopped <= last + slack(b),
+        "the token fired {:?} after the deadline",
+        stopped - last
+    );
+    loop {
+        match c.next().await {
+            Some(ElectionEvent::Deposed { .. }) => break,
+            Some(ElectionEvent::LeaderChanged { .. }) => {}
+            other => panic!("expected Deposed, got {other:?}"),
+        }
+    }
+    assert!(c.term_deadline().is_none(), "no term, no deadline");
+    b.clear_faults();
+    c.abort().await;
 }

@@ -117,6 +117,7 @@ macro_rules! lease_suite {
             lease_faults::unresolvable_acquire_leaves_no_lease_behind,
             lease_faults::lost_answers_on_renew_and_release_are_resolved,
             election::failing_leader_self_demotes_before_expiry,
+            election_api::term_deadline_follows_renewals,
             hardening::late_acquire_answer_is_given_back,
             hardening::late_election_win_is_not_elected,
             hardening::own_orphan_is_released_not_reported,

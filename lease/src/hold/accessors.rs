@@ -2,7 +2,7 @@
 //! and the lock guard.
 
 /// The accessors every guard built on a [`Hold`](super::Hold) (in a field named `hold`) exposes, written
-/// once: `held`, `is_held`, `cancellation_token`, `must_stop_by`, `renewals`, `loss_reason`,
+/// once: `held`, `is_held`, `cancellation_token`, `must_stop_by`, `deadline`, `renewals`, `loss_reason`,
 /// `lost_at`, `lost`. Expands inside the guard's `impl` block.
 macro_rules! hold_accessors {
     () => {
@@ -25,6 +25,14 @@ macro_rules! hold_accessors {
         /// The current local deadline; moves forward with each successful renewal.
         pub fn must_stop_by(&self) -> tokio::time::Instant {
             self.hold.must_stop_by()
+        }
+
+        /// A watch of the local deadline (`must_stop_by`): it moves forward with each
+        /// successful renewal and keeps its last value once lost. Wait on it (`changed()`)
+        /// to act on the deadline without polling; the cancellation token still says when
+        /// to stop.
+        pub fn deadline(&self) -> tokio::sync::watch::Receiver<tokio::time::Instant> {
+            self.hold.deadline()
         }
 
         /// How many renewals have succeeded.

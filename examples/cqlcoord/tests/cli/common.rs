@@ -52,17 +52,24 @@ fn register(server: &CqlTestServer) {
 
 /// A strict server with the statements registered and the schema created through the CLI.
 pub async fn server(flavor: Flavor, replication: &str) -> (CqlTestServer, String) {
-    let server = CqlTestServer::start(ServerOptions::strict(flavor))
+    server_with(ServerOptions::strict(flavor), replication, &[]).await
+}
+
+/// A server started with `options`, the statements registered, and the schema created
+/// through the CLI with the connection flags `connect` (credentials, TLS files).
+pub async fn server_with(
+    options: ServerOptions,
+    replication: &str,
+    connect: &[&str],
+) -> (CqlTestServer, String) {
+    let server = CqlTestServer::start(options)
         .await
         .expect("start the CQL test server");
     register(&server);
     let hosts = server.address().to_string();
-    let out = run(
-        &hosts,
-        &["schema", "create", "--replication", replication],
-        None,
-    )
-    .await;
+    let mut args = connect.to_vec();
+    args.extend(["schema", "create", "--replication", replication]);
+    let out = run(&hosts, &args, None).await;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -79,15 +86,31 @@ pub fn cqlcoord(hosts: &str) -> Command {
         .arg("--hosts")
         .arg(hosts)
         .env_remove("CQLCOORD_HOSTS")
+        .env_remove("CQLCOORD_USER")
+        .env_remove("CQLCOORD_PASSWORD")
+        .env_remove("CQLCOORD_TLS_CA")
+        .env_remove("CQLCOORD_TLS_CERT")
+        .env_remove("CQLCOORD_TLS_KEY")
         .kill_on_drop(true);
     command
 }
 
 /// Runs the binary to completion, with `stdin` fed to it.
 pub async fn run(hosts: &str, args: &[&str], stdin: Option<&str>) -> Output {
+    run_env(hosts, args, &[], stdin).await
+}
+
+/// [`run`] with the variables `env` set.
+pub async fn run_env(
+    hosts: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    stdin: Option<&str>,
+) -> Output {
     use tokio::io::AsyncWriteExt;
     let mut command = cqlcoord(hosts);
     command
+        .envs(env.iter().copied())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -124,8 +124,8 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
     assert_eq!(status.code(), Some(0));
 }
 
-/// The leader's store stops answering its renewals (and so its proclaims): its command is
-/// SIGKILLed before the term can lapse, and cqlcoord exits 4.
+/// The leader's store stops answering its renewals: its command is SIGKILLed before the term
+/// can lapse (on the deadline the campaign's renewals move), and cqlcoord exits 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leaders_command_is_stopped_before_its_term_lapses() {
     let stderr = crate::paused::stopped_in_time("elect", |command| {
@@ -167,4 +167,41 @@ async fn a_leader_deposed_by_a_repair_campaigns_again() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{stderr}");
     assert!(stderr.contains("campaigning again"), "{stderr}");
+}
+
+/// An idle election costs only the leader's renewals: one LWT per renew interval (the
+/// follower polls with plain reads, and the leader learns its deadline from the campaign,
+/// not from extra proclaims).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_election_sends_only_the_leaders_renewals() {
+    let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let log = scratch("idle").join("leaders");
+    let log_path = log.to_str().expect("utf-8");
+    let mut a = candidate(&hosts, "a", log_path);
+    wait_for_line(&log, |l| l.starts_with("a ")).await;
+    let mut b = candidate(&hosts, "b", log_path);
+    // Let b start following, then count over a window of several renew intervals.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let window = Duration::from_secs(4);
+    let before = server.paxos().total_rounds();
+    tokio::time::sleep(window).await;
+    let rounds = server.paxos().total_rounds() - before;
+    // Renewals are due every 500 ms after the previous one ended, so at most one per
+    // interval in the window plus one at its edge; timers only fire late under load.
+    let most = u64::try_from(window.as_millis() / 500).expect("small") + 1;
+    assert!(
+        (1..=most).contains(&rounds),
+        "{rounds} LWTs in {window:?}: expected the leader's renewals only (1..={most})"
+    );
+    assert!(a.try_wait().expect("a").is_none(), "a still leads");
+    assert_eq!(
+        std::fs::read_to_string(&log).expect("log").lines().count(),
+        1
+    );
+    eprintln!("idle election: {rounds} LWTs in {window:?}");
+    for child in [&a, &b] {
+        kill(Pid::from_raw(pid(child)), Signal::SIGTERM).expect("signal");
+    }
+    let _ = a.wait().await;
+    let _ = b.wait().await;
 }

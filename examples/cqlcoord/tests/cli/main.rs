@@ -8,3 +8,4 @@ mod flags;
 mod lock;
 mod paused;
 mod queue;
+mod secure;
