@@ -5,7 +5,7 @@
 //! machine with conditional renewals (`IF holder = me`), and releases it conditionally.
 //!
 //! # Guarantees
-//! Linearizable (Paxos): at most one holder per name; each grant's [`FencingToken`] exceeds
+//! Linearizable (Paxos): at most one holder per name; each grant's [`FencingToken`](crate::FencingToken) exceeds
 //! every earlier one for the name, even across expiry, so a resource that checks tokens
 //! rejects a holder that stalled past its lease. The one to recommend wherever the cluster
 //! has LWTs (not on ScyllaDB tablet keyspaces).
