@@ -39,7 +39,8 @@ pub const RENEW_SECONDS: &str = "cqlcoord_keepalive_renew_duration_seconds";
 /// Held claims lost before their holder let go, by `kind` and `reason` (`not_holder`,
 /// `expired`, `unreachable`).
 pub const LOSSES: &str = "cqlcoord_keepalive_losses_total";
-/// 1 while this process leads the election `election`, else 0.
+/// 1 while this process leads the election `election`, else 0 (counted up and down per
+/// term, so two candidates of one process handing over never leave it wrong).
 pub const IS_LEADER: &str = "cqlcoord_election_is_leader";
 /// Terms this process started (was elected), by `election`.
 pub const TERMS: &str = "cqlcoord_election_terms_started_total";
@@ -296,14 +297,14 @@ impl Leading {
     pub fn start(election: impl Into<Arc<str>>) -> Self {
         let election = election.into();
         counter!(TERMS, "election" => Arc::clone(&election)).increment(1);
-        gauge!(IS_LEADER, "election" => Arc::clone(&election)).set(1.0);
+        gauge!(IS_LEADER, "election" => Arc::clone(&election)).increment(1.0);
         Leading(election)
     }
 }
 
 impl Drop for Leading {
     fn drop(&mut self) {
-        gauge!(IS_LEADER, "election" => Arc::clone(&self.0)).set(0.0);
+        gauge!(IS_LEADER, "election" => Arc::clone(&self.0)).decrement(1.0);
     }
 }
 
