@@ -6,5 +6,6 @@ mod common;
 mod elect;
 mod flags;
 mod lock;
+mod metrics;
 mod paused;
 mod queue;
