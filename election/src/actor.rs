@@ -173,6 +173,8 @@ impl Actor {
 
     /// Leads until the term ends. Returns whether to campaign again.
     async fn lead(&mut self, guard: LeaseGuard) -> bool {
+        // The term counter and the `is_leader` gauge, back to 0 whichever way the term ends.
+        let _leading = cql_lease::metrics::Leading::start(self.name.as_str());
         let term = guard.token();
         let stop = guard.cancellation_token();
         let deadline = guard.deadline();

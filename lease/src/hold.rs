@@ -41,6 +41,12 @@ pub trait Holdable: Send + Sync + 'static {
     /// A short description for logs, e.g. `lease "scheduler"`.
     fn describe(&self) -> String;
 
+    /// What kind of claim it is, a metrics label (see [`crate::metrics::HELD`]): `lease` by
+    /// default, `lock` for the plain-cell locks, `queue_claim` for a work-queue claim.
+    fn kind(&self) -> &'static str {
+        "lease"
+    }
+
     /// Extends the claim if it is still this one's. One conditional write.
     ///
     /// # Errors
@@ -208,6 +214,7 @@ pub enum HoldError {
 /// Shared between a [`Hold`] and its renew loop.
 struct Signals {
     what: String,
+    kind: &'static str,
     held: watch::Sender<bool>,
     deadline: watch::Sender<Instant>,
     stop_acting: CancellationToken,
@@ -228,7 +235,9 @@ impl Signals {
             slot.get_or_insert(reason.clone());
         }
         // The watch first, so whoever wakes on the token already reads `false`.
-        self.held.send_replace(false);
+        if self.held.send_replace(false) {
+            crate::metrics::hold_ended(self.kind, &reason);
+        }
         if !self.stop_acting.is_cancelled() {
             info!(claim = %self.what, %reason, "holder must stop acting");
         }
@@ -283,6 +292,7 @@ impl Hold {
         let held = held.unwrap_or_else(|| watch::channel(false).0);
         let signals = Arc::new(Signals {
             what: target.describe(),
+            kind: target.kind(),
             held,
             deadline: watch::channel(deadline).0,
             stop_acting: CancellationToken::new(),
@@ -307,6 +317,7 @@ impl Hold {
             return hold;
         }
         signals.held.send_replace(true);
+        crate::metrics::held(signals.kind, 1.0);
         hold.task = Some(tokio::spawn(renew::run(
             target, timing, signals, stop_task, inbox,
         )));
@@ -482,4 +493,4 @@ mod tests;
 
 pub(crate) use accessors::hold_accessors;
 pub use attempt::{AttemptGuard, Claimed, claim_attempt};
-pub use resolve::{release_target, spawn_release, until_resolved};
+pub use resolve::{release_target, spawn_release, until_resolved, until_resolved_tracked};

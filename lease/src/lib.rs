@@ -46,6 +46,7 @@ mod keepalive;
 mod lease;
 pub mod lock;
 pub mod memory;
+pub mod metrics;
 mod orphans;
 pub mod scylla;
 mod store;

@@ -25,6 +25,18 @@ impl TimedStore {
         TimedStore { inner, timeout }
     }
 
+    /// [`TimedStore::bounded`], recorded as one round trip (see [`crate::metrics`]).
+    async fn metered<T>(
+        &self,
+        what: &'static str,
+        write: bool,
+        call: impl Future<Output = Result<T, StoreError>>,
+        applied: impl FnOnce(&T) -> bool,
+    ) -> Result<T, StoreError> {
+        let bounded = self.bounded(what, write, call);
+        crate::metrics::timed("lease", what, bounded, applied).await
+    }
+
     async fn bounded<T>(
         &self,
         what: &'static str,
@@ -49,24 +61,42 @@ impl TimedStore {
 #[async_trait]
 impl LeaseStore for TimedStore {
     async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError> {
-        self.bounded("try_acquire", true, self.inner.try_acquire(claim))
+        let acquired = |o: &AcquireOutcome| matches!(o, AcquireOutcome::Acquired { .. });
+        self.metered("try_acquire", true, self.inner.try_acquire(claim), acquired)
             .await
     }
 
     async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError> {
-        self.bounded("renew", true, self.inner.renew(claim)).await
-    }
-
-    async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
-        self.bounded("release", true, self.inner.release(name, holder_id))
+        self.metered("renew", true, self.inner.renew(claim), applied)
             .await
     }
 
+    async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
+        self.metered(
+            "release",
+            true,
+            self.inner.release(name, holder_id),
+            applied,
+        )
+        .await
+    }
+
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
-        self.bounded("read", false, self.inner.read(name)).await
+        self.metered("read", false, self.inner.read(name), answered)
+            .await
     }
 
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
-        self.bounded("peek", false, self.inner.peek(name)).await
+        self.metered("peek", false, self.inner.peek(name), answered)
+            .await
     }
+}
+
+fn applied(outcome: &CasOutcome) -> bool {
+    *outcome == CasOutcome::Applied
+}
+
+/// A read or plain write that was answered counts as applied.
+fn answered<T>(_: &T) -> bool {
+    true
 }

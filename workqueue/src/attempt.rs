@@ -62,7 +62,7 @@ impl WorkQueue {
         cql_lease::check_text("worker", worker, cql_lease::MAX_OWNER_LEN)?;
         let _active = self.dispatcher.active();
         // Each candidate costs at most one LWT; stop after a buffer's worth.
-        for _ in 0..self.config.scan_limit.saturating_mul(2) {
+        for tried in 1..=self.config.scan_limit.saturating_mul(2) {
             let Some(entry) = self.next_candidate().await? else {
                 return Ok(None);
             };
@@ -74,6 +74,7 @@ impl WorkQueue {
                 Ok(_) => self.candidate_done(&entry),
             }
             if let Tried::Job(job) = result? {
+                self.count_claim_attempts(tried as usize);
                 return Ok(Some(*job));
             }
         }

@@ -285,6 +285,7 @@ impl WorkQueue {
         }
         self.keep_ahead_of_cursor(entry, written_from).await?;
         info!(queue = %self.name(), %id, "enqueued");
+        self.count(cql_lease::metrics::ENQUEUED);
         Ok(Enqueued::New(id))
     }
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, until_resolved};
+use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, until_resolved_tracked};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cql_lease::{CasOutcome, FencingToken, StoreError};
@@ -98,6 +98,7 @@ impl Job {
         let timing = HoldTiming::from(&queue.config.claim);
         let hold = Hold::start(target.clone(), timing, sent_at, None);
         info!(id = %item.key.id, attempt = item.attempt, "job claimed");
+        queue.count(cql_lease::metrics::CLAIMED);
         Job {
             queue,
             item,
@@ -306,7 +307,7 @@ impl Job {
                 .is_some_and(|c| c.claim.is_none() && c.attempt == item.attempt && c.state == state)
         };
         let retention = queue.config.done_retention;
-        let result = until_resolved(&timing, operation, || async {
+        let result = until_resolved_tracked(&timing, operation, &maybe_applied, || async {
             let sent = match to {
                 None => store.complete(key, claim_id, retention).await,
                 Some(to) => store.reschedule(key, claim_id, to).await,
@@ -343,6 +344,7 @@ impl Job {
             Ok(true) => {
                 guard.disarm();
                 info!(id = %key.id, operation, "job finished");
+                queue.count(finished_metric(to.map(|to| to.state)));
                 queue.after_finish(&check, item.attempt, to).await;
                 Ok(())
             }
@@ -372,6 +374,15 @@ impl Job {
     /// token is cancelled, and the claim stays until its TTL runs out. For tests and drills.
     pub fn abandon(self) -> Instant {
         self.hold.abandon()
+    }
+}
+
+/// The counter of a job that finished as `state` (`None`: completed).
+fn finished_metric(state: Option<JobState>) -> &'static str {
+    match state {
+        None => cql_lease::metrics::COMPLETED,
+        Some(JobState::Discarded) => cql_lease::metrics::DISCARDED,
+        Some(_) => cql_lease::metrics::FAILED,
     }
 }
 

@@ -82,6 +82,7 @@ mod error;
 mod item;
 mod job;
 pub mod memory;
+mod metered;
 mod orphans;
 mod queue;
 pub mod scylla;

@@ -72,7 +72,7 @@ impl WorkQueue {
         check_name(name)?;
         config.validate()?;
         Ok(WorkQueue {
-            store,
+            store: crate::metered::MeteredStore::wrap(store),
             name: name.into(),
             config,
             clock: WallClock::system(),
@@ -98,6 +98,27 @@ impl WorkQueue {
     /// The settings.
     pub fn config(&self) -> &QueueConfig {
         &self.config
+    }
+
+    /// Counts one queue event (`metric` is one of [`cql_lease::metrics`]'s queue counters).
+    pub(crate) fn count(&self, metric: &'static str) {
+        cql_lease::metrics::queue_event(metric, &self.name);
+    }
+
+    /// Records how many candidates a successful claim tried.
+    pub(crate) fn count_claim_attempts(&self, candidates: usize) {
+        cql_lease::metrics::claim_attempts(&self.name, candidates);
+    }
+
+    /// Sets the depth gauges from freshly read stats.
+    pub(crate) fn record_stats(&self, stats: &crate::QueueStats) {
+        let by_state = [
+            ("available", stats.available),
+            ("scheduled", stats.scheduled),
+            ("running", stats.running),
+            ("dead", stats.dead),
+        ];
+        cql_lease::metrics::queue_depth(&self.name, by_state, stats.oldest_available_age);
     }
 
     /// A worker that claims jobs from this queue as a stream. See [`Worker`].

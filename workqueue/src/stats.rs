@@ -120,6 +120,7 @@ impl WorkQueue {
         }
         stats.oldest_available_age = oldest
             .map(|pos| Duration::from_micros(u64::try_from(now.saturating_sub(pos)).unwrap_or(0)));
+        self.record_stats(&stats);
         Ok(stats)
     }
 

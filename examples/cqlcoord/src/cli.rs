@@ -14,6 +14,15 @@ pub struct Cli {
     /// Connection flags.
     #[command(flatten)]
     pub connection: Connection,
+    /// Serve the libraries' metrics for Prometheus at http://HOST:PORT/metrics while the
+    /// command runs.
+    #[arg(
+        long,
+        global = true,
+        env = "CQLCOORD_METRICS_ADDR",
+        value_name = "HOST:PORT"
+    )]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

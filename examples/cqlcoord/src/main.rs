@@ -9,6 +9,7 @@ mod elect;
 mod error;
 mod lease_cmd;
 mod lock_cmd;
+mod metrics_export;
 mod queue_cmd;
 mod schema;
 mod stores;
@@ -67,6 +68,9 @@ fn one_line(rendered: &str) -> String {
 }
 
 async fn run(cli: Cli) -> Result<i32, CliError> {
+    if let Some(addr) = cli.metrics_addr {
+        metrics_export::serve(addr)?;
+    }
     let connection = &cli.connection;
     match cli.command {
         Command::Schema(command) => schema::run(connection, command).await,

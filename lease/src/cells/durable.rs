@@ -163,7 +163,10 @@ impl Durable {
                 self.request_timeout,
                 give_up_at.saturating_duration_since(Instant::now()),
             );
-            let (error, wake) = match tokio::time::timeout(budget, call()).await {
+            let sent = Instant::now();
+            let answer = tokio::time::timeout(budget, call()).await;
+            crate::metrics::cell_request(what, write, &answer, sent);
+            let (error, wake) = match answer {
                 Ok(Ok(answer)) => {
                     if attempt > 0 {
                         debug!(

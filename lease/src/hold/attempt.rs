@@ -3,12 +3,15 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::{HoldError, HoldTiming, Holdable, release_target, spawn_release, until_resolved};
+use super::{
+    HoldError, HoldTiming, Holdable, release_target, spawn_release, until_resolved_tracked,
+};
 use crate::error::StoreError;
 
 /// How a [`claim_attempt`] ended, when the store answered (directly or by read-back).
@@ -111,7 +114,7 @@ where
         Ok(outcome) => (Some(outcome), false),
         Err(error) if error.is_unknown() => {
             warn!(claim = %what, %error, "claim answer lost; reading back");
-            let found = until_resolved(timing, &what, || {
+            let found = until_resolved_tracked(timing, &what, &AtomicBool::new(true), || {
                 let read = read_back();
                 async move { read.await.map(Some) }
             })

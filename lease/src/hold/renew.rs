@@ -63,6 +63,7 @@ pub(super) async fn run(
             }
         })
         .await;
+        crate::metrics::renewal(signals.kind, &outcome, sent_at);
         match outcome {
             Err(_deadline_passed) if Instant::now() >= deadline => {
                 let reason = expire(&target, &timing, &signals, failing);

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -27,6 +28,48 @@ use crate::store::CasOutcome;
 pub async fn until_resolved<T, F, Fut>(
     timing: &HoldTiming,
     what: &str,
+    step: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, StoreError>>,
+{
+    until_resolved_tracked(timing, what, &AtomicBool::new(false), step).await
+}
+
+/// [`until_resolved`] for a caller that knows when an answer was lost: `lost` is `true`
+/// from the start (a claim whose answer was lost, being read back) or set by `step` when
+/// it sees one (and by the loop on every step of unknown outcome). When it ends `true`, the
+/// result is counted as a resolved or unresolved unknown outcome
+/// ([`crate::metrics::UNKNOWN_OUTCOMES`]), once per call.
+///
+/// # Cancel safety
+/// As [`until_resolved`]; a dropped call is not counted.
+///
+/// # Errors
+/// As [`until_resolved`].
+pub async fn until_resolved_tracked<T, F, Fut>(
+    timing: &HoldTiming,
+    what: &str,
+    lost: &AtomicBool,
+    step: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, StoreError>>,
+{
+    let result = settle(timing, what, lost, step).await;
+    if lost.load(Ordering::Relaxed) {
+        crate::metrics::unknown_outcome(result.is_ok());
+    }
+    result
+}
+
+/// The loop of [`until_resolved`].
+async fn settle<T, F, Fut>(
+    timing: &HoldTiming,
+    what: &str,
+    lost: &AtomicBool,
     mut step: F,
 ) -> Result<T, StoreError>
 where
@@ -44,6 +87,7 @@ where
             Err(error) => error,
         };
         if error.is_unknown() {
+            lost.store(true, Ordering::Relaxed);
             unknown = Some(error.clone());
         }
         let wake = Instant::now() + delays.next().unwrap_or(timing.retry_interval);
@@ -76,15 +120,20 @@ where
 /// [`HoldError::OutcomeUnknown`] when the outcome could not be settled in time.
 pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Result<(), HoldError> {
     let what = target.describe();
-    let result = until_resolved(timing, &what, || async {
+    let lost = AtomicBool::new(false);
+    let result = until_resolved_tracked(timing, &what, &lost, || async {
         match target.release().await {
             Ok(outcome) => Ok(Some(outcome)),
             Err(error @ StoreError::Rejected(_)) => Err(error),
-            Err(error) => match target.still_held().await {
-                Ok(false) => Ok(Some(CasOutcome::Applied)),
-                Ok(true) => Err(error),
-                Err(_) => Err(error),
-            },
+            Err(error) => {
+                // Settled below or by a later step: counted either way.
+                lost.fetch_or(error.is_unknown(), Ordering::Relaxed);
+                match target.still_held().await {
+                    Ok(false) => Ok(Some(CasOutcome::Applied)),
+                    Ok(true) => Err(error),
+                    Err(_) => Err(error),
+                }
+            }
         }
     })
     .await;

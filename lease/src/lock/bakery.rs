@@ -291,6 +291,7 @@ impl Lock for BakeryLock {
     }
 
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
+        let _wait = crate::metrics::LockWait::start(self.algorithm());
         check_request(name, Some(timeout))?;
         let deadline = Instant::now() + timeout;
         match self.acquire(name, Some(deadline)).await? {

@@ -215,6 +215,7 @@ impl Lock for FairLock {
     }
 
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
+        let _wait = crate::metrics::LockWait::start(self.algorithm());
         check_request(name, Some(timeout))?;
         let started = Instant::now();
         let deadline = started + timeout;

@@ -26,6 +26,7 @@ impl LockGuard {
         token: Option<FencingToken>,
         hold: Hold,
     ) -> Self {
+        crate::metrics::lock_acquired(algorithm);
         LockGuard {
             name,
             algorithm,

@@ -64,6 +64,7 @@ impl Lock for LeaseLock {
     }
 
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
+        let _wait = crate::metrics::LockWait::start(self.algorithm());
         check_request(name, Some(timeout))?;
         let started = Instant::now();
         match self

@@ -316,6 +316,10 @@ impl Holdable for Cells {
         format!("lock {:?} ({})", self.lock, self.id())
     }
 
+    fn kind(&self) -> &'static str {
+        "lock"
+    }
+
     async fn renew(&self) -> Result<CasOutcome, StoreError> {
         self.rewrite_all().await.map(|()| CasOutcome::Applied)
     }

@@ -165,6 +165,7 @@ impl Lock for ShadowLock {
     }
 
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
+        let _wait = crate::metrics::LockWait::start(self.algorithm());
         check_request(name, Some(timeout))?;
         let started = Instant::now();
         let mut attempt = 1u32;

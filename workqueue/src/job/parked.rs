@@ -33,6 +33,10 @@ impl Holdable for JobClaim {
         self.delivered.describe()
     }
 
+    fn kind(&self) -> &'static str {
+        "queue_claim"
+    }
+
     async fn renew(&self) -> Result<CasOutcome, StoreError> {
         self.delivered.renew().await
     }

@@ -6,6 +6,7 @@ mod common;
 mod elect;
 mod flags;
 mod lock;
+mod metrics;
 mod paused;
 mod queue;
 mod secure;
