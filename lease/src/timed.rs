@@ -31,7 +31,9 @@ impl TimedStore {
         write: bool,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, call).await {
+        // A call cut here leaves its coordinator suspect, so the next one (a retry, the
+        // read-back of a lost answer) goes elsewhere.
+        match crate::scylla::suspects::bounded(self.timeout, call).await {
             Ok(result) => result,
             Err(_) => {
                 warn!(call = what, timeout = ?self.timeout, "store call timed out");

@@ -163,7 +163,7 @@ impl Durable {
                 self.request_timeout,
                 give_up_at.saturating_duration_since(Instant::now()),
             );
-            let (error, wake) = match tokio::time::timeout(budget, call()).await {
+            let (error, wake) = match crate::scylla::suspects::bounded(budget, call()).await {
                 Ok(Ok(answer)) => {
                     if attempt > 0 {
                         debug!(
