@@ -79,8 +79,9 @@ pub struct CqlTestServer {
     shared: Arc<Shared>,
     clock: Arc<ServerClock>,
     control: Mutex<Control>,
-    /// Accept the driver's connections with Nagle's algorithm off (see `front`), one per node.
-    _fronts: Vec<front::FrontDoor>,
+    /// Accept the driver's connections with Nagle's algorithm off (see `front`), one per node;
+    /// shut while their node is down.
+    fronts: Vec<front::FrontDoor>,
 }
 
 /// The proxy and what its rules are built from.
@@ -162,7 +163,7 @@ impl CqlTestServer {
                             injected: Vec::new(),
                             node_faults: vec![None; count],
                         }),
-                        _fronts: fronts,
+                        fronts,
                     });
                 }
                 Err(e) => last = e.to_string(),
@@ -189,7 +190,8 @@ impl CqlTestServer {
     }
 
     /// Brings node `node` back: it answers again (requests dropped while it was frozen stay
-    /// unanswered; the client's timeout settles them).
+    /// unanswered; the client's timeout settles them), and a node that was down listens
+    /// again on the same address.
     pub fn heal(&self, node: usize) {
         self.set_node_fault(node, None);
     }
@@ -210,10 +212,23 @@ impl CqlTestServer {
                 return;
             };
             *slot = fault;
+            self.door_for(node, fault);
             let rules = rules::node_rules(&self.shared, node, fault, &control.injected);
             if let Some(running) = control.proxy.running_nodes.get_mut(node) {
                 running.change_request_rules(Some(rules));
             }
+        }
+    }
+
+    /// A down node stops listening and loses its connections; any other state listens.
+    fn door_for(&self, node: usize, fault: Option<NodeFault>) {
+        let Some(front) = self.fronts.get(node) else {
+            return;
+        };
+        if fault == Some(NodeFault::Down) {
+            front.shut();
+        } else if let Err(e) = front.reopen() {
+            tracing::warn!(node, error = %e, "cql-test-server: could not listen again");
         }
     }
 

@@ -21,8 +21,8 @@ pub enum NodeFault {
     Freeze,
     /// Answers every frame after this delay (an overloaded node).
     Slow(Duration),
-    /// Closes every connection at its first frame, so no request gets through (a dead
-    /// node; the port still accepts TCP, see the README).
+    /// A dead node: it stops listening (a connection is refused) and its open connections
+    /// are closed; [`heal`](crate::CqlTestServer::heal) listens on the same address again.
     Down,
 }
 

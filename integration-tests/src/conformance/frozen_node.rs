@@ -1,7 +1,8 @@
 //! Availability with one node of three frozen (a paused process: accepted connections, no
 //! answers) for longer than the lease TTL, quorum intact: holders keep their claims, nobody
 //! waits on the frozen node past the request timeout, and a crashed leader is replaced in
-//! bounded time. Wire-only: it needs the CQL test server's node faults.
+//! bounded time. The same for a node that is down (connections refused). Wire-only: it needs
+//! the CQL test server's node faults.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,11 +105,58 @@ pub async fn leader_keeps_its_term_through_a_frozen_node(b: &WireBackend) {
 /// takeover. So an observer that cannot reach the frozen node also times the moment the
 /// lease is free, and the new leader must follow it within one retry interval plus slack.
 pub async fn crashed_leader_is_replaced_in_bound_with_a_frozen_node(b: &WireBackend) {
-    let name = "frozen-crash";
+    crash_failover_with(b, NodeFault::Freeze, "frozen-crash").await;
+}
+
+/// The same with a node down (connections refused, its open ones closed).
+pub async fn crashed_leader_is_replaced_in_bound_with_a_down_node(b: &WireBackend) {
+    crash_failover_with(b, NodeFault::Down, "down-crash").await;
+}
+
+/// A leader keeps its term while a node is down for longer than the lease TTL, the
+/// followers stay followers, and the healed node serves again.
+pub async fn leader_keeps_its_term_through_a_down_node(b: &WireBackend) {
+    let (leader, term, stop, others) =
+        leader_and_two_followers(b, "down-leader", election_config().renew_interval).await;
+    b.server.node_fault(FROZEN, NodeFault::Down);
+    let until = Instant::now() + freeze_length();
+    while Instant::now() < until {
+        assert!(
+            leader.is_leader() && !stop.is_cancelled(),
+            "{}: the leader lost term {term:?} while one node of three was down",
+            b.name()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.server.heal(FROZEN);
+    assert!(
+        others.iter().all(|c| !c.is_leader()),
+        "{}: a follower took over term {term:?} from a live leader",
+        b.name()
+    );
+    // The driver reconnects to the healed node in the background.
+    let before = b.server.requests_on(FROZEN);
+    let c = client(b);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.server.requests_on(FROZEN) == before && Instant::now() < deadline {
+        let _ = c.holder("down-leader").await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        b.server.requests_on(FROZEN) > before,
+        "{}: the healed node got no request within 10 s",
+        b.name()
+    );
+    assert!(leader.is_leader(), "{}: the leader lost its term", b.name());
+}
+
+/// A leader crashing while node [`FROZEN`] is under `fault`: see
+/// [`crashed_leader_is_replaced_in_bound_with_a_frozen_node`].
+async fn crash_failover_with(b: &WireBackend, fault: NodeFault, name: &'static str) {
     let (leader, term, _stop, mut others) =
         leader_and_two_followers(b, name, election_config().renew_interval * 2).await;
     let observer = healthy_observer(b).await;
-    b.server.node_fault(FROZEN, NodeFault::Freeze);
+    b.server.node_fault(FROZEN, fault);
     let crashed_at = Instant::now();
     leader.abort().await;
     let freed = tokio::spawn(async move {
@@ -128,7 +176,7 @@ pub async fn crashed_leader_is_replaced_in_bound_with_a_frozen_node(b: &WireBack
     b.server.heal(FROZEN);
     let Ok((_, next, at)) = elected else {
         panic!(
-            "{}: no new leader within {:?} of the crash while a node was frozen",
+            "{}: no new leader within {:?} of the crash with a node {fault:?}",
             b.name(),
             election_config().takeover_bound() * 5
         );
@@ -138,15 +186,15 @@ pub async fn crashed_leader_is_replaced_in_bound_with_a_frozen_node(b: &WireBack
     let bound = election_config().takeover_bound() + election_config().retry_interval + slack(b);
     let after_free = election_config().retry_interval + slack(b);
     eprintln!(
-        "{}: failover with a frozen node took {:?} (bound {bound:?}), {:?} after the lease \
-         was free (bound {after_free:?})",
+        "{}: failover with a node {fault:?} took {:?} (bound {bound:?}), {:?} after the \
+         lease was free (bound {after_free:?})",
         b.name(),
         at - crashed_at,
         at.saturating_duration_since(free_at)
     );
     assert!(
         at - crashed_at <= bound,
-        "{}: failover with a frozen node took {:?} > {bound:?}",
+        "{}: failover with a node {fault:?} took {:?} > {bound:?}",
         b.name(),
         at - crashed_at
     );
