@@ -1,4 +1,5 @@
-//! A store decorator bounding every call by the lease's request timeout.
+//! Bounding store calls by a request timeout: the one rule every store decorator of the
+//! workspace applies ([`bounded`]), and the lease store's decorator.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,51 +25,79 @@ impl TimedStore {
     pub(crate) fn new(inner: Arc<dyn LeaseStore>, timeout: Duration) -> Self {
         TimedStore { inner, timeout }
     }
+}
 
-    async fn bounded<T>(
-        &self,
-        what: &'static str,
-        write: bool,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        // A call cut here leaves its coordinator suspect, so the next one (a retry, the
-        // read-back of a lost answer) goes elsewhere.
-        match crate::scylla::suspects::bounded(self.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => {
-                warn!(call = what, timeout = ?self.timeout, "store call timed out");
-                let message = format!("{what}: no answer within {:?}", self.timeout);
-                Err(if write {
-                    StoreError::Unknown(message)
-                } else {
-                    StoreError::Unavailable(message)
-                })
-            }
+/// What a bounded call is: what its timeout means and whether it is sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// A conditional write (an LWT): one send; cut, its outcome is unknown
+    /// ([`StoreError::Unknown`]) and the caller settles it by reading back.
+    Conditional,
+    /// A read sent once; cut, it is [`StoreError::Unavailable`] (nothing changed).
+    Once,
+    /// A read, or a plain write carrying its client timestamp (so sending it again writes
+    /// the same cells with the same timestamp): cut once, it is sent again at once, which
+    /// goes to another coordinator; cut twice, [`StoreError::Unavailable`].
+    Resendable,
+}
+
+/// Runs `call` for at most `timeout` per send, as `kind` says. A send that is cut leaves its
+/// coordinator suspect (see [`crate::scylla::suspects`]), so the next request of the
+/// process (this call sent again, a retry, the read-back of a lost answer) goes elsewhere.
+///
+/// # Errors
+/// The call's own error, or, when it was cut, [`StoreError::Unknown`] for a
+/// [`Call::Conditional`] and [`StoreError::Unavailable`] otherwise.
+///
+/// # Cancel safety
+/// As cancel-safe as `call`'s futures (a dropped conditional write has an unknown outcome).
+pub async fn bounded<T, F, Fut>(
+    what: &str,
+    kind: Call,
+    timeout: Duration,
+    mut call: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let sends = if kind == Call::Resendable { 2 } else { 1 };
+    for send in 1..=sends {
+        match crate::scylla::suspects::bounded(timeout, call()).await {
+            Ok(result) => return result,
+            Err(_) => warn!(call = what, send, ?timeout, "store call timed out"),
         }
     }
+    let message = format!("{what}: no answer within {timeout:?}");
+    Err(if kind == Call::Conditional {
+        StoreError::Unknown(message)
+    } else {
+        StoreError::Unavailable(message)
+    })
 }
 
 #[async_trait]
 impl LeaseStore for TimedStore {
     async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError> {
-        self.bounded("try_acquire", true, self.inner.try_acquire(claim))
-            .await
+        let call = || self.inner.try_acquire(claim);
+        bounded("try_acquire", Call::Conditional, self.timeout, call).await
     }
 
     async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError> {
-        self.bounded("renew", true, self.inner.renew(claim)).await
+        let call = || self.inner.renew(claim);
+        bounded("renew", Call::Conditional, self.timeout, call).await
     }
 
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
-        self.bounded("release", true, self.inner.release(name, holder_id))
-            .await
+        let call = || self.inner.release(name, holder_id);
+        bounded("release", Call::Conditional, self.timeout, call).await
     }
 
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
-        self.bounded("read", false, self.inner.read(name)).await
+        bounded("read", Call::Once, self.timeout, || self.inner.read(name)).await
     }
 
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
-        self.bounded("peek", false, self.inner.peek(name)).await
+        bounded("peek", Call::Once, self.timeout, || self.inner.peek(name)).await
     }
 }

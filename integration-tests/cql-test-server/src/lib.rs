@@ -206,6 +206,15 @@ impl CqlTestServer {
             .unwrap_or(0)
     }
 
+    /// Query, execute and batch requests that node `node` swallowed while frozen, so far.
+    pub fn requests_frozen_on(&self, node: usize) -> u64 {
+        self.shared
+            .frozen_per_node
+            .lock()
+            .map(|p| p.get(&node).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
     fn set_node_fault(&self, node: usize, fault: Option<NodeFault>) {
         if let Ok(mut control) = self.control.lock() {
             let Some(slot) = control.node_faults.get_mut(node) else {
