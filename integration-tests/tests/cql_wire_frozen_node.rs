@@ -1,5 +1,5 @@
-//! One node of three frozen for longer than the lease TTL, on the multi-node CQL test
-//! server, in both result modes: leaders, workers and failover ride through it.
+//! One node of three frozen (or down) for longer than the lease TTL, on the multi-node CQL
+//! test server, in both result modes: leaders, workers and failover ride through it.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -37,7 +37,10 @@ macro_rules! both_modes {
 both_modes!(
     leader_keeps_its_term_through_a_frozen_node,
     crashed_leader_is_replaced_in_bound_with_a_frozen_node,
+    crashed_leader_is_replaced_in_bound_with_a_down_node,
+    leader_keeps_its_term_through_a_down_node,
     worker_keeps_its_claim_through_a_frozen_node,
+    worker_keeps_claiming_through_a_frozen_node,
     lock_guard_is_kept_through_a_frozen_node,
     fair_lock_guard_is_kept_through_a_frozen_node,
     bakery_lock_guard_is_kept_through_a_frozen_node,

@@ -51,7 +51,7 @@ mod orphans;
 pub mod scylla;
 mod store;
 mod target;
-mod timed;
+pub mod timed;
 
 pub use client::{LeaseClient, TryAcquire};
 pub use config::{

@@ -1,4 +1,5 @@
-//! A store decorator bounding every call by the lease's request timeout.
+//! Bounding store calls by a request timeout: the one rule every store decorator of the
+//! workspace applies ([`bounded`]), and the lease store's decorator.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,70 +26,99 @@ impl TimedStore {
         TimedStore { inner, timeout }
     }
 
-    /// [`TimedStore::bounded`], recorded as one round trip (see [`crate::metrics`]).
-    async fn metered<T>(
+    /// [`bounded`], recorded as one round trip (see [`crate::metrics`]).
+    async fn metered<T, F, Fut>(
         &self,
         what: &'static str,
-        write: bool,
-        call: impl Future<Output = Result<T, StoreError>>,
+        kind: Call,
+        call: F,
         applied: impl FnOnce(&T) -> bool,
-    ) -> Result<T, StoreError> {
-        let bounded = self.bounded(what, write, call);
+    ) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let bounded = bounded(what, kind, self.timeout, call);
         crate::metrics::timed("lease", what, bounded, applied).await
     }
+}
 
-    async fn bounded<T>(
-        &self,
-        what: &'static str,
-        write: bool,
-        call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => {
-                warn!(call = what, timeout = ?self.timeout, "store call timed out");
-                let message = format!("{what}: no answer within {:?}", self.timeout);
-                Err(if write {
-                    StoreError::Unknown(message)
-                } else {
-                    StoreError::Unavailable(message)
-                })
-            }
+/// What a bounded call is: what its timeout means and whether it is sent again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// A conditional write (an LWT): one send; cut, its outcome is unknown
+    /// ([`StoreError::Unknown`]) and the caller settles it by reading back.
+    Conditional,
+    /// A read sent once; cut, it is [`StoreError::Unavailable`] (nothing changed).
+    Once,
+    /// A read, or a plain write carrying its client timestamp (so sending it again writes
+    /// the same cells with the same timestamp): cut once, it is sent again at once, which
+    /// goes to another coordinator; cut twice, [`StoreError::Unavailable`].
+    Resendable,
+}
+
+/// Runs `call` for at most `timeout` per send, as `kind` says. A send that is cut leaves its
+/// coordinator suspect (see [`crate::scylla::suspects`]), so the next request of the
+/// process (this call sent again, a retry, the read-back of a lost answer) goes elsewhere.
+///
+/// # Errors
+/// The call's own error, or, when it was cut, [`StoreError::Unknown`] for a
+/// [`Call::Conditional`] and [`StoreError::Unavailable`] otherwise.
+///
+/// # Cancel safety
+/// As cancel-safe as `call`'s futures (a dropped conditional write has an unknown outcome).
+pub async fn bounded<T, F, Fut>(
+    what: &str,
+    kind: Call,
+    timeout: Duration,
+    mut call: F,
+) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let sends = if kind == Call::Resendable { 2 } else { 1 };
+    for send in 1..=sends {
+        match crate::scylla::suspects::bounded(timeout, call()).await {
+            Ok(result) => return result,
+            Err(_) => warn!(call = what, send, ?timeout, "store call timed out"),
         }
     }
+    let message = format!("{what}: no answer within {timeout:?}");
+    Err(if kind == Call::Conditional {
+        StoreError::Unknown(message)
+    } else {
+        StoreError::Unavailable(message)
+    })
 }
 
 #[async_trait]
 impl LeaseStore for TimedStore {
     async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError> {
+        let call = || self.inner.try_acquire(claim);
         let acquired = |o: &AcquireOutcome| matches!(o, AcquireOutcome::Acquired { .. });
-        self.metered("try_acquire", true, self.inner.try_acquire(claim), acquired)
+        self.metered("try_acquire", Call::Conditional, call, acquired)
             .await
     }
 
     async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError> {
-        self.metered("renew", true, self.inner.renew(claim), applied)
-            .await
+        let call = || self.inner.renew(claim);
+        self.metered("renew", Call::Conditional, call, applied).await
     }
 
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
-        self.metered(
-            "release",
-            true,
-            self.inner.release(name, holder_id),
-            applied,
-        )
-        .await
+        let call = || self.inner.release(name, holder_id);
+        self.metered("release", Call::Conditional, call, applied).await
     }
 
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
-        self.metered("read", false, self.inner.read(name), answered)
-            .await
+        let call = || self.inner.read(name);
+        self.metered("read", Call::Once, call, answered).await
     }
 
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
-        self.metered("peek", false, self.inner.peek(name), answered)
-            .await
+        let call = || self.inner.peek(name);
+        self.metered("peek", Call::Once, call, answered).await
     }
 }
 

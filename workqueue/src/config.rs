@@ -13,7 +13,9 @@ pub const MAX_PAYLOAD_LEN: usize = 64 * 1024;
 /// claim, `claim.renew_interval` is the heartbeat period, `claim.retry_interval` is how often
 /// an idle worker looks for work (each pause drawn between half and all of it, the shared
 /// `cql_lease::hold::jittered` policy), and the worker stops acting `1 s + max_clock_skew`
-/// before the TTL can run out, exactly as a lease holder does.
+/// before the TTL can run out, exactly as a lease holder does. `claim.request_timeout`
+/// (derived from the claim timing when `None`: a third of the validity) bounds every store
+/// request of the queue, scans, candidate reads and stats included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueConfig {
     /// Claim timing.

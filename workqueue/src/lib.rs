@@ -89,6 +89,7 @@ pub mod scylla;
 mod slots;
 mod stats;
 mod store;
+mod timed;
 mod worker;
 
 pub use clock::WallClock;

@@ -59,7 +59,11 @@ impl std::fmt::Debug for WorkQueue {
 }
 
 impl WorkQueue {
-    /// A handle on the queue `name`, after checking the name and settings.
+    /// A handle on the queue `name`, after checking the name and settings. Every call to
+    /// `store` waits at most the claim timing's request timeout
+    /// ([`LeaseConfig::effective_request_timeout`](cql_lease::LeaseConfig::effective_request_timeout)
+    /// of `config.claim`): a read or a plain write cut by it is sent again at once, to
+    /// another coordinator; an LWT cut by it has an unknown outcome, settled by reading back.
     ///
     /// # Errors
     ///
@@ -71,8 +75,12 @@ impl WorkQueue {
     ) -> Result<Self, QueueError> {
         check_name(name)?;
         config.validate()?;
+        let timeout = config.claim.effective_request_timeout();
         Ok(WorkQueue {
-            store: crate::metered::MeteredStore::wrap(store),
+            // Metered outside the timeout, so a round trip cut by it is recorded as cut.
+            store: crate::metered::MeteredStore::wrap(Arc::new(
+                crate::timed::TimedQueueStore::new(store, timeout),
+            )),
             name: name.into(),
             config,
             clock: WallClock::system(),

@@ -8,25 +8,45 @@
 //! well under a millisecond, as on a real node (which sets `TCP_NODELAY`).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use scylla_proxy::TransportFactory;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::gate::{Gate, admit};
 
 /// Accepts connections on one address for one proxy node, until dropped.
 pub(crate) struct FrontDoor {
-    accept: JoinHandle<()>,
+    accept: Mutex<Option<JoinHandle<()>>>,
+    door: Door,
+}
+
+/// What it takes to listen again after [`FrontDoor::shut`].
+#[derive(Clone)]
+struct Door {
+    address: SocketAddr,
+    transport: Arc<TransportFactory>,
+    node: SocketAddr,
+    /// What a connection passes before it is relayed (TLS, login).
+    gate: Arc<Gate>,
+    /// The relays of the connections accepted so far (finished ones pruned on accept).
+    relays: Arc<Mutex<Vec<AbortHandle>>>,
+    /// The listener while the node listens: taken out (and so closed at once, not when the
+    /// accept task next runs) when it goes down.
+    listening: Arc<Mutex<Option<TcpListener>>>,
 }
 
 impl Drop for FrontDoor {
     fn drop(&mut self) {
         // Open connections end with the proxy's workers, which close their side.
-        self.accept.abort();
+        if let Ok(mut accept) = self.accept.lock()
+            && let Some(accept) = accept.take()
+        {
+            accept.abort();
+        }
     }
 }
 
@@ -39,20 +59,50 @@ impl FrontDoor {
         node: SocketAddr,
         gate: Arc<Gate>,
     ) -> FrontDoor {
-        let accept = tokio::spawn(async move {
+        let door = Door {
+            address: listener.local_addr().unwrap_or(node),
+            transport,
+            node,
+            gate,
+            relays: Arc::default(),
+            listening: Arc::default(),
+        };
+        let accept = door.clone().serve(listener);
+        FrontDoor {
+            accept: Mutex::new(Some(accept)),
+            door,
+        }
+    }
+}
+
+impl Door {
+    fn serve(self, listener: TcpListener) -> JoinHandle<()> {
+        if let Ok(mut slot) = self.listening.lock() {
+            *slot = Some(listener);
+        }
+        tokio::spawn(async move {
             loop {
-                let (driver, peer) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
+                let (driver, peer) = match self.accept().await {
+                    None => return,
+                    Some(Ok(accepted)) => accepted,
+                    Some(Err(e)) => {
                         // Out of descriptors or an aborted handshake: try again shortly.
                         tracing::warn!(error = %e, "cql-test-server: accept failed");
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     }
                 };
-                match transport.connect(node, Some(peer.ip()), Some(peer.port())) {
+                match self
+                    .transport
+                    .connect(self.node, Some(peer.ip()), Some(peer.port()))
+                {
                     Ok(proxy) => {
-                        tokio::spawn(admit(Arc::clone(&gate), driver, proxy));
+                        let gate = Arc::clone(&self.gate);
+                        let relay = tokio::spawn(admit(gate, driver, proxy)).abort_handle();
+                        if let Ok(mut relays) = self.relays.lock() {
+                            relays.retain(|r| !r.is_finished());
+                            relays.push(relay);
+                        }
                     }
                     Err(e) => {
                         // The proxy has shut down: nothing to serve any more.
@@ -61,8 +111,20 @@ impl FrontDoor {
                     }
                 }
             }
-        });
-        FrontDoor { accept }
+        })
+    }
+
+    /// The next connection, or `None` once the listener was taken away. The lock is held
+    /// only while polling, never across an await.
+    async fn accept(&self) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {
+        std::future::poll_fn(|cx| match self.listening.lock() {
+            Ok(slot) => match slot.as_ref() {
+                Some(listener) => listener.poll_accept(cx).map(Some),
+                None => std::task::Poll::Ready(None),
+            },
+            Err(_) => std::task::Poll::Ready(None),
+        })
+        .await
     }
 }
 
@@ -73,6 +135,47 @@ pub(crate) async fn relay(
 ) {
     if let Err(e) = tokio::io::copy_bidirectional(&mut driver, &mut proxy).await {
         tracing::debug!(error = %e, "cql-test-server: connection closed");
+    }
+}
+
+/// A node that is down: nothing listens on its address (a connection is refused) and the
+/// connections it had are closed. [`FrontDoor::reopen`] listens on the same address again.
+impl FrontDoor {
+    /// Stops listening and closes every connection accepted so far. Idempotent.
+    pub(crate) fn shut(&self) {
+        // Dropped here, so the port is closed before this returns.
+        let listener = self.door.listening.lock().ok().and_then(|mut l| l.take());
+        drop(listener);
+        if let Ok(mut accept) = self.accept.lock()
+            && let Some(accept) = accept.take()
+        {
+            accept.abort();
+        }
+        if let Ok(mut relays) = self.door.relays.lock() {
+            for relay in relays.drain(..) {
+                relay.abort();
+            }
+        }
+    }
+
+    /// Listens on the same address again, if it was shut. Needs a Tokio runtime.
+    ///
+    /// # Errors
+    /// The address could not be bound again.
+    pub(crate) fn reopen(&self) -> std::io::Result<()> {
+        let Ok(mut accept) = self.accept.lock() else {
+            return Ok(());
+        };
+        if accept.is_some() {
+            return Ok(());
+        }
+        // std's bind is synchronous (callers are not async); Tokio's listeners and std's
+        // both set SO_REUSEADDR, so the port closed a moment ago binds again at once.
+        let listener = std::net::TcpListener::bind(self.door.address)?;
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        *accept = Some(self.door.clone().serve(listener));
+        Ok(())
     }
 }
 

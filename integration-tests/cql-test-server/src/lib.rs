@@ -86,8 +86,9 @@ pub struct CqlTestServer {
     control: Mutex<Control>,
     /// The user [`CqlTestServer::session`] logs in as, when the server has authentication.
     credentials: Option<Credentials>,
-    /// Accept the driver's connections with Nagle's algorithm off (see `front`), one per node.
-    _fronts: Vec<front::FrontDoor>,
+    /// Accept the driver's connections with Nagle's algorithm off (see `front`), one per node;
+    /// shut while their node is down.
+    fronts: Vec<front::FrontDoor>,
 }
 
 /// The proxy and what its rules are built from.
@@ -184,7 +185,7 @@ impl CqlTestServer {
                             node_faults: vec![None; count],
                         }),
                         credentials: options.credentials.clone(),
-                        _fronts: fronts,
+                        fronts,
                     });
                 }
                 Err(e) => last = e.to_string(),
@@ -211,7 +212,8 @@ impl CqlTestServer {
     }
 
     /// Brings node `node` back: it answers again (requests dropped while it was frozen stay
-    /// unanswered; the client's timeout settles them).
+    /// unanswered; the client's timeout settles them), and a node that was down listens
+    /// again on the same address.
     pub fn heal(&self, node: usize) {
         self.set_node_fault(node, None);
     }
@@ -226,16 +228,38 @@ impl CqlTestServer {
             .unwrap_or(0)
     }
 
+    /// Query, execute and batch requests that node `node` swallowed while frozen, so far.
+    pub fn requests_frozen_on(&self, node: usize) -> u64 {
+        self.shared
+            .frozen_per_node
+            .lock()
+            .map(|p| p.get(&node).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
     fn set_node_fault(&self, node: usize, fault: Option<NodeFault>) {
         if let Ok(mut control) = self.control.lock() {
             let Some(slot) = control.node_faults.get_mut(node) else {
                 return;
             };
             *slot = fault;
+            self.door_for(node, fault);
             let rules = rules::node_rules(&self.shared, node, fault, &control.injected);
             if let Some(running) = control.proxy.running_nodes.get_mut(node) {
                 running.change_request_rules(Some(rules));
             }
+        }
+    }
+
+    /// A down node stops listening and loses its connections; any other state listens.
+    fn door_for(&self, node: usize, fault: Option<NodeFault>) {
+        let Some(front) = self.fronts.get(node) else {
+            return;
+        };
+        if fault == Some(NodeFault::Down) {
+            front.shut();
+        } else if let Err(e) = front.reopen() {
+            tracing::warn!(node, error = %e, "cql-test-server: could not listen again");
         }
     }
 

@@ -21,8 +21,8 @@ pub enum NodeFault {
     Freeze,
     /// Answers every frame after this delay (an overloaded node).
     Slow(Duration),
-    /// Closes every connection at its first frame, so no request gets through (a dead
-    /// node; the port still accepts TCP, see the README).
+    /// A dead node: it stops listening (a connection is refused) and its open connections
+    /// are closed; [`heal`](crate::CqlTestServer::heal) listens on the same address again.
     Down,
 }
 
@@ -128,7 +128,7 @@ pub(super) fn node_rules(
     let mut rules = Vec::with_capacity(injected.len() + 2);
     match node_fault {
         Some(NodeFault::Freeze) => {
-            rules.push(RequestRule(Condition::True, RequestReaction::drop_frame()));
+            rules.push(RequestRule(Condition::True, swallow(shared, node)));
         }
         Some(NodeFault::Slow(d)) => {
             rules.push(RequestRule(Condition::True, answer_after(shared, node, d)));
@@ -150,6 +150,33 @@ pub(super) fn node_rules(
         })),
     ));
     rules
+}
+
+/// Drops every frame, counting the requests among them (`requests_frozen_on`).
+fn swallow(shared: &Arc<Shared>, node: usize) -> RequestReaction {
+    let mut reaction = RequestReaction::drop_frame();
+    // The proxy reports each dropped frame on the channel; a task counts them. Without a
+    // runtime (never in practice: faults are set from async tests) they are not counted.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        reaction.feedback_channel = Some(tx);
+        let shared = Arc::clone(shared);
+        runtime.spawn(async move {
+            while let Some((frame, _)) = rx.recv().await {
+                let frame: scylla_proxy::RequestFrame = frame;
+                if matches!(
+                    frame.opcode,
+                    scylla_proxy::RequestOpcode::Query
+                        | scylla_proxy::RequestOpcode::Execute
+                        | scylla_proxy::RequestOpcode::Batch
+                ) && let Ok(mut counts) = shared.frozen_per_node.lock()
+                {
+                    *counts.entry(node).or_default() += 1;
+                }
+            }
+        });
+    }
+    reaction
 }
 
 fn answer_after(shared: &Arc<Shared>, node: usize, delay: Duration) -> RequestReaction {

@@ -53,6 +53,8 @@ pub struct Shared {
     pub consistencies: Mutex<Vec<ConsistencyUse>>,
     /// Query, execute and batch requests answered so far, per node.
     pub per_node: Mutex<HashMap<usize, u64>>,
+    /// Query, execute and batch requests a frozen node swallowed so far, per node.
+    pub frozen_per_node: Mutex<HashMap<usize, u64>>,
 }
 
 impl Shared {
@@ -69,6 +71,7 @@ impl Shared {
             received: Mutex::default(),
             consistencies: Mutex::default(),
             per_node: Mutex::default(),
+            frozen_per_node: Mutex::default(),
         }
     }
 

@@ -119,6 +119,37 @@ async fn a_slow_node_answers_late() {
     assert!(answered, "the healed node never answered within 300 ms");
 }
 
+/// A down node refuses TCP connections (nothing listens on its address), and its open
+/// connections are closed; healed, it listens on the same address again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_down_node_refuses_connections_and_listens_again_when_healed() {
+    use tokio::io::AsyncReadExt;
+    let (server, _session) = cluster().await;
+    let down = server.addresses()[1];
+    let mut open = tokio::net::TcpStream::connect(down).await.expect("connect");
+    server.node_fault(1, NodeFault::Down);
+    let refused = tokio::net::TcpStream::connect(down).await;
+    assert_eq!(
+        refused.as_ref().map_err(std::io::Error::kind).err(),
+        Some(std::io::ErrorKind::ConnectionRefused),
+        "a down node must refuse connections: {refused:?}"
+    );
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), open.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "a connection open before the node went down must be closed: {closed:?}"
+    );
+    // Another node still listens.
+    tokio::net::TcpStream::connect(server.addresses()[2])
+        .await
+        .expect("a live node accepts");
+    server.heal(1);
+    tokio::net::TcpStream::connect(down)
+        .await
+        .expect("a healed node accepts on the same address");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_node_refuses_requests_and_comes_back() {
     let (server, session) = cluster().await;

@@ -10,6 +10,7 @@ pub mod election;
 pub mod election_api;
 pub mod election_chaos;
 pub mod frozen_node;
+pub mod frozen_queue;
 pub mod global_time;
 pub mod hardening;
 pub mod late_apply;

@@ -145,7 +145,7 @@ impl ScyllaCellStore {
         // Writes and deletes rotate over the coordinators as LWTs do (`lwt_routing`): one
         // sent again after a timeout must reach another node, where the driver's default
         // policy picks a random replica, the frozen one again one time in N. Reads keep the
-        // session's policy (and its speculative execution).
+        // session's policy (and its speculative execution), suspect coordinators moved back.
         let prepare = |template: &'static str, rotate: bool| {
             let session = Arc::clone(&session);
             let text = options.location.render(template);
@@ -158,9 +158,11 @@ impl ScyllaCellStore {
                 statement.set_consistency(options.consistency);
                 statement.set_is_idempotent(true);
                 statement.set_request_timeout(options.location.request_timeout);
-                if rotate {
-                    statement.set_load_balancing_policy(options.location.lwt_routing.policy());
-                }
+                statement.set_load_balancing_policy(if rotate {
+                    options.location.lwt_routing.policy()
+                } else {
+                    Some(crate::scylla::read_routing(&session))
+                });
                 Ok::<_, StoreError>(statement)
             }
         };

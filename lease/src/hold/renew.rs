@@ -51,7 +51,8 @@ pub(super) async fn run(
         // with time to send it again, which the driver routes to another coordinator.
         let budget = target.renewal_budget(&timing, deadline - sent_at);
         let attempt_end = (sent_at + budget).min(deadline);
-        let outcome = tokio::time::timeout_at(attempt_end, async {
+        // Bounded so that a renewal cut here marks its coordinator suspect as well.
+        let outcome = crate::scylla::suspects::bounded(attempt_end - sent_at, async {
             match target.renew().await {
                 Ok(outcome) => Ok(outcome),
                 // A lost answer: one read-back tells whether it is still ours.

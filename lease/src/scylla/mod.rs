@@ -10,6 +10,7 @@ mod errors;
 mod rotation;
 mod schema;
 mod statement;
+pub mod suspects;
 mod tablets;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use tracing::{debug, instrument};
 
 pub use errors::classify;
 pub use schema::{Replication, SchemaError, ScyllaOptions};
+pub(crate) use statement::read_routing;
 pub use statement::{Kind, LwtRouting, LwtRow, lwt_batch, prepare};
 pub use tablets::{PROBE_KEY, check_lwt_support};
 

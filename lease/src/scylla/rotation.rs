@@ -3,14 +3,20 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::time::Duration;
+
 use scylla::cluster::{ClusterState, NodeRef};
+use scylla::errors::RequestAttemptError;
 use scylla::policies::load_balancing::{FallbackPlan, LoadBalancingPolicy, RoutingInfo};
 use scylla::routing::Shard;
+
+use super::suspects;
 
 /// Each plan starts one node further than the previous one (in the order of the driver's
 /// node list, nodes of `datacenter` first when set; nodes without a connection last). The
 /// driver's default policy rotates by a random shift instead, so a retry would land on the
-/// node that just timed out again one time in N.
+/// node that just timed out again one time in N. A node suspect of leaving a request
+/// unanswered (see [`suspects`]) goes after the others of its rank.
 #[derive(Debug, Default)]
 pub(super) struct Rotation {
     next: AtomicUsize,
@@ -50,12 +56,27 @@ impl LoadBalancingPolicy for Rotation {
                 None => false,
             };
             let unusable = !(node.is_enabled() && node.is_connected());
-            (unusable, remote)
+            // After the data centre: a suspect local node beats any remote one.
+            (unusable, remote, suspects::suspect(node))
         };
         let mut plan: Vec<NodeRef<'a>> = rotated.collect();
         // Stable: the rotation order is kept within each rank.
         plan.sort_by_key(|node| rank(node));
-        Box::new(plan.into_iter().map(|node| (node, None)))
+        suspects::recorded(plan.into_iter().map(|node| (node, None)).collect())
+    }
+
+    fn on_request_success(&self, _request: &RoutingInfo, _latency: Duration, node: NodeRef<'_>) {
+        suspects::answered(node, true);
+    }
+
+    fn on_request_failure(
+        &self,
+        _request: &RoutingInfo,
+        _latency: Duration,
+        node: NodeRef<'_>,
+        _error: &RequestAttemptError,
+    ) {
+        suspects::answered(node, false);
     }
 
     fn name(&self) -> String {

@@ -15,6 +15,7 @@ use scylla::value::{CqlValue, Row};
 
 use super::rotation::Rotation;
 use super::schema::ScyllaOptions;
+use super::suspects::AvoidSuspects;
 use crate::error::StoreError;
 
 /// Which coordinators LWTs (and LWT batches) are sent to.
@@ -34,13 +35,15 @@ pub enum LwtRouting {
     /// coordinator that is not a replica costs one hop more; Paxos contention depends on
     /// the concurrent proposals per partition, which are rare for a lease (one holder
     /// renewing, candidates only when it looks free). Multi-DC clusters should prefer
-    /// [`LwtRouting::RoundRobinInDatacenter`].
+    /// [`LwtRouting::RoundRobinInDatacenter`]. A coordinator that just left a request
+    /// unanswered (cut by the request timeout) goes after the other nodes of its data centre
+    /// for a while (see [`super::suspects`]).
     #[default]
     RoundRobin,
     /// The same rotation over the nodes of this data centre, then the others.
     RoundRobinInDatacenter(String),
-    /// The policy of the session's execution profile (token-aware, LWTs pinned to the first
-    /// replica with the driver's default policy).
+    /// The policy of the session's execution profile as it is (token-aware, LWTs pinned to
+    /// the first replica with the driver's default policy; suspect coordinators not avoided).
     Session,
 }
 
@@ -98,10 +101,12 @@ pub async fn prepare(
         Kind::SerialRead => {
             statement.set_consistency(serial_read_level(options.serial_consistency));
             statement.set_is_idempotent(true);
+            statement.set_load_balancing_policy(Some(read_routing(session)));
         }
         Kind::Read => {
             statement.set_consistency(options.consistency);
             statement.set_is_idempotent(true);
+            statement.set_load_balancing_policy(Some(read_routing(session)));
         }
     }
     statement.set_request_timeout(options.request_timeout);
@@ -125,6 +130,17 @@ pub fn lwt_batch(
     batch.set_load_balancing_policy(options.lwt_routing.policy());
     batch.set_request_timeout(options.request_timeout);
     batch
+}
+
+/// The policy of reads: the session's own, with coordinators that just left a request
+/// unanswered moved after the others of their data centre (see [`super::suspects`]).
+pub(crate) fn read_routing(session: &Session) -> Arc<dyn LoadBalancingPolicy> {
+    let inner = session
+        .get_default_execution_profile_handle()
+        .to_profile()
+        .get_load_balancing_policy()
+        .clone();
+    Arc::new(AvoidSuspects::new(inner))
 }
 
 fn serial_read_level(serial: SerialConsistency) -> Consistency {
