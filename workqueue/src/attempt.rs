@@ -252,6 +252,14 @@ impl WorkQueue {
                 self.dead_letter(entry).await?;
                 Ok(false)
             }
+            // A check entry left by a claim of an earlier job of this row (its removal
+            // failed): the row was revived or requeued since, and its current job has its own
+            // entry, which may lie ahead (a delayed job). Acting on this one would start it
+            // early.
+            _ if entry.kind == EntryKind::Check && entry.attempt <= item.requeued_at => {
+                self.remove(entry).await;
+                Ok(false)
+            }
             _ if item.claim.is_some() => {
                 if entry.kind == EntryKind::Check {
                     // Still held: look again when this claim could have lapsed.

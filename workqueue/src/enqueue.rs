@@ -242,14 +242,21 @@ impl WorkQueue {
                             .await
                         {
                             Ok(CasOutcome::Applied) => break,
-                            Ok(CasOutcome::NotApplied) => {
-                                self.remove(&entry).await;
-                                info!(%id, "duplicate enqueue of a recently completed job");
-                                return Ok(Enqueued::Duplicate {
-                                    id,
-                                    state: JobState::Done,
-                                });
-                            }
+                            // Still done (its window not over), or another enqueue of
+                            // the key started the next job first: report what is there now.
+                            Ok(CasOutcome::NotApplied) => match self.store.read(&key).await {
+                                Ok(Some(now)) if now.origin == origin => break,
+                                Ok(Some(now)) => {
+                                    self.remove(&entry).await;
+                                    info!(%id, state = ?now.state, "duplicate enqueue");
+                                    return Ok(Enqueued::Duplicate {
+                                        id,
+                                        state: now.state,
+                                    });
+                                }
+                                Ok(None) => StoreError::Unavailable("row vanished".into()),
+                                Err(e) => e,
+                            },
                             Err(error) => error,
                         }
                     }

@@ -109,3 +109,74 @@ pub async fn unique_key_reopens_after_done_window(b: &dyn Backend) {
         "the resent enqueue started the job again"
     );
 }
+
+/// A config for the scenarios below: a done window of 2 s and a patient enqueue.
+fn window_config() -> QueueConfig {
+    let mut config = QueueConfig {
+        done_retention: Duration::from_secs(2),
+        ..queue_config()
+    };
+    config.claim.resolve_timeout = Duration::from_secs(10);
+    config
+}
+
+/// Two enqueues of a unique key race to start its next job once the done window is over:
+/// both read it done, one starts the job, and the other is told the job's true state
+/// (available), not the `Done` it had read before the winner's LWT.
+pub async fn unique_enqueue_race_reports_true_state(b: &dyn Backend) {
+    let q = queue_with(b, "race", window_config());
+    let id = q.enqueue_item(unique("one")).await.expect("enqueue").id().clone();
+    claim_and_complete(b, &q, "one", 1).await;
+    b.sleep(Duration::from_secs(3)).await;
+    // The first enqueue's revival is slow, so the second one's lands first.
+    b.inject_queue(
+        Some(QueueOp::Revive),
+        Fault::Latency(Duration::from_millis(400)),
+        Times::Next(1),
+    );
+    let second = async {
+        b.sleep(Duration::from_millis(100)).await;
+        q.enqueue_item(unique("second")).await
+    };
+    let (first, second) = futures::join!(q.enqueue_item(unique("first")), second);
+    b.clear_faults();
+    assert_eq!(second.expect("enqueue"), Enqueued::New(id.clone()));
+    assert_eq!(
+        first.expect("enqueue"),
+        Enqueued::Duplicate {
+            id,
+            state: JobState::Available
+        }
+    );
+    claim_and_complete(b, &q, "second", 2).await;
+}
+
+/// A claim's check entry whose removal failed outlives its job; once the unique key's next
+/// job is revived as a delayed job, that stale entry must not start it early.
+pub async fn stale_check_entry_does_not_start_revived_job_early(b: &dyn Backend) {
+    let q = queue_with(b, "stale", window_config());
+    q.enqueue_item(unique("one")).await.expect("enqueue");
+    let job = claim_soon(b, &q, "w").await.expect("the job");
+    // Let the claim's background removal of the run entry finish, then fail the check
+    // entry's removal after the completion.
+    b.sleep(Duration::from_millis(200)).await;
+    b.inject_queue(Some(QueueOp::Index), Fault::Unavailable, Times::Always);
+    job.complete().await.expect("complete");
+    b.clear_faults();
+    // Past the done window and past the claim's expiry, where the stale entry sits.
+    b.sleep(Duration::from_secs(4)).await;
+    let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let revived = q
+        .enqueue_item(unique("tomorrow").run_at(tomorrow))
+        .await
+        .expect("enqueue");
+    assert!(matches!(revived, Enqueued::New(_)), "{revived:?}");
+    // A fresh process scans from the cursor, which stays below the stale entry.
+    let other = q.with_clock(cql_workqueue::WallClock::system());
+    for _ in 0..5 {
+        if let Some(job) = other.claim("early").await.expect("claim") {
+            panic!("delayed job {} started early by a stale entry", job.id());
+        }
+        b.sleep(Duration::from_millis(100)).await;
+    }
+}
