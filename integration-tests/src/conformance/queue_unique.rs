@@ -125,7 +125,12 @@ fn window_config() -> QueueConfig {
 /// (available), not the `Done` it had read before the winner's LWT.
 pub async fn unique_enqueue_race_reports_true_state(b: &dyn Backend) {
     let q = queue_with(b, "race", window_config());
-    let id = q.enqueue_item(unique("one")).await.expect("enqueue").id().clone();
+    let id = q
+        .enqueue_item(unique("one"))
+        .await
+        .expect("enqueue")
+        .id()
+        .clone();
     claim_and_complete(b, &q, "one", 1).await;
     b.sleep(Duration::from_secs(3)).await;
     // The first enqueue's revival is slow, so the second one's lands first.
