@@ -245,12 +245,32 @@ impl WorkQueue {
     /// another claimer holds is left to that claimer, which replaces it).
     async fn due(&self, entry: &IndexEntry, item: &StoredItem) -> Result<bool, QueueError> {
         match item.state {
+            // A recent run entry of a done row may be a unique key's next job whose revival
+            // is on its way (its entry goes in first): left alone until older than any
+            // enqueue's resolve time, as an entry without a row is.
+            JobState::Done
+                if entry.kind == EntryKind::Run
+                    && entry.pos >= self.now() - self.enqueue_window() =>
+            {
+                Ok(false)
+            }
             JobState::Done => {
                 self.remove(entry).await;
                 Ok(false)
             }
             JobState::Discarded => {
                 self.dead_letter(entry).await?;
+                Ok(false)
+            }
+            // An entry left by an earlier job of this row (its removal failed, or its
+            // claimer crashed first): the row was revived or requeued since, and its current
+            // job has its own entry (attempt `requeued_at` or later), which may lie ahead (a
+            // delayed job). Acting on this one would start it early. A check entry names the
+            // claim's attempt, a run entry the attempts already used.
+            _ if entry.attempt < item.requeued_at
+                || (entry.kind == EntryKind::Check && entry.attempt == item.requeued_at) =>
+            {
+                self.remove(entry).await;
                 Ok(false)
             }
             _ if item.claim.is_some() => {
@@ -279,11 +299,15 @@ impl WorkQueue {
     /// An entry whose item does not exist: an enqueue may still be writing it, so only an
     /// entry older than any enqueue's resolve time goes.
     async fn drop_orphan(&self, entry: &IndexEntry) {
-        let window = micros(self.config.claim.resolve_timeout) + micros(self.config.cursor_lag());
-        if entry.pos < self.now() - window {
+        if entry.pos < self.now() - self.enqueue_window() {
             info!(id = %entry.id, "orphan index entry removed");
             self.remove(entry).await;
         }
+    }
+
+    /// How long after its position an entry may still be an enqueue's in progress.
+    fn enqueue_window(&self) -> i64 {
+        micros(self.config.claim.resolve_timeout) + micros(self.config.cursor_lag())
     }
 
     /// Moves a discarded item's entry to the dead letters.

@@ -214,8 +214,8 @@ impl WorkQueue {
         // Never behind the cursor this process last saw. A delayed item sits at its run_at
         // (eligible by the claimer's clock); one in the past is moved up by the cursor check.
         let pos = run_at.max(self.dispatcher.cursor_hint());
-        let entry = self.entry(&id, pos, EntryKind::Run, item.run_at.is_none(), 0);
-        let written_from = Instant::now();
+        let mut entry = self.entry(&id, pos, EntryKind::Run, item.run_at.is_none(), 0);
+        let mut written_from = Instant::now();
         self.place(&entry).await?;
         let row = NewRow {
             key: &key,
@@ -235,21 +235,47 @@ impl WorkQueue {
                         if item.unique_key.is_some() && existing.state == JobState::Done =>
                     {
                         // A new job for a unique key whose last job completed: allowed once
-                        // its done marker expired (`done_retention`).
+                        // its done marker expired (`done_retention`). Its entry carries the
+                        // attempt the revival is conditioned on (the row's `requeued_at`
+                        // then), so entries left by earlier jobs (lower attempts) are told
+                        // apart; placed before the LWT, so the revived job always has one.
+                        if entry.attempt != existing.attempt {
+                            let next = self.entry(
+                                &id,
+                                pos,
+                                EntryKind::Run,
+                                item.run_at.is_none(),
+                                existing.attempt,
+                            );
+                            written_from = Instant::now();
+                            if let Err(error) = self.place(&next).await {
+                                self.remove(&entry).await;
+                                return Err(error);
+                            }
+                            self.remove(&entry).await;
+                            entry = next;
+                        }
                         match self
                             .store
                             .revive(row, existing.attempt, &existing.origin)
                             .await
                         {
                             Ok(CasOutcome::Applied) => break,
-                            Ok(CasOutcome::NotApplied) => {
-                                self.remove(&entry).await;
-                                info!(%id, "duplicate enqueue of a recently completed job");
-                                return Ok(Enqueued::Duplicate {
-                                    id,
-                                    state: JobState::Done,
-                                });
-                            }
+                            // Still done (its window not over), or another enqueue of
+                            // the key started the next job first: report what is there now.
+                            Ok(CasOutcome::NotApplied) => match self.store.read(&key).await {
+                                Ok(Some(now)) if now.origin == origin => break,
+                                Ok(Some(now)) => {
+                                    self.remove(&entry).await;
+                                    info!(%id, state = ?now.state, "duplicate enqueue");
+                                    return Ok(Enqueued::Duplicate {
+                                        id,
+                                        state: now.state,
+                                    });
+                                }
+                                Ok(None) => StoreError::Unavailable("row vanished".into()),
+                                Err(e) => e,
+                            },
                             Err(error) => error,
                         }
                     }

@@ -72,19 +72,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let done = Arc::new(AtomicU64::new(0));
         let passes = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
+        // When the run passed each tenth of its items: a rate that falls as the run grows
+        // shows a cost that grows with the data (as a per-read purge of whole partitions did).
+        let tenths = Arc::new(std::sync::Mutex::new(vec![None; 11]));
+        // Micros spent in `claim()` calls that got a job, and in `complete()`.
+        let phases = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let mut tasks = Vec::new();
         for p in 0..processes {
             let process = queue.with_clock(WallClock::system());
             for w in 0..workers {
                 let (q, done, passes) = (process.clone(), Arc::clone(&done), Arc::clone(&passes));
+                let (tenths, phases) = (Arc::clone(&tenths), Arc::clone(&phases));
                 tasks.push(tokio::spawn(async move {
                     let name = format!("p{p}w{w}");
                     while done.load(Ordering::SeqCst) < n as u64 {
                         passes.fetch_add(1, Ordering::Relaxed);
+                        let claim_started = Instant::now();
                         match q.claim(&name).await {
                             Ok(Some(job)) => {
-                                if job.complete().await.is_ok() {
-                                    done.fetch_add(1, Ordering::SeqCst);
+                                let complete_started = Instant::now();
+                                let claimed = complete_started - claim_started;
+                                let completed = job.complete().await;
+                                for (phase, took) in
+                                    phases.iter().zip([claimed, complete_started.elapsed()])
+                                {
+                                    phase.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+                                }
+                                if completed.is_ok() {
+                                    let now_done = done.fetch_add(1, Ordering::SeqCst) + 1;
+                                    if now_done.is_multiple_of((n as u64 / 10).max(1))
+                                        && let Ok(mut t) = tenths.lock()
+                                        && let Some(slot) =
+                                            t.get_mut((now_done * 10 / n as u64) as usize)
+                                    {
+                                        *slot = Some(started.elapsed());
+                                    }
                                 }
                             }
                             Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
@@ -98,9 +120,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             task.await?;
         }
         let process_rate = n as f64 / started.elapsed().as_secs_f64();
+        let tenths = tenths.lock().map(|t| t.clone()).unwrap_or_default();
+        if let (Some(Some(first)), Some(Some(ninth)), Some(Some(last))) =
+            (tenths.get(1), tenths.get(9), tenths.get(10))
+        {
+            let tenth = n as f64 / 10.0;
+            let ms = |i: usize| phases[i].load(Ordering::Relaxed) as f64 / 1000.0 / n as f64;
+            eprintln!(
+                "{n} items: processed {:.0} items/s over the first tenth, {:.0} over the last; \
+                 per item {:.1} ms in claim(), {:.1} ms in complete() ({} claimers)",
+                tenth / first.as_secs_f64(),
+                tenth / (*last - *ninth).as_secs_f64(),
+                ms(0),
+                ms(1),
+                processes * workers,
+            );
+        }
         let passes = passes.load(Ordering::Relaxed) as f64;
         let row = match (before, counts()) {
-            (Some(before), Some(after)) => figures(n as f64, passes, &before, &after),
+            (Some(before), Some(after)) => {
+                let per = |a: u64, b: u64| (a - b) as f64 / n as f64;
+                eprintln!(
+                    "{n} items, processing per item: {:.2} item reads, {:.2} index scans \
+                     ({:.1} tombstones each), {:.2} cursor reads, {:.2} index writes",
+                    per(
+                        after.peeks + after.serial_reads,
+                        before.peeks + before.serial_reads
+                    ),
+                    per(after.index_scans, before.index_scans),
+                    (after.tombstones_scanned - before.tombstones_scanned) as f64
+                        / (after.index_scans - before.index_scans).max(1) as f64,
+                    per(after.other_reads, before.other_reads),
+                    per(after.plain_writes, before.plain_writes),
+                );
+                figures(n as f64, passes, &before, &after)
+            }
             _ => "n/a (cluster) | n/a | n/a | n/a | n/a".to_owned(),
         };
         println!(

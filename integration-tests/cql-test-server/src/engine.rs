@@ -190,6 +190,8 @@ pub struct Partition {
     pub statics: Row,
     /// Rows by clustering key.
     pub rows: BTreeMap<Clustering, Row>,
+    /// The server second of the last purge (see `tombstone::purge`).
+    pub purged_at: Option<i64>,
 }
 
 impl Partition {
@@ -201,6 +203,7 @@ impl Partition {
             ranges: Vec::new(),
             statics: Row::default(),
             rows: BTreeMap::new(),
+            purged_at: None,
         }
     }
 

@@ -53,15 +53,23 @@ impl Engine {
         Ok(None)
     }
 
-    /// Purges the tombstones past `gc_grace_seconds` in the partitions a read visits.
+    /// Purges the tombstones past `gc_grace_seconds` in the partitions a read visits, at
+    /// most once per partition and server second. A purge visits the whole partition, which
+    /// a storage engine does in the background (compaction), not per read: done on every
+    /// read it made each read of a large partition cost its size. Once a second loses
+    /// nothing: what is written in second `now` (deleted at `now`, or expiring at `now + 1`
+    /// or later) is not purgeable before `now + 1` (with a grace of zero or more).
     pub(super) fn purge(&mut self, key: &(String, String), partitions: &[Vec<u8>], now: i64) {
         let Some(table) = self.tables.get_mut(key) else {
             return;
         };
         let grace = table.gc_grace;
         for pk in partitions {
-            if let Some(p) = table.partitions.get_mut(pk) {
+            if let Some(p) = table.partitions.get_mut(pk)
+                && (p.purged_at != Some(now) || grace < 0)
+            {
                 purge_partition(p, grace, now);
+                p.purged_at = Some(now);
             }
         }
     }

@@ -179,6 +179,9 @@ macro_rules! queue_suite {
             queue_hardening::dropped_queue_futures_leave_no_claim,
             queue_parked::parked_claim_is_undone_within_a_bound,
             queue_parked::drained_worker_keeps_no_claim,
+            queue_unique::unique_enqueue_race_reports_true_state,
+            queue_unique::stale_check_entry_does_not_start_revived_job_early,
+            queue_unique::revival_in_flight_keeps_its_entry,
         );
     };
 }

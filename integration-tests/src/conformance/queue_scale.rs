@@ -95,28 +95,38 @@ pub async fn claim_passes_skip_tombstones(b: &dyn Backend) {
     assert!(later < 100.0, "{later} tombstones per idle pass");
 }
 
-/// 64 claimers, four processes of 16, on 256 items: each item costs at most 1.2 claim LWTs
+/// 64 claimers, four processes of 16, on 1024 items: each item costs at most 1.2 claim LWTs
 /// (a process's dispatcher hands each of its claimers a different candidate; processes start
 /// on different slots of the head, learn where the others work, and skip items they read as
 /// taken without an LWT), and no item partition takes more than twice the mean number of
 /// LWTs. Processes pick their home slots at random, so one round can be unlucky: on the
-/// embedded store the median of three rounds is asserted.
+/// embedded store the median of three rounds is asserted; over the wire, see below.
 pub async fn no_convoy_with_64_claimers(b: &dyn Backend) {
     if counts_or_skip(b, "no_convoy_with_64_claimers").is_none() {
         return;
     }
-    let rounds = if b.simulated_time() { 3 } else { 1 };
+    // The first claims of a round race before the processes have learnt where the others
+    // work: on simulated time, enough items that this start-up cost is shared out as in a
+    // long run (256 items measured 1.15 to 1.23 per item, 1024 measure 1.10 to 1.13), so the
+    // bar itself is asserted. Over the wire (real time, a debug build on a loaded machine)
+    // 1024 items measure 1.05 but take 12 to 16 s and approach the 2 s claim TTL per job, so
+    // one round of 256 items (1.12 to 1.23) is checked against a looser bar.
+    let (rounds, items, bar) = if b.simulated_time() {
+        (3, 1024, 1.2)
+    } else {
+        (1, 256, 1.4)
+    };
     let mut per_item = Vec::new();
     for round in 0..rounds {
-        per_item.push(convoy_round(b, &format!("convoy{round}")).await);
+        per_item.push(convoy_round(b, &format!("convoy{round}"), items).await);
     }
     per_item.sort_by(f64::total_cmp);
     let median = per_item[per_item.len() / 2];
-    assert!(median <= 1.4, "{per_item:?} claim LWTs per claimed item");
+    assert!(median <= bar, "{per_item:?} claim LWTs per claimed item");
 }
 
 /// One round of [`no_convoy_with_64_claimers`]: claim LWTs per claimed item.
-async fn convoy_round(b: &dyn Backend, name: &str) -> f64 {
+async fn convoy_round(b: &dyn Backend, name: &str, items: usize) -> f64 {
     let start = counts(b);
     let q = queue_with(
         b,
@@ -127,7 +137,6 @@ async fn convoy_round(b: &dyn Backend, name: &str) -> f64 {
             ..queue_config()
         },
     );
-    let items = 256;
     for result in q
         .enqueue_batch((0..items).map(|n| NewItem::text(&format!("job {n}"))))
         .await

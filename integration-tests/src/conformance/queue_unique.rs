@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{Enqueued, JobState, NewItem, QueueConfig, WorkQueue};
+use cql_workqueue::{
+    Enqueued, EntryKind, IndexEntry, ItemId, JobState, NewItem, QueueConfig, WorkQueue,
+};
 
-use super::queue::{claim_soon, queue_config, queue_with};
+use super::queue::{claim_soon, queue_config, queue_store, queue_with};
 use crate::backend::Backend;
 
 fn unique(payload: &str) -> NewItem {
@@ -108,4 +110,140 @@ pub async fn unique_key_reopens_after_done_window(b: &dyn Backend) {
         q.claim("w").await.expect("claim").is_none(),
         "the resent enqueue started the job again"
     );
+}
+
+/// A config for the scenarios below: a done window of 2 s and a patient enqueue.
+fn window_config() -> QueueConfig {
+    let mut config = QueueConfig {
+        done_retention: Duration::from_secs(2),
+        ..queue_config()
+    };
+    config.claim.resolve_timeout = Duration::from_secs(10);
+    config
+}
+
+/// Two enqueues of a unique key race to start its next job once the done window is over:
+/// both read it done, one starts the job, and the other is told the job's true state
+/// (available), not the `Done` it had read before the winner's LWT.
+pub async fn unique_enqueue_race_reports_true_state(b: &dyn Backend) {
+    let q = queue_with(b, "race", window_config());
+    let id = q
+        .enqueue_item(unique("one"))
+        .await
+        .expect("enqueue")
+        .id()
+        .clone();
+    claim_and_complete(b, &q, "one", 1).await;
+    b.sleep(Duration::from_secs(3)).await;
+    // The first enqueue's revival is slow, so the second one's lands first.
+    b.inject_queue(
+        Some(QueueOp::Revive),
+        Fault::Latency(Duration::from_millis(400)),
+        Times::Next(1),
+    );
+    let second = async {
+        b.sleep(Duration::from_millis(100)).await;
+        q.enqueue_item(unique("second")).await
+    };
+    let (first, second) = futures::join!(q.enqueue_item(unique("first")), second);
+    b.clear_faults();
+    assert_eq!(second.expect("enqueue"), Enqueued::New(id.clone()));
+    assert_eq!(
+        first.expect("enqueue"),
+        Enqueued::Duplicate {
+            id,
+            state: JobState::Available
+        }
+    );
+    claim_and_complete(b, &q, "second", 2).await;
+}
+
+/// A claim's check entry whose removal failed, and a run entry whose claimer crashed before
+/// removing it, outlive their job; once the unique key's next job is revived as a delayed
+/// job, neither may start it early.
+pub async fn stale_check_entry_does_not_start_revived_job_early(b: &dyn Backend) {
+    let config = window_config();
+    let q = queue_with(b, "stale", config);
+    let id = q
+        .enqueue_item(unique("one"))
+        .await
+        .expect("enqueue")
+        .id()
+        .clone();
+    // The first job's run entry, as a claimer that crashed before removing it leaves it.
+    let bucket = i64::try_from(config.bucket_width.as_micros()).expect("width");
+    let now = cql_workqueue::clock::now_micros();
+    let left = IndexEntry::new(id, now, EntryKind::Run, true, 0, bucket);
+    queue_store(b)
+        .put_entry(q.name(), &left, now)
+        .await
+        .expect("entry");
+    let job = claim_soon(b, &q, "w").await.expect("the job");
+    // Let the claim's background removal of the run entry finish, then fail the check
+    // entry's removal after the completion.
+    b.sleep(Duration::from_millis(200)).await;
+    b.inject_queue(Some(QueueOp::Index), Fault::Unavailable, Times::Always);
+    job.complete().await.expect("complete");
+    b.clear_faults();
+    // Past the done window and past the claim's expiry, where the stale entry sits.
+    b.sleep(Duration::from_secs(4)).await;
+    let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let revived = q
+        .enqueue_item(unique("tomorrow").run_at(tomorrow))
+        .await
+        .expect("enqueue");
+    assert!(matches!(revived, Enqueued::New(_)), "{revived:?}");
+    // A fresh process scans from the cursor, which stays below the stale entry.
+    let other = q.with_clock(cql_workqueue::WallClock::system());
+    for _ in 0..5 {
+        if let Some(job) = other.claim("early").await.expect("claim") {
+            panic!("delayed job {} started early by a stale entry", job.id());
+        }
+        b.sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A scanner that reads a unique key's next job's entry while the job's revival is still on
+/// its way (the row still reads done) leaves the entry: the revived job is claimed.
+pub async fn revival_in_flight_keeps_its_entry(b: &dyn Backend) {
+    let q = queue_with(b, "revival", window_config());
+    q.enqueue_item(unique("one")).await.expect("enqueue");
+    claim_and_complete(b, &q, "one", 1).await;
+    b.sleep(Duration::from_secs(3)).await;
+    // An entry whose item is still being enqueued (no row yet) holds the cursor back, so the
+    // enqueue below does not find its entry behind the cursor and re-place it.
+    let bucket = i64::try_from(window_config().bucket_width.as_micros()).expect("width");
+    let pending = cql_workqueue::clock::now_micros() - 2_500_000;
+    let pending = IndexEntry::new(
+        ItemId::unique("pending"),
+        pending,
+        EntryKind::Run,
+        true,
+        0,
+        bucket,
+    );
+    queue_store(b)
+        .put_entry(q.name(), &pending, cql_workqueue::clock::now_micros())
+        .await
+        .expect("entry");
+    b.inject_queue(
+        Some(QueueOp::Revive),
+        Fault::Latency(Duration::from_millis(500)),
+        Times::Next(1),
+    );
+    // Another process scans while the revival is delayed: it finds the new entry first.
+    let other = q.with_clock(cql_workqueue::WallClock::system());
+    let scanner = async {
+        b.sleep(Duration::from_millis(200)).await;
+        other
+            .claim("early")
+            .await
+            .expect("claim")
+            .map(|job| job.id().clone())
+    };
+    let (revived, early) = futures::join!(q.enqueue_item(unique("two")), scanner);
+    b.clear_faults();
+    assert!(matches!(revived.expect("enqueue"), Enqueued::New(_)));
+    assert_eq!(early, None, "claimed before its revival applied");
+    claim_and_complete(b, &q, "two", 2).await;
 }
