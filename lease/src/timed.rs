@@ -103,12 +103,14 @@ impl LeaseStore for TimedStore {
 
     async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError> {
         let call = || self.inner.renew(claim);
-        self.metered("renew", Call::Conditional, call, applied).await
+        self.metered("renew", Call::Conditional, call, applied)
+            .await
     }
 
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
         let call = || self.inner.release(name, holder_id);
-        self.metered("release", Call::Conditional, call, applied).await
+        self.metered("release", Call::Conditional, call, applied)
+            .await
     }
 
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
