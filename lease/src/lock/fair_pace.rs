@@ -17,8 +17,10 @@
 //! - **within the window** (places 2 to [`WINDOW`] - 1): looks again after about half the
 //!   time the places ahead of it should take, (place - 1) × hand-over time / 2, where the
 //!   hand-over time is measured from how fast its own place went down (at least the time
-//!   since it last moved); between one round trip and `poll_interval`. A waiter halves its
-//!   distance to the head per read, so it is next in line, polling fast, before its turn.
+//!   since it last moved); between one round trip and place × `poll_interval / 5` (so the
+//!   first few places are awake when a long hold ends and hand-overs come quickly), at most
+//!   `poll_interval`. A waiter halves its distance to the head per read, so it is next in
+//!   line, polling fast, before its turn.
 //! - **further back** (or unknown): every `poll_interval`, as before.
 //!
 //! The extra load is therefore bounded whatever the number of contenders: at most two
@@ -56,6 +58,8 @@ pub(crate) struct Pace {
     hand_over: Option<Duration>,
     /// When the place last changed (or was first seen), and that place.
     since: Option<(Instant, usize)>,
+    /// When the last read returned.
+    last_read: Option<Instant>,
     collisions: u32,
 }
 
@@ -70,6 +74,7 @@ impl Pace {
             last_took: Duration::ZERO,
             hand_over: None,
             since: None,
+            last_read: None,
             collisions: 0,
         }
     }
@@ -98,8 +103,11 @@ impl Pace {
         let place = place.min(WINDOW);
         match self.since {
             Some((at, before)) if place < before && before < WINDOW => {
+                // The moves happened since the last read: after a long hold that is the
+                // pace of the burst that follows, not of the hold.
                 let moved = u32::try_from(before - place).unwrap_or(u32::MAX);
-                let sample = now.saturating_duration_since(at) / moved;
+                let from = self.last_read.unwrap_or(at).max(at);
+                let sample = now.saturating_duration_since(from) / moved;
                 self.hand_over = Some(match self.hand_over {
                     None => sample,
                     Some(h) => (h + sample) / 2,
@@ -109,6 +117,7 @@ impl Pace {
             Some((_, before)) if place == before => {}
             _ => self.since = Some((now, place)),
         }
+        self.last_read = Some(now);
     }
 
     /// How long to wait before the next read, given the last place observed.
@@ -124,9 +133,11 @@ impl Pace {
             p if p < WINDOW => {
                 // At least four round trips per hand-over (release, notice, write, read),
                 // and at least the time this waiter has stood still.
+                // At most p × poll/5 apart, so that after a long hold the first few
+                // places are awake for the burst of hand-overs that follows.
                 let hand_over = self.hand_over.unwrap_or(rt * 4).max(waited);
-                (hand_over * u32::try_from(p - 1).unwrap_or(u32::MAX) / 2)
-                    .clamp(rt, self.poll.max(rt))
+                let p = u32::try_from(p).unwrap_or(u32::MAX);
+                (hand_over * (p - 1) / 2).clamp(rt, (self.poll * p / 5).min(self.poll).max(rt))
             }
             _ => return self.poll,
         };
