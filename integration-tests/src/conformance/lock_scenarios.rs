@@ -31,7 +31,8 @@ fn notice_slack() -> Duration {
 /// the fair lock (polls), the bakery (each entrant reads every lower ticket: O(n²) reads)
 /// and the shadow-row lock (collisions and the thesis's growing back-offs). Timing there has room for a loaded
 /// machine: TTL 4 s, renewal every second, a poll every 50 ms (the next in line of the fair
-/// lock polls every 5 ms), retries after 20 ms, reads retried for 6 s.
+/// lock paces itself by its place in the queue, from about one round trip up to that),
+/// retries after 20 ms, reads retried for 6 s.
 fn plan(b: &dyn LockBackend, algo: Algo) -> (usize, usize, LockOptions) {
     if b.simulated_time() {
         return (64, 4, lock_options());

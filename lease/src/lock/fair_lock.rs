@@ -34,9 +34,13 @@
 //!   process that is arrival order; across processes it is not, but a contender that keeps
 //!   winning comes back with a higher sequence each time, so a tie cannot starve a waiter
 //!   forever (with ids alone, the lowest id would win every tie).
-//! - Waiters poll (the thesis names notification as future work); the contender next in
-//!   line polls ten times as often as the rest, so a hand-over waits about a tenth of
-//!   `poll_interval` without every waiter loading the store.
+//! - Waiters poll (the thesis names notification as future work), each at a pace set by
+//!   its place in the queue: the next in line at about one round trip (backing off while
+//!   the holder holds on), the next few waiters slower the further back they stand,
+//!   everyone beyond the first 16 places at `poll_interval`. A
+//!   hand-over costs about four round trips (release, notice, main-row write, read back),
+//!   which bounds the lock at roughly `1 / (4 × round trip)` acquisitions per second
+//!   whatever the number of contenders.
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
@@ -52,6 +56,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, instrument};
 
 use super::bakery::poll_delay;
+use super::fair_pace::Pace;
 use super::plain::{Attempt, Cells, PlainLock};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::rows::{MAIN, QUEUE};
@@ -84,8 +89,8 @@ impl std::fmt::Debug for FairLock {
 
 enum Step {
     Owned,
-    NextInLine,
-    NotFirst,
+    /// Not first in the queue: wait as the pace says.
+    Waiting,
     Collided,
 }
 
@@ -152,9 +157,15 @@ impl FairLock {
         Ok(name)
     }
 
-    /// Whether `mine` is the first live queue cell, reading from the last head seen.
-    /// Our place in the queue: 0 first, 1 next in line, 2 further back (or unknown).
-    async fn place_in_queue(&self, cells: &Cells, mine: &str) -> Result<usize, LockError> {
+    /// Our place in the queue (0 first), reading at most `limit` cells from the last head
+    /// seen; `limit` when we are not among them (or our own cell is gone: `keep_fresh`
+    /// restores it).
+    async fn place_in_queue(
+        &self,
+        cells: &Cells,
+        mine: &str,
+        limit: usize,
+    ) -> Result<usize, LockError> {
         let hint = self
             .heads
             .lock()
@@ -165,25 +176,28 @@ impl FairLock {
         let head = self
             .base
             .durable
-            .read_row(&cells.lock, QUEUE, from, 2, cells.read_deadline())
+            .read_row(&cells.lock, QUEUE, from, limit, cells.read_deadline())
             .await
             .map_err(|e| cells.store_error(e))?;
         let Some(first) = head.first() else {
-            return Ok(2); // our own cell is gone: keep_fresh restores it
+            return Ok(limit);
         };
         if let Ok(mut heads) = self.heads.lock() {
             heads.insert(cells.lock.clone(), first.name.clone());
         }
-        Ok(head.iter().position(|c| c.name == mine).unwrap_or(2))
+        Ok(head.iter().position(|c| c.name == mine).unwrap_or(limit))
     }
 
     /// One round: if first, claim the main row and check that we are alone there.
-    #[instrument(level = "debug", skip(self, cells), fields(lock = %cells.lock, id = cells.id()))]
-    async fn round(&self, cells: &Cells, mine: &str) -> Result<Step, LockError> {
-        match self.place_in_queue(cells, mine).await? {
-            0 => {}
-            1 => return Ok(Step::NextInLine),
-            _ => return Ok(Step::NotFirst),
+    #[instrument(level = "debug", skip(self, cells, pace), fields(lock = %cells.lock, id = cells.id()))]
+    async fn round(&self, cells: &Cells, mine: &str, pace: &mut Pace) -> Result<Step, LockError> {
+        let sent = Instant::now();
+        let place = self.place_in_queue(cells, mine, pace.read_limit()).await?;
+        let now = Instant::now();
+        pace.observed(now, now - sent, place);
+        if place != 0 {
+            debug!(place, "waiting in the queue");
+            return Ok(Step::Waiting);
         }
         let id = cells.id().to_owned();
         cells.put(MAIN, &id, 1).await?;
@@ -194,6 +208,7 @@ impl FairLock {
             .await
             .map_err(|e| cells.store_error(e))?;
         if main.len() == 1 && main[0].name == id {
+            pace.no_collision();
             return Ok(Step::Owned);
         }
         debug!(others = main.len(), "main row not ours alone; backing off");
@@ -222,14 +237,14 @@ impl Lock for FairLock {
         let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
+        let mut pace = Pace::new(self.base.options.poll_interval);
         loop {
-            let pause = match self.round(&cells, &mine).await? {
+            let pause = match self.round(&cells, &mine, &mut pace).await? {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
-                // The next in line polls faster: the hand-over waits on it alone.
-                Step::NextInLine => poll_delay(self.base.options.poll_interval / 10),
-                Step::NotFirst => poll_delay(self.base.options.poll_interval),
-                Step::Collided => poll_delay(self.base.options.poll_interval * 2),
+                // Jittered, so that waiters do not poll in step.
+                Step::Waiting => poll_delay(pace.delay(Instant::now())),
+                Step::Collided => poll_delay(pace.collided()),
             };
             if !cells.keep_fresh().await {
                 // Our queue cell may have expired: write it again under the same name, which
@@ -246,7 +261,12 @@ impl Lock for FairLock {
                     waited: started.elapsed(),
                 });
             }
-            tokio::time::sleep_until(wake).await;
+            if pause.is_zero() {
+                // A sleep, however short, lasts until the timer's next tick (1 ms).
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep_until(wake).await;
+            }
         }
     }
 
@@ -267,13 +287,16 @@ impl Lock for FairLock {
         let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
+        // Only the first place matters here: read two cells at most.
+        let mut pace = Pace::new(self.base.options.poll_interval);
+        pace.observed(Instant::now(), Duration::ZERO, 0);
         for _ in 0..TRY_ROUNDS {
-            match self.round(&cells, &mine).await? {
+            match self.round(&cells, &mine, &mut pace).await? {
                 Step::Owned if cells.keep_fresh().await => {
                     return Ok(Some(self.granted(cells, attempt)));
                 }
                 Step::Owned | Step::Collided => continue,
-                Step::NotFirst | Step::NextInLine => break,
+                Step::Waiting => break,
             }
         }
         cells.clear().await;
@@ -283,84 +306,5 @@ impl Lock for FairLock {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use std::sync::Mutex;
-
-    use tokio_util::sync::CancellationToken;
-
-    use super::*;
-    use crate::cells::memory::MemoryCellStore;
-
-    /// With arrival times from GlobalTime (one replica updating it every 10 ms), contenders
-    /// arriving 50 ms apart are still granted in arrival order.
-    #[tokio::test(start_paused = true)]
-    async fn global_time_arrivals_keep_the_order() {
-        let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
-        let start = (crate::cells::wall_micros(), Instant::now());
-        let clock: crate::global_time::LocalClock =
-            Arc::new(move || start.0 + i64::try_from(start.1.elapsed().as_micros()).unwrap_or(0));
-        let time = Arc::new(GlobalTime::with_clock(Arc::clone(&store), "t", clock));
-        let stop = CancellationToken::new();
-        let replica = {
-            let (time, stop) = (Arc::clone(&time), stop.clone());
-            tokio::spawn(async move { time.run(Duration::from_millis(10), stop).await })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let lock = |_| {
-            FairLock::new(Arc::clone(&store), LockOptions::default())
-                .unwrap()
-                .with_global_time(Arc::clone(&time))
-        };
-        let first = lock(0).lock("l", Duration::from_secs(60)).await.unwrap();
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        for i in 1..=5 {
-            let (l, order) = (lock(i), Arc::clone(&order));
-            tasks.push(tokio::spawn(async move {
-                let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
-                order.lock().unwrap().push(i);
-                guard.release().await.unwrap();
-            }));
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        first.release().await.unwrap();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        stop.cancel();
-        replica.await.unwrap();
-        assert_eq!(*order.lock().unwrap(), vec![1, 2, 3, 4, 5]);
-    }
-
-    /// With GlobalTime frozen, every arrival has the same time: the holder that releases and
-    /// comes straight back (reusing the lowest contender id) must not overtake a waiter.
-    #[tokio::test(start_paused = true)]
-    async fn frozen_time_does_not_let_the_lowest_id_starve_others() {
-        let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
-        let time = Arc::new(GlobalTime::with_clock(
-            Arc::clone(&store),
-            "t",
-            Arc::new(|| 1_000_000),
-        ));
-        time.try_update().await.unwrap();
-        let lock = FairLock::new(Arc::clone(&store), LockOptions::default())
-            .unwrap()
-            .with_global_time(time);
-        let first = lock.lock("l", Duration::from_secs(60)).await.unwrap();
-        let waiter = {
-            let lock = lock.clone();
-            tokio::spawn(async move { lock.lock("l", Duration::from_secs(60)).await.unwrap() })
-        };
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        first.release().await.unwrap();
-        // Straight back, with the freed (lowest) contender id and the same frozen time.
-        let again = lock.try_lock("l").await.unwrap();
-        let second = waiter.await.unwrap();
-        assert!(
-            again.is_none() && second.is_held(),
-            "the returning holder overtook the waiter"
-        );
-    }
-}
+#[path = "fair_tests.rs"]
+mod tests;

@@ -40,6 +40,7 @@
 pub mod bakery;
 mod contender;
 pub mod fair_lock;
+mod fair_pace;
 mod guard;
 pub mod lease_lock;
 mod plain;
