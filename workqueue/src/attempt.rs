@@ -258,6 +258,16 @@ impl WorkQueue {
                 self.remove(entry).await;
                 Ok(false)
             }
+            // A run entry naming the discarded attempt is a requeue's, placed before its LWT
+            // (no other path leaves one): while it may be in flight the entry stays, as a
+            // revival's does, else the requeued item would be left without an entry.
+            JobState::Discarded
+                if entry.kind == EntryKind::Run
+                    && entry.attempt == item.attempt
+                    && entry.pos >= self.now() - self.enqueue_window() =>
+            {
+                Ok(false)
+            }
             JobState::Discarded => {
                 self.dead_letter(entry).await?;
                 Ok(false)
@@ -306,7 +316,7 @@ impl WorkQueue {
     }
 
     /// How long after its position an entry may still be an enqueue's in progress.
-    fn enqueue_window(&self) -> i64 {
+    pub(crate) fn enqueue_window(&self) -> i64 {
         micros(self.config.claim.resolve_timeout) + micros(self.config.cursor_lag())
     }
 
