@@ -220,7 +220,13 @@ impl WorkQueue {
         let row = NewRow {
             key: &key,
             payload: &item.payload,
-            run_at,
+            // An immediate item's row says "at once": its entry's position (our clock) only
+            // orders it.
+            run_at: if item.run_at.is_none() {
+                crate::store::AT_ONCE
+            } else {
+                run_at
+            },
             origin: &origin,
         };
         let give_up_at = Instant::now() + self.config.claim.resolve_timeout;

@@ -185,6 +185,7 @@ macro_rules! queue_suite {
             queue_unique::revival_in_flight_keeps_its_entry,
             queue_review::requeue_in_flight_keeps_its_entry,
             queue_review::past_run_at_enqueue_in_flight_keeps_its_entry,
+            queue_review::duplicate_enqueue_entry_does_not_start_delayed_job,
         );
     };
 }

@@ -103,3 +103,39 @@ pub async fn past_run_at_enqueue_in_flight_keeps_its_entry(b: &dyn Backend) {
         "the overdue item lost its only index entry"
     );
 }
+
+/// A unique job delayed until tomorrow exists; a second enqueue of its key, immediate, places
+/// its own entry (at now) before its `IF NOT EXISTS` finds the row, and removes it only after
+/// reading the row back. A scanner meeting that entry in between finds the row available, and
+/// must not start tomorrow's job now.
+pub async fn duplicate_enqueue_entry_does_not_start_delayed_job(b: &dyn Backend) {
+    let q = queue_with(b, "dup-early", queue_config());
+    let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let first = NewItem::text("tomorrow").unique("nightly").run_at(tomorrow);
+    let id = q.enqueue_item(first).await.expect("enqueue").id().clone();
+    let other = q.with_clock(WallClock::system());
+    assert!(other.claim("scanner").await.expect("claim").is_none());
+    b.sleep(Duration::from_millis(500)).await;
+    // The duplicate's LWT is slow (under the request timeout): its entry is in place first.
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::Latency(Duration::from_millis(250)),
+        Times::Next(1),
+    );
+    let scanner = async {
+        b.sleep(Duration::from_millis(100)).await;
+        let job = other.claim("scanner").await.expect("claim");
+        job.map(|job| (job.id().clone(), job.payload().to_owned()))
+    };
+    let again = NewItem::text("now").unique("nightly");
+    let (duplicate, early) = futures::join!(q.enqueue_item(again), scanner);
+    b.clear_faults();
+    assert_eq!(
+        duplicate.expect("enqueue"),
+        cql_workqueue::Enqueued::Duplicate {
+            id,
+            state: cql_workqueue::JobState::Available
+        }
+    );
+    assert_eq!(early, None, "a job delayed until tomorrow was started now");
+}
