@@ -91,14 +91,8 @@ impl WorkQueue {
         {
             // Our own abandoned claim (applied after we gave up on it): give it back now
             // instead of leaving the item to its TTL, then look again.
-            let result = ClaimTarget::hand_back(
-                self.store.as_ref(),
-                &item.key,
-                &holder,
-                hand_back,
-                self.now(),
-            )
-            .await;
+            let result =
+                ClaimTarget::hand_back(self.store.as_ref(), &item.key, &holder, hand_back).await;
             info!(id = %item.key.id, claim = %holder, ?result, "orphaned claim handed back");
             match self.peek(entry).await? {
                 Some(again) => item = again,
@@ -258,6 +252,16 @@ impl WorkQueue {
                 self.remove(entry).await;
                 Ok(false)
             }
+            // A run entry naming the discarded attempt is a requeue's, placed before its LWT
+            // (no other path leaves one): while it may be in flight the entry stays, as a
+            // revival's does, else the requeued item would be left without an entry.
+            JobState::Discarded
+                if entry.kind == EntryKind::Run
+                    && entry.attempt == item.attempt
+                    && entry.pos >= self.now() - self.enqueue_window() =>
+            {
+                Ok(false)
+            }
             JobState::Discarded => {
                 self.dead_letter(entry).await?;
                 Ok(false)
@@ -281,7 +285,11 @@ impl WorkQueue {
                 }
                 Ok(false)
             }
-            _ if item.run_at > self.now() && item.state == JobState::Retryable => {
+            // Not due yet by our clock: a retry's back-off, or a delayed item met through an
+            // entry that is not its own (a duplicate enqueue's, placed before its LWT found
+            // the row). Immediate items store run_at `AT_ONCE`, so their enqueuer's clock
+            // never holds them back.
+            _ if item.run_at > self.now() => {
                 let run = self.entry(
                     &item.key.id,
                     item.run_at,
@@ -306,7 +314,7 @@ impl WorkQueue {
     }
 
     /// How long after its position an entry may still be an enqueue's in progress.
-    fn enqueue_window(&self) -> i64 {
+    pub(crate) fn enqueue_window(&self) -> i64 {
         micros(self.config.claim.resolve_timeout) + micros(self.config.cursor_lag())
     }
 

@@ -49,13 +49,14 @@ impl ClaimTarget {
         key: &ItemKey,
         claim_id: &str,
         hand_back: HandBack,
-        run_at: i64,
     ) -> Result<CasOutcome, StoreError> {
         match hand_back {
             HandBack::Delivered => {
+                // Available at once, whatever anyone's clock says: `due` holds back only
+                // rows whose run_at is ahead.
                 let to = Reschedule {
                     state: JobState::Available,
-                    run_at,
+                    run_at: crate::store::AT_ONCE,
                     error: None,
                 };
                 store.reschedule(key, claim_id, to).await
@@ -85,21 +86,20 @@ impl Holdable for ClaimTarget {
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
-        let run_at = self.index.as_ref().map_or(0, |(queue, _)| queue.now());
         let outcome = Self::hand_back(
             self.store.as_ref(),
             &self.key,
             &self.claim_id,
             self.hand_back,
-            run_at,
         )
         .await?;
         if let (HandBack::Delivered, CasOutcome::Applied, Some((queue, check))) =
             (self.hand_back, &outcome, &self.index)
         {
+            // The new entry sits at our clock (its order); the row says "at once".
             let to = Reschedule {
                 state: JobState::Available,
-                run_at,
+                run_at: queue.now(),
                 error: None,
             };
             queue.after_finish(check, check.attempt, Some(to)).await;

@@ -106,7 +106,7 @@ impl WorkQueue {
         self.place(&run).await?;
         let outcome = self
             .store
-            .requeue(&key, now, item.attempt)
+            .requeue(&key, crate::store::AT_ONCE, item.attempt)
             .await
             .map_err(store_error("requeue"))?;
         if outcome == CasOutcome::NotApplied {

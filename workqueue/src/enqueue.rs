@@ -220,7 +220,13 @@ impl WorkQueue {
         let row = NewRow {
             key: &key,
             payload: &item.payload,
-            run_at,
+            // An immediate item's row says "at once": its entry's position (our clock) only
+            // orders it.
+            run_at: if item.run_at.is_none() {
+                crate::store::AT_ONCE
+            } else {
+                run_at
+            },
             origin: &origin,
         };
         let give_up_at = Instant::now() + self.config.claim.resolve_timeout;
@@ -308,6 +314,23 @@ impl WorkQueue {
             }
             warn!(%id, %error, "enqueue answer lost; sending it again");
             tokio::time::sleep(self.config.claim.retry_interval / 2).await;
+        }
+        // An entry at a run_at long past, met by a scanner before the row existed, reads as
+        // the leftover of an enqueue that died (`drop_orphan`, or a done row's stale entry)
+        // and may have been deleted while the LWT was on its way: placed again now that the
+        // row exists (the scanner only ever deletes the copy it read).
+        let skew = micros(self.config.claim.max_clock_skew);
+        if entry.pos < self.now() - self.enqueue_window() + 2 * skew {
+            let again = self.entry(
+                &id,
+                entry.pos,
+                EntryKind::Run,
+                entry.immediate,
+                entry.attempt,
+            );
+            written_from = Instant::now();
+            self.replace(&entry, &again).await?;
+            entry = again;
         }
         self.keep_ahead_of_cursor(entry, written_from).await?;
         info!(queue = %self.name(), %id, "enqueued");

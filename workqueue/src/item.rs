@@ -109,7 +109,8 @@ pub struct StoredItem {
     pub attempt: i32,
     /// The live claim's unique id, if a worker holds the item now.
     pub claim: Option<String>,
-    /// Not to be run before this wall-clock time, microseconds since the epoch.
+    /// Not to be run before this wall-clock time, microseconds since the epoch
+    /// ([`crate::AT_ONCE`] for an item available at once, whatever the clock).
     pub run_at: i64,
     /// The last failure's message.
     pub last_error: Option<String>,

@@ -12,6 +12,10 @@ use cql_lease::{CasOutcome, StoreError};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 
+/// The run_at stored for an item available at once (an immediate enqueue, a hand-back, a
+/// requeue): never ahead of any clock, so no clock holds it back.
+pub const AT_ONCE: i64 = 0;
+
 /// A new item row.
 #[derive(Debug, Clone, Copy)]
 pub struct NewRow<'a> {

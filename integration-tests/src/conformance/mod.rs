@@ -26,6 +26,7 @@ pub mod queue_features;
 pub mod queue_hardening;
 pub mod queue_orphans;
 pub mod queue_parked;
+pub mod queue_review;
 pub mod queue_scale;
 pub mod queue_unique;
 
@@ -182,6 +183,9 @@ macro_rules! queue_suite {
             queue_unique::unique_enqueue_race_reports_true_state,
             queue_unique::stale_check_entry_does_not_start_revived_job_early,
             queue_unique::revival_in_flight_keeps_its_entry,
+            queue_review::requeue_in_flight_keeps_its_entry,
+            queue_review::past_run_at_enqueue_in_flight_keeps_its_entry,
+            queue_review::duplicate_enqueue_entry_does_not_start_delayed_job,
         );
     };
 }

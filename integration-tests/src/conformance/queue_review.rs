@@ -1,0 +1,141 @@
+//! Interleavings found by review where a scanner's index upkeep raced a write still on its
+//! way: the item must stay findable.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::QueueOp;
+use cql_workqueue::{EntryKind, IndexEntry, ItemId, NewItem, WallClock};
+
+use super::queue::{claim_soon, queue_config, queue_store, queue_with};
+use crate::backend::Backend;
+
+/// A dead letter is requeued while another process scans: the scanner reads the requeue's
+/// new run entry while the row still reads discarded (the requeue LWT is on its way). The
+/// scanner must not treat that entry as a dead letter's leftover and delete it: once the
+/// requeue applies, the item is available and must be claimable.
+pub async fn requeue_in_flight_keeps_its_entry(b: &dyn Backend) {
+    let q = queue_with(b, "requeue-race", queue_config());
+    let id = q.enqueue("poison").await.expect("enqueue");
+    let job = claim_soon(b, &q, "w").await.expect("the job");
+    job.discard("bad").await.expect("discard");
+    // Another process starts its scan position at the cursor now (nothing to claim), so its
+    // next claim, within `cursor_refresh`, scans on from that position without moving the
+    // cursor.
+    let other = q.with_clock(WallClock::system());
+    assert!(other.claim("scanner").await.expect("claim").is_none());
+    b.sleep(Duration::from_millis(500)).await;
+    // The requeue's LWT is slow (under the request timeout): its run entry is in place first.
+    b.inject_queue(
+        Some(QueueOp::Reschedule),
+        Fault::Latency(Duration::from_millis(250)),
+        Times::Next(1),
+    );
+    let scanner = async {
+        b.sleep(Duration::from_millis(100)).await;
+        other
+            .claim("scanner")
+            .await
+            .expect("claim")
+            .map(|job| job.id().clone())
+    };
+    let (requeued, early) = futures::join!(q.requeue_dead(&id), scanner);
+    b.clear_faults();
+    assert!(requeued.expect("requeue"), "the requeue applied");
+    assert_eq!(early, None, "claimed before its requeue applied");
+    let job = claim_soon(b, &q, "w").await;
+    assert_eq!(
+        job.map(|j| j.id().clone()),
+        Some(id),
+        "the requeued item lost its only index entry"
+    );
+}
+
+/// An item enqueued with a `run_at` in the past (eligible at once) while its enqueue LWT is
+/// slow: a scanner reads its entry before the row exists. The entry's position is its
+/// `run_at`, far older than an enqueue's resolve window, so the scanner takes it for an
+/// enqueue that died and deletes it; the enqueue then applies, and the cursor (held back by
+/// an older entry) is far enough below the entry that the enqueuer's cursor check does not
+/// re-place it.
+pub async fn past_run_at_enqueue_in_flight_keeps_its_entry(b: &dyn Backend) {
+    let config = queue_config();
+    let q = queue_with(b, "past-run-at", config);
+    let width = i64::try_from(config.bucket_width.as_micros()).expect("width");
+    let now = cql_workqueue::clock::now_micros();
+    // An entry of an enqueue that died long ago (no row): it holds the cursor back.
+    let dead = IndexEntry::new(
+        ItemId::unique("died"),
+        now - 40_000_000,
+        EntryKind::Run,
+        true,
+        0,
+        width,
+    );
+    queue_store(b)
+        .put_entry(q.name(), &dead, now)
+        .await
+        .expect("entry");
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::Latency(Duration::from_millis(250)),
+        Times::Next(1),
+    );
+    let other = q.with_clock(WallClock::system());
+    let scanner = async {
+        b.sleep(Duration::from_millis(100)).await;
+        other
+            .claim("scanner")
+            .await
+            .expect("claim")
+            .map(|job| job.id().clone())
+    };
+    let half_a_minute_ago =
+        UNIX_EPOCH + Duration::from_micros(u64::try_from(now - 30_000_000).expect("positive"));
+    let item = NewItem::text("overdue").run_at(half_a_minute_ago);
+    let (enqueued, early) = futures::join!(q.enqueue_item(item), scanner);
+    b.clear_faults();
+    let id = enqueued.expect("enqueue").id().clone();
+    assert_eq!(early, None, "claimed before its enqueue applied");
+    let job = claim_soon(b, &q, "w").await;
+    assert_eq!(
+        job.map(|j| j.id().clone()),
+        Some(id),
+        "the overdue item lost its only index entry"
+    );
+}
+
+/// A unique job delayed until tomorrow exists; a second enqueue of its key, immediate, places
+/// its own entry (at now) before its `IF NOT EXISTS` finds the row, and removes it only after
+/// reading the row back. A scanner meeting that entry in between finds the row available, and
+/// must not start tomorrow's job now.
+pub async fn duplicate_enqueue_entry_does_not_start_delayed_job(b: &dyn Backend) {
+    let q = queue_with(b, "dup-early", queue_config());
+    let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
+    let first = NewItem::text("tomorrow").unique("nightly").run_at(tomorrow);
+    let id = q.enqueue_item(first).await.expect("enqueue").id().clone();
+    let other = q.with_clock(WallClock::system());
+    assert!(other.claim("scanner").await.expect("claim").is_none());
+    b.sleep(Duration::from_millis(500)).await;
+    // The duplicate's LWT is slow (under the request timeout): its entry is in place first.
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::Latency(Duration::from_millis(250)),
+        Times::Next(1),
+    );
+    let scanner = async {
+        b.sleep(Duration::from_millis(100)).await;
+        let job = other.claim("scanner").await.expect("claim");
+        job.map(|job| (job.id().clone(), job.payload().to_owned()))
+    };
+    let again = NewItem::text("now").unique("nightly");
+    let (duplicate, early) = futures::join!(q.enqueue_item(again), scanner);
+    b.clear_faults();
+    assert_eq!(
+        duplicate.expect("enqueue"),
+        cql_workqueue::Enqueued::Duplicate {
+            id,
+            state: cql_workqueue::JobState::Available
+        }
+    );
+    assert_eq!(early, None, "a job delayed until tomorrow was started now");
+}
