@@ -119,6 +119,24 @@ async fn renewals_cut_by_the_hold_show_as_unknown_round_trips() {
     );
 }
 
+/// `keep_alive_with` lets the caller share one `held` channel between guards. The gauge of
+/// held claims must still count each hold once up and once down, whatever the channel shows.
+#[tokio::test(start_paused = true)]
+async fn guards_sharing_a_held_channel_leave_the_gauge_at_zero() {
+    let capture = Capture::default();
+    let _installed = capture.install();
+    let client = LeaseClient::new(Arc::new(MemoryStore::new()), config()).unwrap();
+    let (held, _watch) = tokio::sync::watch::channel(false);
+    let first = client.acquire("one", "a", None, None).await.unwrap();
+    let second = client.acquire("two", "a", None, None).await.unwrap();
+    let first = first.keep_alive_with(held.clone());
+    let second = second.keep_alive_with(held.clone());
+    assert_eq!(capture.gauge(HELD, &[("kind", "lease")]), 2.0, "two held");
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+    assert_eq!(capture.gauge(HELD, &[("kind", "lease")]), 0.0, "none held");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lost_claim_answer_read_back_counts_as_resolved() {
     let capture = Capture::default();
