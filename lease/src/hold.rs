@@ -16,7 +16,7 @@
 //! Rule kept here once for everyone: nothing reaches a caller past its deadline with a live
 //! token. A hold whose claim was answered after `sent_at + validity` starts lost.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -219,6 +219,9 @@ struct Signals {
     deadline: watch::Sender<Instant>,
     stop_acting: CancellationToken,
     renewals: AtomicU64,
+    /// Whether this hold counts in the held gauge: set once when it starts held, taken once
+    /// when it ends. Not read off `held`, which the caller may share between holds.
+    counted: AtomicBool,
     reason: Mutex<Option<LossReason>>,
     lost_at: Mutex<Option<Instant>>,
 }
@@ -235,7 +238,8 @@ impl Signals {
             slot.get_or_insert(reason.clone());
         }
         // The watch first, so whoever wakes on the token already reads `false`.
-        if self.held.send_replace(false) {
+        self.held.send_replace(false);
+        if self.counted.swap(false, Ordering::AcqRel) {
             crate::metrics::hold_ended(self.kind, &reason);
         }
         if !self.stop_acting.is_cancelled() {
@@ -297,6 +301,7 @@ impl Hold {
             deadline: watch::channel(deadline).0,
             stop_acting: CancellationToken::new(),
             renewals: AtomicU64::new(0),
+            counted: AtomicBool::new(false),
             reason: Mutex::new(None),
             lost_at: Mutex::new(None),
         });
@@ -317,6 +322,7 @@ impl Hold {
             return hold;
         }
         signals.held.send_replace(true);
+        signals.counted.store(true, Ordering::Release);
         crate::metrics::held(signals.kind, 1.0);
         hold.task = Some(tokio::spawn(renew::run(
             target, timing, signals, stop_task, inbox,

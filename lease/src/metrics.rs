@@ -222,17 +222,46 @@ pub fn store_request(
 /// `call`'s own.
 ///
 /// # Cancel safety
-/// As cancel-safe as `call`; a dropped call is not recorded.
+/// As cancel-safe as `call`. A call dropped before its answer (cut by a caller's budget, such
+/// as a renewal given up on a frozen node) is recorded as `unknown`: it was sent and got no
+/// answer.
 pub async fn timed<T>(
     store: &'static str,
     operation: &'static str,
     call: impl Future<Output = Result<T, StoreError>>,
     applied: impl FnOnce(&T) -> bool,
 ) -> Result<T, StoreError> {
-    let sent = Instant::now();
+    let mut pending = Pending {
+        store,
+        operation,
+        sent: Instant::now(),
+        answered: false,
+    };
     let result = call.await;
-    store_request(store, operation, Outcome::of(&result, applied), sent);
+    pending.answered = true;
+    store_request(
+        store,
+        operation,
+        Outcome::of(&result, applied),
+        pending.sent,
+    );
     result
+}
+
+/// A round trip in flight: recorded as `unknown` if dropped before its answer.
+struct Pending {
+    store: &'static str,
+    operation: &'static str,
+    sent: Instant,
+    answered: bool,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.answered {
+            store_request(self.store, self.operation, Outcome::Unknown, self.sent);
+        }
+    }
 }
 
 /// Records one plain-cell round trip (a `write` or a read), cut at its budget when

@@ -10,7 +10,7 @@
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
@@ -60,6 +60,12 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Starts `argv` with `env` added; `stdin` bytes are written to its standard input and then
 /// closed (`None`: it inherits cqlcoord's). It is killed if cqlcoord drops it.
 ///
+/// Unless it shares a terminal as its standard input, it leads a process group of its own, so
+/// that stopping it stops whatever it started too (`sh -c 'work & wait'`, pipelines): those
+/// must not go on working once the lock, term or claim is given up. On a terminal it stays in
+/// cqlcoord's group (the terminal's foreground group), where it can read the terminal and
+/// Ctrl-C reaches it; only the command itself is then signalled.
+///
 /// # Errors
 /// The command could not be started (exit 1, naming it).
 pub async fn spawn(
@@ -72,6 +78,9 @@ pub async fn spawn(
         .ok_or_else(|| CliError::usage("no command given after --"))?;
     let mut command = Command::new(program);
     command.args(args).kill_on_drop(true);
+    if stdin.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        command.process_group(0);
+    }
     for (key, value) in env {
         command.env(key, value);
     }
@@ -127,22 +136,42 @@ pub async fn supervise(
         .checked_sub(KILL_MARGIN)
         .unwrap_or_else(Instant::now);
     let kill_at = (Instant::now() + grace).min(last_moment);
-    if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
-        // ESRCH: it exited meanwhile; `wait` below collects it.
-        let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-    }
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    // Not reaped yet (only `wait` reaps), so its process group can be read.
+    let group = pid.is_some_and(|pid| nix::unistd::getpgid(Some(pid)) == Ok(pid));
+    // ESRCH: it exited meanwhile; `wait` below collects it.
+    signal(pid, group, Signal::SIGTERM);
     let status = tokio::select! {
         status = child.wait() => status,
         _ = tokio::time::sleep_until(kill_at) => {
-            // `start_kill` is SIGKILL; an error means it already exited.
+            signal(pid, group, Signal::SIGKILL);
+            // An error means it already exited.
             let _ = child.start_kill();
             child.wait().await
         }
     };
+    // Whatever it started and left behind (having ignored SIGTERM, or after the command
+    // exited on SIGTERM) goes too. Only to the group: the command's own pid is reaped now.
+    if group {
+        signal(pid, group, Signal::SIGKILL);
+    }
     Ok(Ended {
         status: status.map_err(wait_error)?,
         stopped: Some(why),
     })
+}
+
+/// Sends `signal` to the command's process group when it leads one (`group`, see [`spawn`]),
+/// else to the command alone. Errors (ESRCH: nothing left) are ignored.
+fn signal(pid: Option<Pid>, group: bool, signal: Signal) {
+    match pid {
+        Some(pid) if group => drop(killpg(pid, signal)),
+        Some(pid) => drop(kill(pid, signal)),
+        None => {}
+    }
 }
 
 /// A token cancelled on SIGTERM or SIGINT to cqlcoord.

@@ -125,6 +125,22 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                 deadline,
                 ..
             }) => {
+                if stop.is_cancelled() {
+                    // The term ended before this process took the event: the command must
+                    // not start outside it. Then as for a term lost while it ran.
+                    let _ = campaign.resign().await;
+                    if !args.recampaign {
+                        return Err(CliError::lost(format!(
+                            "term {term} of {:?} ended before its command started",
+                            args.name
+                        )));
+                    }
+                    eprintln!(
+                        "cqlcoord: term {term} ended before its command started; campaigning again"
+                    );
+                    campaign = election.campaign(&args.candidate, args.value.clone())?;
+                    continue;
+                }
                 eprintln!("cqlcoord: elected {} term {term}", args.name);
                 let env = [
                     ("CQLCOORD_ELECTION", args.name.clone()),

@@ -72,6 +72,17 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
             )));
         }
     };
+    if guard.cancellation_token().is_cancelled() {
+        // Answered after its deadline (a hold that starts lost): never start the command
+        // without the lock, not even for the moment it would take to stop it.
+        let reason = guard.loss_reason();
+        let _ = guard.release().await;
+        return Err(CliError::lost(format!(
+            "lock {:?} lost before the command started ({})",
+            args.name,
+            reason.map_or_else(|| "deadline".into(), |r| format!("{r:?}"))
+        )));
+    }
     let mut env = vec![("CQLCOORD_LOCK", args.name.clone())];
     if let Some(token) = guard.token() {
         env.push(("CQLCOORD_FENCING_TOKEN", token.to_string()));

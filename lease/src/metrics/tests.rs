@@ -87,6 +87,56 @@ async fn a_keep_alive_that_cannot_renew_counts_a_loss() {
     assert!(!failed.is_empty());
 }
 
+/// A frozen node: renewals get no answer at all. Each renewal the hold gives up on (at its
+/// budget, half the time left, which is shorter than the request timeout) is a round trip
+/// with no answer, so it must show as `outcome="unknown"` in [`STORE_REQUESTS`] (what the
+/// README promises: renewals' lost answers show as `unknown` round trips), not vanish.
+#[tokio::test(start_paused = true)]
+async fn renewals_cut_by_the_hold_show_as_unknown_round_trips() {
+    let capture = Capture::default();
+    let _installed = capture.install();
+    let store = Arc::new(MemoryStore::new());
+    let client = LeaseClient::new(store.clone(), config()).unwrap();
+    let guard = client
+        .acquire("frozen", "a", None, None)
+        .await
+        .unwrap()
+        .keep_alive();
+    store.inject(
+        Some(Op::Renew),
+        Fault::Latency(Duration::from_secs(600)),
+        Times::Always,
+    );
+    guard.lost().await;
+
+    let cut = capture.histogram(RENEW_SECONDS, &[("kind", "lease"), ("outcome", "unknown")]);
+    assert!(!cut.is_empty(), "the renewals were cut");
+    let sent = lease_calls(&capture, "renew", "unknown") + lease_calls(&capture, "renew", "error");
+    assert_eq!(
+        sent,
+        cut.len() as u64,
+        "every renewal sent and cut is a round trip without an answer"
+    );
+}
+
+/// `keep_alive_with` lets the caller share one `held` channel between guards. The gauge of
+/// held claims must still count each hold once up and once down, whatever the channel shows.
+#[tokio::test(start_paused = true)]
+async fn guards_sharing_a_held_channel_leave_the_gauge_at_zero() {
+    let capture = Capture::default();
+    let _installed = capture.install();
+    let client = LeaseClient::new(Arc::new(MemoryStore::new()), config()).unwrap();
+    let (held, _watch) = tokio::sync::watch::channel(false);
+    let first = client.acquire("one", "a", None, None).await.unwrap();
+    let second = client.acquire("two", "a", None, None).await.unwrap();
+    let first = first.keep_alive_with(held.clone());
+    let second = second.keep_alive_with(held.clone());
+    assert_eq!(capture.gauge(HELD, &[("kind", "lease")]), 2.0, "two held");
+    first.release().await.unwrap();
+    second.release().await.unwrap();
+    assert_eq!(capture.gauge(HELD, &[("kind", "lease")]), 0.0, "none held");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_lost_claim_answer_read_back_counts_as_resolved() {
     let capture = Capture::default();

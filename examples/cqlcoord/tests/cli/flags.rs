@@ -204,3 +204,58 @@ async fn schema_create_turns_tablets_off_on_scylla() {
     .await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
 }
+
+/// `--local-dc` with the LOCAL_* levels against the server's data centre (`datacenter1`):
+/// a lease taken, read and a fair lock run with them. The same flags naming a data centre the
+/// cluster does not have reach no node (the policy does not fail over), which shows the flag
+/// is used, not ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_levels_work_in_the_local_dc_and_not_elsewhere() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let local = |dc: &'static str| {
+        vec![
+            "--local-dc",
+            dc,
+            "--consistency",
+            "local-quorum",
+            "--serial-consistency",
+            "local-serial",
+            "--request-timeout",
+            "2s",
+        ]
+    };
+    let mut acquire = local("datacenter1");
+    acquire.extend(["lease", "acquire", "dc-local", "--owner", "ops", "--json"]);
+    let out = run(&hosts, &acquire, None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut get = local("datacenter1");
+    get.extend(["lease", "get", "dc-local", "--json"]);
+    let out = run(&hosts, &get, None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(got["owner"], "ops");
+    let mut lock = local("datacenter1");
+    lock.extend([
+        "lock",
+        "dc-fair",
+        "--algorithm",
+        "fair",
+        "--",
+        "sh",
+        "-c",
+        "exit 5",
+    ]);
+    let out = run(&hosts, &lock, None).await;
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out.stderr));
+
+    let mut elsewhere = local("nowhere");
+    elsewhere.extend(["lease", "get", "dc-local"]);
+    let out = run(&hosts, &elsewhere, None).await;
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr).lines().count(),
+        1,
+        "{}",
+        text(&out.stderr)
+    );
+}

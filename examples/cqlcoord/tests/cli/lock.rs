@@ -154,3 +154,69 @@ async fn the_command_is_stopped_before_the_lease_lapses() {
     .await;
     assert!(stderr.contains("lock \"paused\" lost"), "{stderr}");
 }
+
+/// Whether `pid` is a live process (not gone, not a zombie waiting to be reaped).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // `pid (comm) S ...`: the state follows the last ')'.
+            let (_, rest) = stat.rsplit_once(')')?;
+            rest.split_whitespace().next().map(|s| s != "Z" && s != "X")
+        })
+        .unwrap_or(false)
+}
+
+/// The command is a shell that started a worker of its own (`sh -c 'work & wait'`, a
+/// pipeline, a script running a program that forks). When the lock is lost, stopping the
+/// command must stop that worker too: otherwise the work goes on, unfenced, while another
+/// process takes the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_own_children_are_stopped_when_the_lock_is_lost() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let dir = scratch("lock-children");
+    let pid_file = dir.join("worker.pid");
+    let script = format!(
+        "sh -c 'while :; do sleep 0.05; done' & echo $! > {}; wait",
+        pid_file.display()
+    );
+    // stderr to a file: a surviving child would keep a pipe open after cqlcoord exits.
+    let stderr_path = dir.join("stderr");
+    let stderr_file = std::fs::File::create(&stderr_path).expect("stderr file");
+    let mut command = cqlcoord(&hosts);
+    command
+        .args(["lock", "grandchild"])
+        .args(TIMING)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(stderr_file);
+    let mut holder = command.spawn().expect("spawn");
+    let line = crate::common::wait_for_line(&pid_file, |l| !l.is_empty()).await;
+    let worker: i32 = line[0].trim().parse().expect("a pid");
+    assert!(alive(worker), "the worker runs under the lock");
+
+    // Repair: the holder's next renewal is refused, the lock is lost, the command stopped.
+    let out = run(&hosts, &["lease", "release", "grandchild"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), holder.wait())
+        .await
+        .expect("cqlcoord exits")
+        .expect("wait");
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    // The lock is free for others now: the worker must be gone.
+    let out = run(&hosts, &["lease", "get", "grandchild"], None).await;
+    assert_eq!(text(&out.stdout).trim(), "grandchild is free");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let survived = alive(worker);
+    if survived {
+        let _ = kill(Pid::from_raw(worker), Signal::SIGKILL); // don't leak it
+    }
+    assert!(
+        !survived,
+        "the command's child {worker} still runs after the lock was lost and freed"
+    );
+}
