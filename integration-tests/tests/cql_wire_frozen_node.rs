@@ -43,6 +43,7 @@ both_modes!(
     worker_keeps_claiming_through_a_frozen_node,
     crashed_worker_item_is_reclaimed_in_bound_with_a_frozen_node,
     lock_guard_is_kept_through_a_frozen_node,
+    crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node,
     fair_lock_guard_is_kept_through_a_frozen_node,
     bakery_lock_guard_is_kept_through_a_frozen_node,
 );
