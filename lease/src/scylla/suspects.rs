@@ -115,7 +115,10 @@ fn mark(node: NodeKey, for_: Duration) {
     let now = Instant::now();
     if let Ok(mut suspects) = SUSPECTS.lock() {
         suspects.retain(|_, until| *until > now);
-        suspects.insert(node, now + for_);
+        // A short cut (a request near its deadline gets as little as 50 ms) must not cut
+        // short the mark a longer timeout left.
+        let until = suspects.entry(node).or_insert(now);
+        *until = (*until).max(now + for_);
     }
     warn!(node = %node.1, avoided_for = ?for_, "coordinator left a request unanswered; routing around it");
 }
@@ -302,6 +305,18 @@ mod tests {
             None => std::future::pending().await,
         }
         unrecord(&node);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_short_cut_does_not_shorten_a_longer_mark() {
+        let frozen = node();
+        assert!(bounded(ms(1000), request(frozen, None)).await.is_err());
+        assert!(bounded(ms(50), request(frozen, None)).await.is_err());
+        tokio::time::sleep(ms(50) * SUSPECT_FOR).await;
+        assert!(
+            is_suspect(&frozen),
+            "the 50 ms cut replaced the longer mark"
+        );
     }
 
     #[tokio::test(start_paused = true)]
