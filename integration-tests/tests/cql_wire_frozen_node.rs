@@ -41,7 +41,9 @@ both_modes!(
     leader_keeps_its_term_through_a_down_node,
     worker_keeps_its_claim_through_a_frozen_node,
     worker_keeps_claiming_through_a_frozen_node,
+    crashed_worker_item_is_reclaimed_in_bound_with_a_frozen_node,
     lock_guard_is_kept_through_a_frozen_node,
+    crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node,
     fair_lock_guard_is_kept_through_a_frozen_node,
     bakery_lock_guard_is_kept_through_a_frozen_node,
 );

@@ -1,11 +1,11 @@
 //! Dead letters: discarded items, listed, requeued or purged.
 
 use cql_lease::{CasOutcome, StoreError};
-use tracing::{info, instrument};
+use tracing::{info, instrument, warn};
 
 use crate::clock;
 use crate::error::QueueError;
-use crate::item::{EntryKind, ItemId, JobState};
+use crate::item::{EntryKind, ItemId, ItemKey, JobState, StoredItem};
 use crate::queue::WorkQueue;
 
 /// A discarded item.
@@ -89,7 +89,9 @@ impl WorkQueue {
     ///
     /// # Errors
     ///
-    /// [`QueueError::Store`] when the store fails.
+    /// [`QueueError::Store`] when the store fails; [`QueueError::OutcomeUnknown`] when the
+    /// requeue's answer was lost and the read-back failed too (the item may be requeued:
+    /// call it again, which answers `false` if it was).
     ///
     /// # Cancel safety
     ///
@@ -104,11 +106,14 @@ impl WorkQueue {
         let run = self.entry(id, now, EntryKind::Run, true, item.attempt);
         let placed_from = tokio::time::Instant::now();
         self.place(&run).await?;
-        let outcome = self
+        let sent = self
             .store
             .requeue(&key, crate::store::AT_ONCE, item.attempt)
-            .await
-            .map_err(store_error("requeue"))?;
+            .await;
+        // Applied, its row says the item was requeued from this very attempt.
+        let outcome = self
+            .settle("requeue", &key, sent, |c| c.requeued_at == item.attempt)
+            .await?;
         if outcome == CasOutcome::NotApplied {
             self.remove(&run).await;
             return Ok(false);
@@ -127,7 +132,9 @@ impl WorkQueue {
     ///
     /// # Errors
     ///
-    /// [`QueueError::Store`] when the store fails.
+    /// [`QueueError::Store`] when the store fails; [`QueueError::OutcomeUnknown`] when the
+    /// purge's answer was lost and the read-back failed too. A lost answer whose read-back
+    /// finds the item done counts as purged (a done item is no dead letter either way).
     ///
     /// # Cancel safety
     ///
@@ -135,11 +142,11 @@ impl WorkQueue {
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn purge_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
         let key = self.key(id.clone());
+        let sent = self.store.purge(&key, self.config.done_retention).await;
+        // Only a discarded item can be purged, and nothing makes a done item discarded again.
         let outcome = self
-            .store
-            .purge(&key, self.config.done_retention)
-            .await
-            .map_err(store_error("purge"))?;
+            .settle("purge", &key, sent, |c| c.state == JobState::Done)
+            .await?;
         if outcome == CasOutcome::Applied {
             self.store
                 .delete_dead(self.name(), id, clock::next_micros())
@@ -148,5 +155,33 @@ impl WorkQueue {
             info!(%id, "dead letter purged");
         }
         Ok(outcome == CasOutcome::Applied)
+    }
+
+    /// Settles a dead-letter LWT whose answer may be lost (cut by the request timeout, or
+    /// any error after it was sent) by one SERIAL read-back: `applied` tells from the row
+    /// whether it took effect. Without this the caller got a store error for a change that
+    /// may have applied, and asking again found no dead letter to act on.
+    async fn settle(
+        &self,
+        operation: &'static str,
+        key: &ItemKey,
+        sent: Result<CasOutcome, StoreError>,
+        applied: impl Fn(&StoredItem) -> bool,
+    ) -> Result<CasOutcome, QueueError> {
+        let source = match sent {
+            Ok(outcome) => return Ok(outcome),
+            Err(source) if source.is_unknown() => source,
+            Err(source) => return Err(QueueError::Store { operation, source }),
+        };
+        warn!(id = %key.id, %source, operation, "answer lost; reading back");
+        match self.store.read(key).await {
+            Ok(Some(current)) if applied(&current) => Ok(CasOutcome::Applied),
+            Ok(_) => Ok(CasOutcome::NotApplied),
+            Err(_) => Err(QueueError::OutcomeUnknown {
+                operation,
+                id: key.id.clone(),
+                source,
+            }),
+        }
     }
 }

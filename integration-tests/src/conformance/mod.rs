@@ -174,6 +174,7 @@ macro_rules! queue_suite {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue::lapsed_claim_stops_worker_and_cannot_complete,
             queue::lost_answers_are_resolved,
+            queue_features::dead_letter_lost_answers_are_settled,
             queue_chaos::chaos_loses_nothing_and_never_reuses_tokens,
             queue_hardening::late_claim_is_undone,
             queue_hardening::every_job_exit_cancels_its_token,

@@ -5,6 +5,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::QueueOp;
 use cql_workqueue::{JobState, NewItem, QueueError};
 
 use super::queue::{queue, queue_config};
@@ -94,6 +96,56 @@ pub async fn dead_letters_list_requeue_purge(b: &dyn Backend) {
     assert!(q.purge_dead(&other).await.expect("purge"));
     assert!(q.dead_letters().await.expect("dead letters").is_empty());
     assert!(q.items().await.expect("items").is_empty());
+}
+
+/// A dead letter's requeue or purge whose answer is lost after it applied is settled by a
+/// read-back: the call reports what happened. (Cut by the queue's request timeout, these
+/// LWTs used to surface as a store error for a change that had been made, and asking again
+/// answered "not a dead letter".)
+pub async fn dead_letter_lost_answers_are_settled(b: &dyn Backend) {
+    let q = queue(b, "dead-lost");
+    let first = q.enqueue("poison").await.expect("enqueue");
+    let second = q.enqueue("also poison").await.expect("enqueue");
+    while q.dead_letters().await.expect("dead letters").len() < 2 {
+        match q.claim("w").await.expect("claim") {
+            Some(job) => {
+                job.fail("boom").await.expect("fail");
+            }
+            None => b.sleep(Duration::from_millis(200)).await,
+        }
+    }
+    // `Reschedule` aims at requeue and purge too.
+    b.inject_queue(
+        Some(QueueOp::Reschedule),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let requeued = q.requeue_dead(&first).await;
+    b.clear_faults();
+    assert!(
+        requeued.expect("requeue with a lost answer"),
+        "{}: a requeue that applied was reported as not requeued",
+        b.name()
+    );
+    let job = super::queue::claim_soon(b, &q, "w")
+        .await
+        .expect("requeued");
+    assert_eq!(job.id(), &first);
+    job.complete().await.expect("complete");
+
+    b.inject_queue(
+        Some(QueueOp::Reschedule),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let purged = q.purge_dead(&second).await;
+    b.clear_faults();
+    assert!(
+        purged.expect("purge with a lost answer"),
+        "{}: a purge that applied was reported as not purged",
+        b.name()
+    );
+    assert!(q.dead_letters().await.expect("dead letters").is_empty());
 }
 
 /// Stats count items by state (however far ahead they are scheduled) and age the oldest

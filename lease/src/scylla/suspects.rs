@@ -12,10 +12,15 @@
 //! (the lost-answer resolution does not depend on where a request went). A node that
 //! answers is cleared at once, a healed node comes back when its mark expires.
 //!
-//! How the cut request learns its coordinator: [`bounded`] runs it with a task-local slot,
-//! and the policies write each node they hand to the driver into it (the driver builds the
-//! plan inside the request's future, on the same task). The marks are per process and per
-//! node (host id and address): a node frozen for one store is frozen for all.
+//! How the cut request learns its coordinators: [`bounded`] runs it with a task-local set
+//! of the nodes it is waiting on; the policies add each node they hand to the driver and
+//! remove it when it answers (the driver builds the plan and reports answers inside the
+//! request's future, on the same task). A set, not a single slot, because one bounded call
+//! may wait on several nodes at once (concurrent requests joined in it, the driver's
+//! speculative executions), and each answer must take out only its own node. A call nested
+//! in another adds to the enclosing calls' sets too, so whichever is cut marks exactly the
+//! nodes still unanswered under it. The marks are per process and per node (host id and
+//! address): a node frozen for one store is frozen for all.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -48,15 +53,50 @@ fn key(node: NodeRef<'_>) -> NodeKey {
 /// Suspect nodes of this process and until when.
 static SUSPECTS: LazyLock<Mutex<HashMap<NodeKey, Instant>>> = LazyLock::new(Mutex::default);
 
-tokio::task_local! {
-    /// The coordinator the current bounded request is waiting on, if it has not answered.
-    static WAITING_ON: Arc<Mutex<Option<NodeKey>>>;
+/// The coordinators one bounded call is waiting on (one entry per request sent and not yet
+/// answered), and the call it is nested in.
+#[derive(Default)]
+struct Waiting {
+    pending: Mutex<Vec<NodeKey>>,
+    outer: Option<Arc<Waiting>>,
 }
 
-fn set_waiting_on(node: Option<NodeKey>) {
-    let _ = WAITING_ON.try_with(|slot| {
-        if let Ok(mut slot) = slot.lock() {
-            *slot = node;
+impl Waiting {
+    /// This call and every call it is nested in.
+    fn chain(&self) -> impl Iterator<Item = &Waiting> {
+        std::iter::successors(Some(self), |w| w.outer.as_deref())
+    }
+
+    fn remove(&self, node: &NodeKey) {
+        if let Ok(mut pending) = self.pending.lock()
+            && let Some(i) = pending.iter().position(|n| n == node)
+        {
+            pending.swap_remove(i);
+        }
+    }
+}
+
+tokio::task_local! {
+    /// The innermost bounded call of the current request.
+    static WAITING_ON: Arc<Waiting>;
+}
+
+/// A request was sent to `node`: every enclosing bounded call now waits on it.
+fn record(node: NodeKey) {
+    let _ = WAITING_ON.try_with(|waiting| {
+        for w in waiting.chain() {
+            if let Ok(mut pending) = w.pending.lock() {
+                pending.push(node);
+            }
+        }
+    });
+}
+
+/// `node` answered one request: no enclosing bounded call waits on it for that request.
+fn unrecord(node: &NodeKey) {
+    let _ = WAITING_ON.try_with(|waiting| {
+        for w in waiting.chain() {
+            w.remove(node);
         }
     });
 }
@@ -75,7 +115,10 @@ fn mark(node: NodeKey, for_: Duration) {
     let now = Instant::now();
     if let Ok(mut suspects) = SUSPECTS.lock() {
         suspects.retain(|_, until| *until > now);
-        suspects.insert(node, now + for_);
+        // A short cut (a request near its deadline gets as little as 50 ms) must not cut
+        // short the mark a longer timeout left.
+        let until = suspects.entry(node).or_insert(now);
+        *until = (*until).max(now + for_);
     }
     warn!(node = %node.1, avoided_for = ?for_, "coordinator left a request unanswered; routing around it");
 }
@@ -88,10 +131,11 @@ fn clear(node: NodeRef<'_>) {
     }
 }
 
-/// Runs `request` for at most `limit`. If it is cut, the coordinator it was waiting on (as
-/// written by this library's load-balancing policies) is suspect for [`SUSPECT_FOR`] times
-/// `limit`: the next requests of the process go to other nodes of its data centre first.
-/// Nested calls share the outer call's slot, so whichever cuts the request marks the node.
+/// Runs `request` for at most `limit`. If it is cut, the coordinators it was still waiting
+/// on (as recorded by this library's load-balancing policies) are suspect for
+/// [`SUSPECT_FOR`] times `limit`: the next requests of the process go to other nodes of
+/// their data centre first. Calls may nest and run concurrently: each is charged only with
+/// the requests sent under it and not answered.
 ///
 /// # Errors
 /// [`tokio::time::error::Elapsed`] when `limit` passed first; `request` was dropped (a write
@@ -103,19 +147,31 @@ pub async fn bounded<F: Future>(
     limit: Duration,
     request: F,
 ) -> Result<F::Output, tokio::time::error::Elapsed> {
-    let (slot, result) = match WAITING_ON.try_with(Arc::clone) {
-        Ok(outer) => (outer, tokio::time::timeout(limit, request).await),
-        Err(_) => {
-            let slot = Arc::default();
-            let result = WAITING_ON
-                .scope(Arc::clone(&slot), tokio::time::timeout(limit, request))
-                .await;
-            (slot, result)
+    let waiting = Arc::new(Waiting {
+        pending: Mutex::default(),
+        outer: WAITING_ON.try_with(Arc::clone).ok(),
+    });
+    let result = WAITING_ON
+        .scope(Arc::clone(&waiting), tokio::time::timeout(limit, request))
+        .await;
+    // Whatever is left was sent under this call and is settled here: cut, it is marked;
+    // finished, it was a node the driver passed over. Either way the enclosing calls no
+    // longer wait on it.
+    let left = waiting
+        .pending
+        .lock()
+        .map(|mut p| std::mem::take(&mut *p))
+        .unwrap_or_default();
+    for node in &left {
+        for w in waiting.chain().skip(1) {
+            w.remove(node);
         }
-    };
+    }
     if result.is_err() {
-        let waited_on = slot.lock().ok().and_then(|mut s| s.take());
-        if let Some(node) = waited_on {
+        let mut left = left;
+        left.sort_unstable();
+        left.dedup();
+        for node in left {
             mark(node, limit.saturating_mul(SUSPECT_FOR));
         }
     }
@@ -153,15 +209,13 @@ pub(crate) fn demoted<'a>(
 
 /// Hands `plan` over as is, recording each node as the driver takes it.
 pub(crate) fn recorded<'a>(plan: Vec<(NodeRef<'a>, Option<Shard>)>) -> FallbackPlan<'a> {
-    Box::new(plan.into_iter().inspect(|(node, _)| {
-        set_waiting_on(Some(key(node)));
-    }))
+    Box::new(plan.into_iter().inspect(|(node, _)| record(key(node))))
 }
 
 /// The driver got an answer from `node` (or gave up on it): the request no longer waits on
 /// it. A success (`alive`) also clears its mark; an error may be a dead connection.
 pub(crate) fn answered(node: NodeRef<'_>, alive: bool) {
-    set_waiting_on(None);
+    unrecord(&key(node));
     if alive {
         clear(node);
     }
@@ -221,5 +275,109 @@ impl LoadBalancingPolicy for AvoidSuspects {
 
     fn name(&self) -> String {
         format!("cql-lease suspect-avoiding {}", self.inner.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> NodeKey {
+        (Uuid::new_v4(), "127.0.0.1:9042".parse().unwrap())
+    }
+
+    fn is_suspect(node: &NodeKey) -> bool {
+        SUSPECTS
+            .lock()
+            .map(|s| s.get(node).is_some_and(|until| *until > Instant::now()))
+            .unwrap_or(false)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A request that is sent to `node` and answered after `after` (never when `None`).
+    async fn request(node: NodeKey, after: Option<Duration>) {
+        record(node);
+        match after {
+            Some(after) => tokio::time::sleep(after).await,
+            None => std::future::pending().await,
+        }
+        unrecord(&node);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_short_cut_does_not_shorten_a_longer_mark() {
+        let frozen = node();
+        assert!(bounded(ms(1000), request(frozen, None)).await.is_err());
+        assert!(bounded(ms(50), request(frozen, None)).await.is_err());
+        tokio::time::sleep(ms(50) * SUSPECT_FOR).await;
+        assert!(
+            is_suspect(&frozen),
+            "the 50 ms cut replaced the longer mark"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_request_marks_the_node_it_waited_on() {
+        let frozen = node();
+        assert!(bounded(ms(100), request(frozen, None)).await.is_err());
+        assert!(is_suspect(&frozen));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_from_another_node_does_not_hide_the_one_still_waited_on() {
+        // Two requests joined in one bounded call (a lock's deletes, a speculative
+        // execution): the healthy node's answer must not clear the frozen node's wait.
+        let (frozen, healthy) = (node(), node());
+        let both = async {
+            futures::join!(request(frozen, None), async {
+                tokio::time::sleep(ms(10)).await;
+                request(healthy, Some(ms(10))).await;
+            })
+        };
+        assert!(bounded(ms(100), both).await.is_err());
+        assert!(is_suspect(&frozen), "the frozen node was not marked");
+        assert!(!is_suspect(&healthy), "the node that answered was marked");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_nested_cut_charges_its_own_request_not_a_concurrent_sibling() {
+        // Two bounded calls run concurrently inside an outer one: the call cut on the
+        // frozen node must not blame the node its sibling happened to send to last.
+        let (frozen, healthy) = (node(), node());
+        let outer = async {
+            futures::join!(bounded(ms(50), request(frozen, None)), async {
+                tokio::time::sleep(ms(40)).await;
+                bounded(ms(50), request(healthy, Some(ms(20)))).await
+            })
+        };
+        let (cut, answered) = bounded(ms(1000), outer).await.unwrap();
+        assert!(cut.is_err() && answered.is_ok());
+        assert!(is_suspect(&frozen), "the frozen node was not marked");
+        assert!(!is_suspect(&healthy), "a sibling's healthy node was marked");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outer_cut_marks_what_its_nested_call_still_waits_on() {
+        // The outer limit is the shorter one (a renewal's budget around the store call).
+        let frozen = node();
+        let nested = bounded(ms(1000), request(frozen, None));
+        assert!(bounded(ms(100), nested).await.is_err());
+        assert!(is_suspect(&frozen));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_finished_call_leaves_nothing_for_its_enclosing_call_to_blame() {
+        // The driver passed over a node (no connection) without an answer; the nested call
+        // then succeeded elsewhere. A later cut of the outer call is not that node's doing.
+        let passed_over = node();
+        let outer = async {
+            let _ = bounded(ms(100), async { record(passed_over) }).await;
+            std::future::pending::<()>().await;
+        };
+        assert!(bounded(ms(100), outer).await.is_err());
+        assert!(!is_suspect(&passed_over));
     }
 }
