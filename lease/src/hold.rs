@@ -122,11 +122,6 @@ pub struct HoldTiming {
     /// request is given up as of unknown outcome and retried or read back, on another
     /// coordinator. See [`LeaseConfig::effective_request_timeout`].
     pub request_timeout: Duration,
-    /// How long past the holder's deadline the store may still keep the claim when nothing
-    /// else happens (`ttl` − `validity`: one second plus the clock skew allowed). A claim
-    /// lost at its deadline is given back only after this, so a holder that is slow to stop
-    /// keeps that margin; giving it back at all frees a renewal that applied late.
-    pub lapse_after: Duration,
 }
 
 impl From<&LeaseConfig> for HoldTiming {
@@ -137,7 +132,6 @@ impl From<&LeaseConfig> for HoldTiming {
             retry_interval: config.retry_interval,
             resolve_timeout: config.resolve_timeout,
             request_timeout: config.effective_request_timeout(),
-            lapse_after: config.ttl.saturating_sub(config.validity()),
         }
     }
 }
@@ -505,5 +499,4 @@ mod tests;
 
 pub(crate) use accessors::hold_accessors;
 pub use attempt::{AttemptGuard, Claimed, claim_attempt};
-use resolve::spawn_release_at;
 pub use resolve::{release_target, spawn_release, until_resolved, until_resolved_tracked};

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{HoldError, HoldTiming, Holdable, RenewRequest, Signals, spawn_release_at};
+use super::{HoldError, HoldTiming, Holdable, RenewRequest, Signals, spawn_release};
 use crate::error::{LossReason, StoreError};
 use crate::store::CasOutcome;
 
@@ -127,9 +127,6 @@ fn expire(
         LossReason::Expired
     };
     signals.lose(reason.clone());
-    // Not before the store would let the claim lapse anyway: the holder told to stop keeps
-    // the margin between its deadline and the TTL; a renewal that applied late is freed.
-    let deadline = *signals.deadline.borrow();
-    spawn_release_at(Arc::clone(target), *timing, deadline + timing.lapse_after);
+    spawn_release(Arc::clone(target), *timing);
     reason
 }
