@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_lease::check_name;
+use cql_lease::{InvalidArgument, check_name};
 use tracing::{debug, warn};
 
+use crate::bakery::BakeryStore;
 use crate::clock::{self, WallClock};
-use crate::config::{QueueConfig, micros};
+use crate::config::{ClaimMode, QueueConfig, micros};
 use crate::dispatch::Dispatcher;
 use crate::error::QueueError;
 use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey};
@@ -63,7 +64,8 @@ impl WorkQueue {
     ///
     /// # Errors
     ///
-    /// [`QueueError::InvalidArgument`] for a bad name or settings.
+    /// [`QueueError::InvalidArgument`] for a bad name or settings, or for
+    /// [`ClaimMode::Bakery`] on a store without [`QueueStore::bakery_parts`].
     pub fn new(
         store: Arc<dyn QueueStore>,
         name: &str,
@@ -71,6 +73,27 @@ impl WorkQueue {
     ) -> Result<Self, QueueError> {
         check_name(name)?;
         config.validate()?;
+        let store = match (config.claim_mode, store.claim_mode()) {
+            (ClaimMode::Lwt, ClaimMode::Lwt) | (ClaimMode::Bakery, ClaimMode::Bakery) => store,
+            (ClaimMode::Lwt, ClaimMode::Bakery) => {
+                return Err(InvalidArgument::Invalid {
+                    field: "claim_mode",
+                    reason: "the store decides claims in the bakery mode; a queue is in one \
+                             mode for its lifetime"
+                        .into(),
+                }
+                .into());
+            }
+            (ClaimMode::Bakery, ClaimMode::Lwt) => {
+                let parts = store.bakery_parts().ok_or(InvalidArgument::Invalid {
+                    field: "claim_mode",
+                    reason: "this store has no plain item table for the bakery mode".into(),
+                })?;
+                let bakery = BakeryStore::new(store, parts, config.claim)
+                    .map_err(|e| InvalidArgument::Timing(e.to_string()))?;
+                Arc::new(bakery) as Arc<dyn QueueStore>
+            }
+        };
         Ok(WorkQueue {
             store,
             name: name.into(),
@@ -98,6 +121,12 @@ impl WorkQueue {
     /// The settings.
     pub fn config(&self) -> &QueueConfig {
         &self.config
+    }
+
+    /// The store as this queue uses it: in [`ClaimMode::Bakery`], the LWT-free layer over
+    /// the backend's plain rows and cells (for tools and tests that read items directly).
+    pub fn store(&self) -> &Arc<dyn QueueStore> {
+        &self.store
     }
 
     /// A worker that claims jobs from this queue as a stream. See [`Worker`].
