@@ -146,6 +146,9 @@ macro_rules! lease_suite {
 /// `portable:` for a backend without fault injection).
 #[macro_export]
 macro_rules! queue_suite {
+    // The LWT-free claim mode: every scenario that does not test LWT-only behaviour (unique
+    // keys, LWT counts per item, conditional finishes read back after a lost answer), plus
+    // its own. The backend asserts after each that the store saw no LWT.
     (bakery: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue::items_are_claimed_oldest_first,
@@ -153,7 +156,6 @@ macro_rules! queue_suite {
             queue::failures_retry_with_backoff_then_discard,
             queue::claims_are_exclusive_under_contention,
             queue_scale::claim_passes_skip_tombstones,
-            queue_scale::no_convoy_with_64_claimers,
             queue_scale::skewed_enqueuer_clocks,
             queue_features::typed_and_raw_payloads,
             queue_features::dead_letters_list_requeue_purge,
