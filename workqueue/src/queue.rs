@@ -123,6 +123,15 @@ impl WorkQueue {
         &self.config
     }
 
+    /// Claims this handle's process has sent so far (shared by clones, not by
+    /// [`WorkQueue::with_clock`] handles): claim LWTs in [`ClaimMode::Lwt`], bakery draws in
+    /// [`ClaimMode::Bakery`]. For benchmarks: attempts per claimed item measure contention.
+    pub fn claim_attempts(&self) -> u64 {
+        self.dispatcher
+            .claim_attempts
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The store as this queue uses it: in [`ClaimMode::Bakery`], the LWT-free layer over
     /// the backend's plain rows and cells (for tools and tests that read items directly).
     pub fn store(&self) -> &Arc<dyn QueueStore> {
