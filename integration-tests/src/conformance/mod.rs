@@ -163,6 +163,7 @@ macro_rules! queue_suite {
             queue_features::graceful_drain,
             queue_bakery::unique_keys_and_mode_mismatch_are_refused,
             queue_bakery::resent_enqueue_cannot_undo_a_completion,
+            queue_bakery::one_winner_among_simultaneous_claims,
             queue::lapsed_claim_stops_worker_and_cannot_complete,
             queue::lost_answers_are_resolved,
             queue_chaos::chaos_loses_nothing_and_never_reuses_tokens,

@@ -97,3 +97,53 @@ pub async fn resent_enqueue_cannot_undo_a_completion(b: &dyn Backend) {
         b.name()
     );
 }
+
+/// Claimers racing for one item at the same moment (every cell request slowed, so they all
+/// read the number row before anyone writes): numbers tie, the tie-break by claim id picks
+/// one, and exactly one claim wins each round.
+pub async fn one_winner_among_simultaneous_claims(b: &dyn Backend) {
+    let q = queue(b, "bakery-race");
+    let store = std::sync::Arc::clone(q.store());
+    for round in 0..3 {
+        let id = q.enqueue(&format!("job {round}")).await.expect("enqueue");
+        let key = ItemKey {
+            partition: "bakery-race".into(),
+            id,
+        };
+        b.inject_queue(
+            Some(QueueOp::Claim),
+            Fault::Latency(Duration::from_millis(20)),
+            Times::Always,
+        );
+        let claims = (0..12).map(|n| {
+            let (store, key) = (std::sync::Arc::clone(&store), key.clone());
+            async move {
+                let claim_id = format!("racer{n:02}/r{round}-claim");
+                let claim = ItemClaim {
+                    key: &key,
+                    claim_id: &claim_id,
+                    seen_attempt: 0,
+                    ttl: Duration::from_secs(5),
+                };
+                (claim_id.clone(), store.claim(claim).await)
+            }
+        });
+        let results = futures::future::join_all(claims).await;
+        b.clear_faults();
+        let winners: Vec<&String> = results
+            .iter()
+            .filter(|(_, r)| matches!(r, Ok(ClaimOutcome::Claimed)))
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(winners.len(), 1, "{}: round {round}: {results:?}", b.name());
+        let item = store.read(&key).await.expect("read").expect("row");
+        assert_eq!(item.claim.as_deref(), Some(winners[0].as_str()));
+        assert_eq!(
+            store
+                .complete(&key, winners[0], Duration::from_secs(60))
+                .await
+                .expect("complete"),
+            CasOutcome::Applied
+        );
+    }
+}
