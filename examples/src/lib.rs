@@ -149,7 +149,12 @@ impl Args {
 pub fn memory_round_trips(store: &cql_workqueue::memory::MemoryQueueStore) -> u64 {
     let counts = store.counts();
     let (writes, reads) = store.plain_items().calls();
-    counts.lwts() + counts.reads() + counts.plain_writes + writes + reads + store.cells().round_trips()
+    counts.lwts()
+        + counts.reads()
+        + counts.plain_writes
+        + writes
+        + reads
+        + store.cells().round_trips()
 }
 
 /// Every work-queue statement (both claim modes') the CQL test server executed.

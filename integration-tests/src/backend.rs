@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cql_lease::LeaseStore;
-use cql_lease::memory::{CallCounts, Fault, MemoryStore, Op, Times};
-use cql_workqueue::{ClaimMode, QueueStore};
 use cql_lease::cells::memory::CellOp;
+use cql_lease::memory::{CallCounts, Fault, MemoryStore, Op, Times};
 use cql_workqueue::memory::{MemoryQueueStore, PlainOp, QueueOp, StoreCounts};
+use cql_workqueue::{ClaimMode, QueueStore};
 
 /// A backend the suite can drive: its store, its clock, its faults and its call counts.
 #[async_trait]
@@ -161,7 +161,9 @@ fn inject_bakery(store: &MemoryQueueStore, op: Option<QueueOp>, fault: Fault, ti
             plain.inject(None, fault, times);
         }
         Some(QueueOp::Index) => store.inject(op, fault, times),
-        Some(QueueOp::Claim | QueueOp::Heartbeat) => cells.inject(Some(CellOp::Write), fault, times),
+        Some(QueueOp::Claim | QueueOp::Heartbeat) => {
+            cells.inject(Some(CellOp::Write), fault, times)
+        }
         Some(QueueOp::Unclaim) => cells.inject(Some(CellOp::Delete), fault, times),
         Some(QueueOp::Read) => plain.inject(Some(PlainOp::Read), fault, times),
         Some(QueueOp::Enqueue | QueueOp::Revive | QueueOp::Complete | QueueOp::Reschedule) => {

@@ -181,7 +181,9 @@ async fn the_bakery_mode_runs_on_tablets_without_any_lwt() {
     let lwt = WorkQueue::new(store.clone(), "jobs", queue_config()).expect("queue");
     match lwt.enqueue("x").await {
         Err(QueueError::Store { source, .. }) => assert!(
-            source.to_string().contains("LWT is not yet supported with tablets"),
+            source
+                .to_string()
+                .contains("LWT is not yet supported with tablets"),
             "{source}"
         ),
         other => panic!("an LWT on tablets must fail: {other:?}"),
@@ -218,7 +220,10 @@ async fn the_bakery_mode_runs_on_tablets_without_any_lwt() {
     }
     assert_eq!(done, 4, "{tokens:?}");
     // The failed item came back with the next token.
-    assert!(tokens.iter().any(|(_, attempt)| *attempt == 2), "{tokens:?}");
+    assert!(
+        tokens.iter().any(|(_, attempt)| *attempt == 2),
+        "{tokens:?}"
+    );
     assert_eq!(
         server.paxos().total_rounds(),
         before,

@@ -128,7 +128,9 @@ impl ScyllaQueueStore {
         }
         let bakery = BakeryParts {
             items: Arc::new(ScyllaPlainItems::new(Arc::clone(&session), &options).await?),
-            cells: Arc::new(ScyllaCellStore::new(Arc::clone(&session), cell_options(&options)).await?),
+            cells: Arc::new(
+                ScyllaCellStore::new(Arc::clone(&session), cell_options(&options)).await?,
+            ),
         };
         let claim = lwt_batch(
             &options,
@@ -163,10 +165,6 @@ impl ScyllaQueueStore {
             delete_dead: p(cql::DELETE_DEAD, plain).await?,
             list_dead: p(cql::LIST_DEAD, Kind::Read).await?,
         };
-        Ok(ScyllaQueueStore {
-            session,
-            s,
-            bakery,
-        })
+        Ok(ScyllaQueueStore { session, s, bakery })
     }
 }
