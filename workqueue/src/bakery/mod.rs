@@ -316,6 +316,8 @@ impl QueueStore for BakeryStore {
     /// The ticket goes. Its number stays recorded in the high-water mark (marks never go
     /// down), so the next claim's number is higher: the undone claim's attempt is given
     /// back by counting attempts from one later (`requeued_at + 1`), not by lowering it.
+    /// That row write is skipped when a later claim has been recorded since (the row is
+    /// theirs now); then the undone claim counts as an attempt.
     async fn unclaim(
         &self,
         key: &ItemKey,
@@ -326,17 +328,22 @@ impl QueueStore for BakeryStore {
         let Some((ticket, recorded)) = self.any_ticket(claim_id) else {
             return Ok(CasOutcome::NotApplied);
         };
-        // Still ours: nobody else writes the row meanwhile. An unrecorded number was never
-        // a claim: nothing to give back.
-        if recorded
-            && ticket.is_valid()
-            && let Some((mut item, seen)) = self.items.read_item(key).await?
-        {
-            item.requeued_at += 1;
-            item.attempt = item
-                .attempt
-                .max(i32::try_from(ticket.number()).unwrap_or(i32::MAX));
-            self.write_over(&item, seen).await?;
+        // An unrecorded number was never a claim: nothing to give back.
+        if recorded {
+            let tickets = self
+                .bakery
+                .tickets(&ticket_name(key))
+                .await
+                .map_err(lock_error)?;
+            if tickets.high_water == ticket.number()
+                && let Some((mut item, seen)) = self.items.read_item(key).await?
+            {
+                item.requeued_at += 1;
+                item.attempt = item
+                    .attempt
+                    .max(i32::try_from(ticket.number()).unwrap_or(i32::MAX));
+                self.write_over(&item, seen).await?;
+            }
         }
         self.forget(claim_id);
         ticket.withdraw().await;
