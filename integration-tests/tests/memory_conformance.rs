@@ -11,6 +11,7 @@ integration_tests::queue_suite!(#[tokio::test(start_paused = true)], MemoryBacke
 mod bakery {
     use integration_tests::backend::MemoryBackend;
     integration_tests::queue_suite!(bakery: #[tokio::test(start_paused = true)], MemoryBackend::bakery());
+    integration_tests::queue_suite!(bakery_cuts: #[tokio::test(start_paused = true)], MemoryBackend::bakery());
 }
 
 /// Only the embedded backend can fail a request before it is sent (see the scenario).
