@@ -144,3 +144,32 @@ impl Args {
             .map_or(Target::Embedded, |a| Target::Scylla(a.to_owned()))
     }
 }
+
+/// Every call the embedded work-queue store served (both claim modes' tables).
+pub fn memory_round_trips(store: &cql_workqueue::memory::MemoryQueueStore) -> u64 {
+    let counts = store.counts();
+    let (writes, reads) = store.plain_items().calls();
+    counts.lwts()
+        + counts.reads()
+        + counts.plain_writes
+        + writes
+        + reads
+        + store.cells().round_trips()
+}
+
+/// Every work-queue statement (both claim modes') the CQL test server executed.
+pub fn wire_round_trips(server: &cql_test_server::CqlTestServer) -> u64 {
+    let mut labels: Vec<&str> = integration_tests::golden::QUEUE
+        .iter()
+        .map(|(label, _)| *label)
+        .chain(
+            integration_tests::wire_lock_backend::CELL_STATEMENTS
+                .iter()
+                .map(|(label, _)| *label),
+        )
+        .filter(|label| !label.ends_with(".schema"))
+        .collect();
+    labels.sort_unstable();
+    labels.dedup();
+    labels.iter().map(|label| server.calls(label)).sum()
+}

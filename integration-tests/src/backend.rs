@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cql_lease::LeaseStore;
+use cql_lease::cells::memory::CellOp;
 use cql_lease::memory::{CallCounts, Fault, MemoryStore, Op, Times};
-use cql_workqueue::QueueStore;
-use cql_workqueue::memory::{MemoryQueueStore, QueueOp, StoreCounts};
+use cql_workqueue::memory::{MemoryQueueStore, PlainOp, QueueOp, StoreCounts};
+use cql_workqueue::{ClaimMode, QueueStore};
 
 /// A backend the suite can drive: its store, its clock, its faults and its call counts.
 #[async_trait]
@@ -56,6 +57,10 @@ pub trait Backend: Send + Sync {
     fn queue_counts(&self) -> Option<StoreCounts> {
         None
     }
+    /// The claim mode the queue scenarios run in (the suite runs once per mode).
+    fn claim_mode(&self) -> ClaimMode {
+        ClaimMode::Lwt
+    }
 }
 
 /// The embedded backend. Run its tests with `#[tokio::test(start_paused = true)]`.
@@ -63,12 +68,26 @@ pub trait Backend: Send + Sync {
 pub struct MemoryBackend {
     store: Arc<MemoryStore>,
     queue: Arc<MemoryQueueStore>,
+    claim_mode: ClaimMode,
 }
 
 impl MemoryBackend {
     /// A backend with an empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A backend whose queue scenarios run in [`ClaimMode::Bakery`].
+    pub fn bakery() -> Self {
+        MemoryBackend {
+            claim_mode: ClaimMode::Bakery,
+            ..Self::default()
+        }
+    }
+
+    /// The embedded work-queue store (its plain rows and cells for the bakery mode).
+    pub fn queue_memory(&self) -> &Arc<MemoryQueueStore> {
+        &self.queue
     }
 }
 
@@ -89,6 +108,8 @@ impl Backend for MemoryBackend {
     fn clear_faults(&self) {
         self.store.clear_faults();
         self.queue.clear_faults();
+        self.queue.plain_items().clear_faults();
+        self.queue.cells().clear_faults();
     }
     fn calls(&self) -> CallCounts {
         self.store.calls()
@@ -100,9 +121,53 @@ impl Backend for MemoryBackend {
         Some(self.queue.clone())
     }
     fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
-        self.queue.inject(op, fault, times);
+        match self.claim_mode {
+            ClaimMode::Lwt => self.queue.inject(op, fault, times),
+            ClaimMode::Bakery => inject_bakery(&self.queue, op, fault, times),
+        }
     }
     fn queue_counts(&self) -> Option<StoreCounts> {
         Some(self.queue.counts())
+    }
+    fn claim_mode(&self) -> ClaimMode {
+        self.claim_mode
+    }
+    /// In the bakery mode: the scenario ran in it (plain rows written) and sent no LWT.
+    fn after_scenario(&self) {
+        if self.claim_mode == ClaimMode::Bakery {
+            let counts = self.queue.counts();
+            assert_eq!(
+                counts.lwts() + counts.serial_reads,
+                0,
+                "the bakery mode sent LWTs: {counts:?}"
+            );
+            assert!(
+                self.queue.plain_items().calls().0 > 0,
+                "the scenario did not run in the bakery mode"
+            );
+        }
+    }
+}
+
+/// The same fault in the bakery claim mode: aimed at the plain rows or cells that do that
+/// operation's work there (a claim writes its choosing mark and number, a heartbeat rewrites
+/// the number, a finish writes the row, an undo deletes the number).
+fn inject_bakery(store: &MemoryQueueStore, op: Option<QueueOp>, fault: Fault, times: Times) {
+    let (cells, plain) = (store.cells(), store.plain_items());
+    match op {
+        None => {
+            store.inject(None, fault, times);
+            cells.inject(None, fault, times);
+            plain.inject(None, fault, times);
+        }
+        Some(QueueOp::Index) => store.inject(op, fault, times),
+        Some(QueueOp::Claim | QueueOp::Heartbeat) => {
+            cells.inject(Some(CellOp::Write), fault, times)
+        }
+        Some(QueueOp::Unclaim) => cells.inject(Some(CellOp::Delete), fault, times),
+        Some(QueueOp::Read) => plain.inject(Some(PlainOp::Read), fault, times),
+        Some(QueueOp::Enqueue | QueueOp::Revive | QueueOp::Complete | QueueOp::Reschedule) => {
+            plain.inject(Some(PlainOp::Write), fault, times)
+        }
     }
 }

@@ -53,6 +53,18 @@ pub const LEASE: &[(&str, &str)] = &[
 pub const QUEUE: &[(&str, &str)] = &[
     (
         "queue.schema",
+        "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_plain (key text PRIMARY KEY, payload blob, state text, attempt int, run_at bigint, last_error text, origin text, requeued_at int, stamp bigint)",
+    ),
+    (
+        "queue.plain_write",
+        "INSERT INTO {keyspace}.{table}_plain (key, payload, state, attempt, run_at, last_error, origin, requeued_at, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?",
+    ),
+    (
+        "queue.plain_read",
+        "SELECT payload, state, attempt, run_at, last_error, origin, requeued_at, stamp FROM {keyspace}.{table}_plain WHERE key = ?",
+    ),
+    (
+        "queue.schema",
         "CREATE TABLE IF NOT EXISTS {keyspace}.{table} (key text PRIMARY KEY, payload blob, state text, attempt int, claim text, run_at bigint, last_error text, origin text, requeued_at int)",
     ),
     (

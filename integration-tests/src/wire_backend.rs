@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use cql_lease::memory::{CallCounts, Fault, Op, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseStore};
+use cql_workqueue::ClaimMode;
 use cql_workqueue::QueueStore;
 use cql_workqueue::memory::{QueueOp, StoreCounts};
 use cql_workqueue::scylla::ScyllaQueueStore;
@@ -89,6 +90,8 @@ pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
     for (label, template) in golden::QUEUE {
         server.register(label, &cql::render(template, keyspace, table));
     }
+    // The bakery mode's cells.
+    crate::wire_lock_backend::register_cells(server, keyspace, &format!("{table}_cells"));
 }
 
 const QUEUE_OPS: [&str; 11] = [
@@ -115,6 +118,32 @@ fn queue_target(op: Option<QueueOp>) -> Target {
         ),
         op => target(op.map(queue_label), &QUEUE_OPS),
     }
+}
+
+/// The bakery mode's statements doing `op`'s work (see `inject_bakery` in the backend
+/// module): a claim writes cells, a finish writes the row, an undo deletes cells.
+fn bakery_target(op: Option<QueueOp>) -> Target {
+    let labels: &[&str] = match op {
+        None => &[
+            "cells.write",
+            "cells.delete",
+            "cells.read_row",
+            "cells.read_cell",
+            "queue.plain_write",
+            "queue.plain_read",
+            "queue.index",
+            "queue.scan",
+            "queue.index_read",
+        ],
+        Some(QueueOp::Index) => &["queue.index", "queue.scan", "queue.index_read"],
+        Some(QueueOp::Claim | QueueOp::Heartbeat) => &["cells.write"],
+        Some(QueueOp::Unclaim) => &["cells.delete"],
+        Some(QueueOp::Read) => &["queue.plain_read"],
+        Some(QueueOp::Enqueue | QueueOp::Revive | QueueOp::Complete | QueueOp::Reschedule) => {
+            &["queue.plain_write"]
+        }
+    };
+    Target::AnyLabel(labels.iter().map(|l| (*l).to_owned()).collect())
 }
 
 const LEASE_OPS: [&str; 5] = [
@@ -145,6 +174,9 @@ pub struct WireBackend {
     store: Arc<ScyllaLeaseStore>,
     queue: Arc<ScyllaQueueStore>,
     flavor: Flavor,
+    claim_mode: ClaimMode,
+    /// Paxos rounds the setup sent (the stores' LWT probes).
+    paxos_at_start: u64,
 }
 
 /// The work-queue store on `options`' table, created if missing.
@@ -203,11 +235,23 @@ impl WireBackend {
                 .await
                 .expect("prepare"),
         ));
+        let paxos_at_start = server.paxos().total_rounds();
         WireBackend {
             server,
             store,
             queue,
             flavor,
+            claim_mode: ClaimMode::Lwt,
+            paxos_at_start,
+        }
+    }
+
+    /// [`WireBackend::start`] whose queue scenarios run in [`ClaimMode::Bakery`]; after each
+    /// scenario the server must have seen no Paxos round beyond the setup's probes.
+    pub async fn start_bakery(flavor: Flavor) -> WireBackend {
+        WireBackend {
+            claim_mode: ClaimMode::Bakery,
+            ..Self::start(flavor).await
         }
     }
 
@@ -246,8 +290,15 @@ impl Backend for WireBackend {
         Some(self.queue.clone())
     }
     fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, times: Times) {
+        let target = match self.claim_mode {
+            ClaimMode::Lwt => queue_target(op),
+            ClaimMode::Bakery => bakery_target(op),
+        };
         self.server
-            .inject(queue_target(op), wire_fault(fault), wire_times(times));
+            .inject(target, wire_fault(fault), wire_times(times));
+    }
+    fn claim_mode(&self) -> ClaimMode {
+        self.claim_mode
     }
     fn queue_counts(&self) -> Option<StoreCounts> {
         let calls = |label: &str| self.server.calls(label);
@@ -290,6 +341,17 @@ impl Backend for WireBackend {
             refused.is_empty(),
             "the backend sent statements the server does not know: {refused:?}"
         );
+        if self.claim_mode == ClaimMode::Bakery {
+            assert_eq!(
+                self.server.paxos().total_rounds(),
+                self.paxos_at_start,
+                "the bakery mode sent LWTs"
+            );
+            assert!(
+                self.server.calls("queue.plain_write") > 0,
+                "the scenario did not run in the bakery mode"
+            );
+        }
     }
 }
 

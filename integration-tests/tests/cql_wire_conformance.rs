@@ -13,6 +13,10 @@ mod cassandra_mode {
         use super::*;
         integration_tests::queue_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Cassandra).await);
     }
+    mod queue_bakery {
+        use super::*;
+        integration_tests::queue_suite!(bakery: #[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start_bakery(Flavor::Cassandra).await);
+    }
 }
 
 mod scylla_mode {
@@ -23,6 +27,10 @@ mod scylla_mode {
     mod queue {
         use super::*;
         integration_tests::queue_suite!(#[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start(Flavor::Scylla).await);
+    }
+    mod queue_bakery {
+        use super::*;
+        integration_tests::queue_suite!(bakery: #[tokio::test(flavor = "multi_thread", worker_threads = 2)], WireBackend::start_bakery(Flavor::Scylla).await);
     }
 }
 

@@ -117,6 +117,24 @@ async fn every_queue_statement_is_known_and_exercised() {
         short.enqueue_item(nightly()).await.expect("enqueue"),
         Enqueued::New(_)
     ));
+    // The bakery claim mode's plain item rows.
+    let plain = WorkQueue::new(
+        b.queue_store().expect("store"),
+        "plain",
+        QueueConfig {
+            claim_mode: cql_workqueue::ClaimMode::Bakery,
+            ..queue_config()
+        },
+    )
+    .expect("queue");
+    plain.enqueue("plain").await.expect("enqueue");
+    let job = loop {
+        if let Some(job) = plain.claim("w").await.expect("claim") {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    job.complete().await.expect("complete");
     b.after_scenario();
     let executed = b.server.executed();
     for template in cql::ALL {

@@ -138,3 +138,108 @@ async fn a_tablets_keyspace_that_accepts_lwts_is_used() {
         .expect("queue store on tablets");
     assert!(server.refused().is_empty(), "{:?}", server.refused());
 }
+
+/// ScyllaDB 6.0-2025.3 on a tablets keyspace: the LWT claim mode is refused at once (store
+/// construction, or the first LWT of a store built without the check), while the bakery
+/// mode enqueues, claims, heartbeats, fails, retries and completes without a single Paxos
+/// round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bakery_mode_runs_on_tablets_without_any_lwt() {
+    use cql_workqueue::{ClaimMode, QueueConfig, QueueError, WorkQueue};
+    use integration_tests::conformance::queue::queue_config;
+
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Scylla))
+        .await
+        .expect("server");
+    register_lease(&server, "tab", "leases"); // registers the keyspace statement
+    register_queue(&server, "tab", "items");
+    let session = Arc::new(server.session().await);
+    session
+        .query_unpaged(
+            "CREATE KEYSPACE IF NOT EXISTS tab WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 1}",
+            (),
+        )
+        .await
+        .expect("keyspace");
+    let options = ScyllaOptions {
+        table: "items".into(),
+        ..network_options("tab")
+    };
+    ScyllaQueueStore::create_schema(&session, &options)
+        .await
+        .expect("tables");
+    assert!(matches!(
+        ScyllaQueueStore::new(Arc::clone(&session), options.clone()).await,
+        Err(SchemaError::LwtsRejectedByTablets { .. })
+    ));
+    let store = Arc::new(
+        ScyllaQueueStore::new_lwt_free(Arc::clone(&session), options)
+            .await
+            .expect("store"),
+    );
+    // The LWT mode on it fails clearly at its first LWT.
+    let lwt = WorkQueue::new(store.clone(), "jobs", queue_config()).expect("queue");
+    match lwt.enqueue("x").await {
+        Err(QueueError::Store { source, .. }) => assert!(
+            source
+                .to_string()
+                .contains("LWT is not yet supported with tablets"),
+            "{source}"
+        ),
+        other => panic!("an LWT on tablets must fail: {other:?}"),
+    }
+    let before = server.paxos().total_rounds();
+
+    let config = QueueConfig {
+        claim_mode: ClaimMode::Bakery,
+        ..queue_config()
+    };
+    let q = WorkQueue::new(store, "jobs", config).expect("bakery queue");
+    for n in 0..4 {
+        q.enqueue(&format!("job {n}")).await.expect("enqueue");
+    }
+    let first = claim_soon_on(&q).await;
+    assert_eq!(first.attempt(), 1);
+    // Held across heartbeats (a TTL's worth: the number's cell is rewritten, not expired).
+    let writes = server.calls("cells.write");
+    tokio::time::sleep(queue_config().claim.ttl).await;
+    assert!(first.is_held() && server.calls("cells.write") > writes);
+    first.fail("once").await.expect("fail");
+    let mut done = 0;
+    let mut tokens = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while done < 4 && tokio::time::Instant::now() < deadline {
+        match q.claim("w").await.expect("claim") {
+            Some(job) => {
+                tokens.push((job.id().clone(), job.attempt()));
+                job.complete().await.expect("complete");
+                done += 1;
+            }
+            None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    assert_eq!(done, 4, "{tokens:?}");
+    // The failed item came back with the next token.
+    assert!(
+        tokens.iter().any(|(_, attempt)| *attempt == 2),
+        "{tokens:?}"
+    );
+    assert_eq!(
+        server.paxos().total_rounds(),
+        before,
+        "the bakery mode sent an LWT: {:?}",
+        server.paxos()
+    );
+    assert!(server.calls("cells.write") > 0 && server.calls("queue.plain_write") > 0);
+    assert!(server.refused().is_empty(), "{:?}", server.refused());
+}
+
+async fn claim_soon_on(q: &cql_workqueue::WorkQueue) -> cql_workqueue::Job {
+    for _ in 0..100 {
+        if let Some(job) = q.claim("w").await.expect("claim") {
+            return job;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("nothing to claim");
+}

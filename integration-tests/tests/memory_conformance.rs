@@ -7,6 +7,13 @@ use integration_tests::backend::MemoryBackend;
 integration_tests::lease_suite!(#[tokio::test(start_paused = true)], MemoryBackend::new());
 integration_tests::queue_suite!(#[tokio::test(start_paused = true)], MemoryBackend::new());
 
+/// The queue suite again in the LWT-free claim mode.
+mod bakery {
+    use integration_tests::backend::MemoryBackend;
+    integration_tests::queue_suite!(bakery: #[tokio::test(start_paused = true)], MemoryBackend::bakery());
+    integration_tests::queue_suite!(bakery_cuts: #[tokio::test(start_paused = true)], MemoryBackend::bakery());
+}
+
 /// Only the embedded backend can fail a request before it is sent (see the scenario).
 #[tokio::test(start_paused = true)]
 async fn never_sent_errors_are_not_read_back() {

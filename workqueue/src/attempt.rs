@@ -141,6 +141,9 @@ impl WorkQueue {
             orphans: Arc::clone(&self.dispatcher.orphans),
         });
         let guard = AttemptGuard::new(target, timing);
+        self.dispatcher
+            .claim_attempts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let request = {
             let store = Arc::clone(&self.store);
             let (key, claim_id) = (key.clone(), claim_id.clone());

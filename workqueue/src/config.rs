@@ -7,6 +7,22 @@ use cql_lease::{InvalidArgument, LeaseConfig};
 /// Largest payload accepted by `enqueue`, in bytes (a row is not a blob store).
 pub const MAX_PAYLOAD_LEN: usize = 64 * 1024;
 
+/// How a queue's claims are decided. A queue is in one mode for its lifetime: the modes keep
+/// their items in different tables and their index under different names, so the same
+/// queue name in the other mode is another, empty queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClaimMode {
+    /// One Paxos LWT per claim on the item's own row (the default): exact unique keys,
+    /// conditional finishes, a SERIAL read-back of lost answers.
+    #[default]
+    Lwt,
+    /// No LWT at all: the wiki's bakery numbering per item on plain cells, for stores
+    /// without LWTs (ScyllaDB 6.0–2025.3 tablet keyspaces, some Cassandra-compatible
+    /// services). No unique keys; see the crate's `bakery` docs and the README for what it
+    /// guarantees and assumes.
+    Bakery,
+}
+
 /// How a queue is laid out and how its claims behave.
 ///
 /// A claim is a lease on one item: `claim.ttl` is how long the store keeps a silent worker's
@@ -43,6 +59,8 @@ pub struct QueueConfig {
     /// stay for good): the window after completion during which a new enqueue of the same
     /// unique key is still reported as a duplicate (whole seconds, at least 1 s).
     pub done_retention: Duration,
+    /// How claims are decided: [`ClaimMode::Lwt`] (default) or [`ClaimMode::Bakery`].
+    pub claim_mode: ClaimMode,
 }
 
 impl Default for QueueConfig {
@@ -58,6 +76,7 @@ impl Default for QueueConfig {
             cursor_refresh: Duration::from_secs(5),
             cold_start: Duration::from_secs(600),
             done_retention: Duration::from_secs(24 * 3600),
+            claim_mode: ClaimMode::Lwt,
         }
     }
 }

@@ -42,6 +42,8 @@ pub(crate) struct Dispatcher {
     active: Arc<AtomicUsize>,
     /// Where this process's claimers look first.
     pub(crate) slots: Slots,
+    /// Claims sent by this process (claim LWTs, or bakery draws).
+    pub(crate) claim_attempts: std::sync::atomic::AtomicU64,
 }
 
 /// Counts one claim in progress while it lives.
@@ -64,6 +66,7 @@ impl Default for Dispatcher {
             far_buckets: std::sync::Mutex::default(),
             active: Arc::default(),
             slots: Slots::default(),
+            claim_attempts: std::sync::atomic::AtomicU64::default(),
         }
     }
 }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use tracing::{info, instrument, warn};
 
 use crate::clock;
-use crate::config::{MAX_PAYLOAD_LEN, micros};
+use crate::config::{ClaimMode, MAX_PAYLOAD_LEN, micros};
 use crate::error::QueueError;
 use crate::item::{EntryKind, IndexEntry, ItemId, JobState};
 use crate::queue::WorkQueue;
@@ -203,6 +203,15 @@ impl WorkQueue {
     #[instrument(skip(self, item), fields(queue = %self.name()))]
     pub async fn enqueue_item(&self, item: NewItem) -> Result<Enqueued, QueueError> {
         item.check()?;
+        if item.unique_key.is_some() && self.config.claim_mode == ClaimMode::Bakery {
+            // Exactly-once keys need a conditional write; plain writes cannot refuse a second
+            // enqueue that races the first.
+            return Err(InvalidArgument::Invalid {
+                field: "unique key",
+                reason: "not available in the bakery claim mode (no LWT to make it exact)".into(),
+            }
+            .into());
+        }
         let id = match &item.unique_key {
             Some(key) => ItemId::unique(key),
             None => ItemId::now(),

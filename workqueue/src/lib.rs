@@ -68,10 +68,17 @@
 //! Delivery is at least once: a worker can finish the work and die before `complete`. Fence
 //! side effects with [`Job::token`] or make them idempotent.
 //!
+//! # Claim modes
+//!
+//! [`QueueConfig::claim_mode`] picks how claims are decided: [`ClaimMode::Lwt`] (above) or
+//! [`ClaimMode::Bakery`], which sends no LWT at all (the wiki's bakery numbering per item,
+//! see [`bakery`]) for stores that have none. Same API, index and worker runtime.
+//!
 //! Backends implement [`QueueStore`]: [`scylla::ScyllaQueueStore`] and
 //! [`memory::MemoryQueueStore`].
 
 mod attempt;
+pub mod bakery;
 mod claim;
 pub mod clock;
 mod config;
@@ -93,7 +100,7 @@ mod timed;
 mod worker;
 
 pub use clock::WallClock;
-pub use config::{MAX_PAYLOAD_LEN, QueueConfig};
+pub use config::{ClaimMode, MAX_PAYLOAD_LEN, QueueConfig};
 pub use deadletter::DeadLetter;
 pub use enqueue::{Enqueued, MAX_UNIQUE_KEY_LEN, NewItem};
 pub use error::QueueError;

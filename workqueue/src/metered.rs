@@ -191,4 +191,12 @@ impl QueueStore for MeteredStore {
         let call = self.0.list_dead(queue, after, limit);
         timed(STORE, "list_dead", call, answered).await
     }
+
+    fn bakery_parts(&self) -> Option<crate::bakery::BakeryParts> {
+        self.0.bakery_parts()
+    }
+
+    fn claim_mode(&self) -> crate::ClaimMode {
+        self.0.claim_mode()
+    }
 }

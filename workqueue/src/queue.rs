@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_lease::check_name;
+use cql_lease::{InvalidArgument, check_name};
 use tracing::{debug, warn};
 
+use crate::bakery::BakeryStore;
 use crate::clock::{self, WallClock};
-use crate::config::{QueueConfig, micros};
+use crate::config::{ClaimMode, QueueConfig, micros};
 use crate::dispatch::Dispatcher;
 use crate::error::QueueError;
 use crate::item::{EntryKind, IndexEntry, ItemId, ItemKey};
@@ -67,7 +68,8 @@ impl WorkQueue {
     ///
     /// # Errors
     ///
-    /// [`QueueError::InvalidArgument`] for a bad name or settings.
+    /// [`QueueError::InvalidArgument`] for a bad name or settings, or for
+    /// [`ClaimMode::Bakery`] on a store without [`QueueStore::bakery_parts`].
     pub fn new(
         store: Arc<dyn QueueStore>,
         name: &str,
@@ -76,11 +78,36 @@ impl WorkQueue {
         check_name(name)?;
         config.validate()?;
         let timeout = config.claim.effective_request_timeout();
+        // Every request bounded by the claim timing (the bakery's plain rows and cells bound
+        // their own requests the same way).
+        let timed = |store| -> Arc<dyn QueueStore> {
+            Arc::new(crate::timed::TimedQueueStore::new(store, timeout))
+        };
+        let store = match (config.claim_mode, store.claim_mode()) {
+            (ClaimMode::Lwt, ClaimMode::Lwt) => timed(store),
+            (ClaimMode::Bakery, ClaimMode::Bakery) => store,
+            (ClaimMode::Lwt, ClaimMode::Bakery) => {
+                return Err(InvalidArgument::Invalid {
+                    field: "claim_mode",
+                    reason: "the store decides claims in the bakery mode; a queue is in one \
+                             mode for its lifetime"
+                        .into(),
+                }
+                .into());
+            }
+            (ClaimMode::Bakery, ClaimMode::Lwt) => {
+                let parts = store.bakery_parts().ok_or(InvalidArgument::Invalid {
+                    field: "claim_mode",
+                    reason: "this store has no plain item table for the bakery mode".into(),
+                })?;
+                let bakery = BakeryStore::new(timed(store), parts, config.claim)
+                    .map_err(|e| InvalidArgument::Timing(e.to_string()))?;
+                Arc::new(bakery) as Arc<dyn QueueStore>
+            }
+        };
         Ok(WorkQueue {
             // Metered outside the timeout, so a round trip cut by it is recorded as cut.
-            store: crate::metered::MeteredStore::wrap(Arc::new(
-                crate::timed::TimedQueueStore::new(store, timeout),
-            )),
+            store: crate::metered::MeteredStore::wrap(store),
             name: name.into(),
             config,
             clock: WallClock::system(),
@@ -127,6 +154,21 @@ impl WorkQueue {
             ("dead", stats.dead),
         ];
         cql_lease::metrics::queue_depth(&self.name, by_state, stats.oldest_available_age);
+    }
+
+    /// Claims this handle's process has sent so far (shared by clones, not by
+    /// [`WorkQueue::with_clock`] handles): claim LWTs in [`ClaimMode::Lwt`], bakery draws in
+    /// [`ClaimMode::Bakery`]. For benchmarks: attempts per claimed item measure contention.
+    pub fn claim_attempts(&self) -> u64 {
+        self.dispatcher
+            .claim_attempts
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The store as this queue uses it: in [`ClaimMode::Bakery`], the LWT-free layer over
+    /// the backend's plain rows and cells (for tools and tests that read items directly).
+    pub fn store(&self) -> &Arc<dyn QueueStore> {
+        &self.store
     }
 
     /// A worker that claims jobs from this queue as a stream. See [`Worker`].

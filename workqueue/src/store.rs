@@ -203,4 +203,19 @@ pub trait QueueStore: Send + Sync + 'static {
         after: &str,
         limit: u32,
     ) -> Result<Vec<ItemId>, StoreError>;
+
+    // ---- the bakery claim mode ----
+
+    /// This backend's plain item rows and bakery cells for
+    /// [`ClaimMode::Bakery`](crate::ClaimMode::Bakery), if it has them (`None`: the mode is
+    /// refused).
+    fn bakery_parts(&self) -> Option<crate::bakery::BakeryParts> {
+        None
+    }
+
+    /// The claim mode this store decides claims in: a store made for one mode is refused
+    /// by a queue in the other.
+    fn claim_mode(&self) -> crate::ClaimMode {
+        crate::ClaimMode::Lwt
+    }
 }

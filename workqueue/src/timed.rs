@@ -201,4 +201,12 @@ impl QueueStore for TimedQueueStore {
         let call = || self.inner.list_dead(queue, after, limit);
         bounded("list_dead", Resendable, self.timeout, call).await
     }
+
+    fn bakery_parts(&self) -> Option<crate::bakery::BakeryParts> {
+        self.inner.bakery_parts()
+    }
+
+    fn claim_mode(&self) -> crate::ClaimMode {
+        self.inner.claim_mode()
+    }
 }

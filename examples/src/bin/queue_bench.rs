@@ -7,13 +7,18 @@
 //! scylla backend over the real CQL wire against the CQL test server, which counts Paxos rounds
 //! per partition and tombstones per read. With `--scylla HOST:PORT` it runs against a cluster
 //! (throughput only: the driver does not see tombstones or Paxos rounds).
+//!
+//! `--claim-mode lwt|bakery` compares the claim modes instead: processed items/s, store
+//! round trips per item (every statement or call the store served during processing) and
+//! claim attempts per item (claim LWTs, or bakery draws), e.g.
+//! `queue_bench --wire true --items 1000 --processes 1 --workers 8 --claim-mode bakery`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cql_workqueue::memory::StoreCounts;
-use cql_workqueue::{NewItem, QueueConfig, WallClock, WorkQueue};
+use cql_workqueue::{ClaimMode, NewItem, QueueConfig, WallClock, WorkQueue};
 use examples::{Args, open_queue_store};
 use futures::StreamExt;
 use integration_tests::backend::Backend;
@@ -21,7 +26,20 @@ use integration_tests::wire_backend::WireBackend;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse(&["scylla", "wire", "items", "processes", "workers"])?;
+    let args = Args::parse(&[
+        "scylla",
+        "wire",
+        "items",
+        "processes",
+        "workers",
+        "claim-mode",
+    ])?;
+    let mode = match args.get("claim-mode") {
+        None => None,
+        Some("lwt") => Some(ClaimMode::Lwt),
+        Some("bakery") => Some(ClaimMode::Bakery),
+        Some(other) => return Err(format!("--claim-mode lwt|bakery, not {other}").into()),
+    };
     let wire = args.get("wire") == Some("true");
     let sizes: Vec<usize> = args
         .get("items")
@@ -31,10 +49,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<_, _>>()?;
     let processes: usize = args.get("processes").unwrap_or("4").parse()?;
     let workers: usize = args.get("workers").unwrap_or("16").parse()?;
-    println!(
-        "| items | enqueue items/s | processed items/s | processed/enqueue | LWTs/item enqueue·claim·heartbeat·finish | reads/item | tombstones/claim pass | claim passes/item | hottest partition LWTs (share of all) |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    if mode.is_some() {
+        println!(
+            "| claim mode | workers | items | processed items/s | store round trips/item | claim attempts/item | LWTs/item |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+    } else {
+        println!(
+            "| items | enqueue items/s | processed items/s | processed/enqueue | LWTs/item enqueue·claim·heartbeat·finish | reads/item | tombstones/claim pass | claim passes/item | hottest partition LWTs (share of all) |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+    }
     for (run, &n) in sizes.iter().enumerate() {
         let server = if wire {
             Some(WireBackend::start(cql_test_server::Flavor::Cassandra).await)
@@ -45,7 +70,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(server) => (server.queue_store().ok_or("no queue store")?, None),
             None => open_queue_store(&args.target()).await?,
         };
-        let queue = WorkQueue::new(store, &format!("bench{run}"), QueueConfig::default())?;
+        let config = QueueConfig {
+            claim_mode: mode.unwrap_or_default(),
+            ..QueueConfig::default()
+        };
+        let queue = WorkQueue::new(store, &format!("bench{run}"), config)?;
+        let round_trips = || match (&server, &memory) {
+            (Some(server), _) => Some(examples::wire_round_trips(&server.server)),
+            (None, Some(memory)) => Some(examples::memory_round_trips(memory)),
+            _ => None,
+        };
         let counts = || match &server {
             Some(server) => server.queue_counts(),
             None => memory.as_ref().map(|m| m.counts()),
@@ -68,6 +102,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let enqueue_rate = n as f64 / started.elapsed().as_secs_f64();
         let before = counts();
+        let trips_before = round_trips();
+        let mut handles = Vec::new();
 
         let done = Arc::new(AtomicU64::new(0));
         let passes = Arc::new(AtomicU64::new(0));
@@ -80,6 +116,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut tasks = Vec::new();
         for p in 0..processes {
             let process = queue.with_clock(WallClock::system());
+            handles.push(process.clone());
             for w in 0..workers {
                 let (q, done, passes) = (process.clone(), Arc::clone(&done), Arc::clone(&passes));
                 let (tenths, phases) = (Arc::clone(&tenths), Arc::clone(&phases));
@@ -135,6 +172,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ms(1),
                 processes * workers,
             );
+        }
+        if let Some(mode) = mode {
+            let attempts: u64 = handles.iter().map(WorkQueue::claim_attempts).sum();
+            let trips = match (trips_before, round_trips()) {
+                (Some(a), Some(b)) => format!("{:.1}", (b - a) as f64 / n as f64),
+                _ => "n/a".into(),
+            };
+            let lwts = match (&before, counts()) {
+                (Some(a), Some(b)) => format!("{:.2}", (b.lwts() - a.lwts()) as f64 / n as f64),
+                _ => "n/a".into(),
+            };
+            println!(
+                "| {mode:?} | {} | {n} | {process_rate:.0} | {trips} | {:.2} | {lwts} |",
+                processes * workers,
+                attempts as f64 / n as f64
+            );
+            continue;
         }
         let passes = passes.load(Ordering::Relaxed) as f64;
         let row = match (before, counts()) {

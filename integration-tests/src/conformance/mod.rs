@@ -21,6 +21,7 @@ pub mod lock_hazards;
 pub mod lock_scenarios;
 pub mod lock_stale;
 pub mod queue;
+pub mod queue_bakery;
 pub mod queue_chaos;
 pub mod queue_features;
 pub mod queue_hardening;
@@ -147,6 +148,39 @@ macro_rules! lease_suite {
 /// `portable:` for a backend without fault injection).
 #[macro_export]
 macro_rules! queue_suite {
+    // The LWT-free claim mode: every scenario that does not test LWT-only behaviour (unique
+    // keys, LWT counts per item, conditional finishes read back after a lost answer), plus
+    // its own. The backend asserts after each that the store saw no LWT.
+    // Cut-off points of the bakery mode's client code, many in sequence: on paused time only
+    // (over the wire they take ~35 s of real time, issue 8).
+    (bakery_cuts: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+        $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
+            queue_hardening::dropped_queue_futures_leave_no_claim,
+        );
+    };
+    (bakery: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
+        $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
+            queue::items_are_claimed_oldest_first,
+            queue::crashed_worker_item_is_reclaimed_with_greater_token,
+            queue::failures_retry_with_backoff_then_discard,
+            queue::claims_are_exclusive_under_contention,
+            queue_scale::claim_passes_skip_tombstones,
+            queue_scale::skewed_enqueuer_clocks,
+            queue_features::typed_and_raw_payloads,
+            queue_features::dead_letters_list_requeue_purge,
+            queue_features::stats_by_state,
+            queue_features::graceful_drain,
+            queue_bakery::unique_keys_and_mode_mismatch_are_refused,
+            queue_bakery::resent_enqueue_cannot_undo_a_completion,
+            queue_bakery::one_winner_among_simultaneous_claims,
+            queue::lapsed_claim_stops_worker_and_cannot_complete,
+            queue::lost_answers_are_resolved,
+            queue_chaos::chaos_loses_nothing_and_never_reuses_tokens,
+            queue_hardening::late_claim_is_undone,
+            queue_parked::parked_claim_is_undone_within_a_bound,
+            queue_parked::drained_worker_keeps_no_claim,
+        );
+    };
     (portable: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue::items_are_claimed_oldest_first,

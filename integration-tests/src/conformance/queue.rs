@@ -31,6 +31,7 @@ pub fn queue_config() -> QueueConfig {
         cursor_refresh: Duration::from_secs(1),
         cold_start: Duration::from_secs(60),
         done_retention: Duration::from_secs(60),
+        claim_mode: cql_workqueue::ClaimMode::Lwt,
     }
 }
 
@@ -67,8 +68,12 @@ pub fn queue(b: &dyn Backend, name: &str) -> WorkQueue {
     queue_with(b, name, queue_config())
 }
 
-/// A queue on the backend's store with `config`.
+/// A queue on the backend's store with `config`, in the backend's claim mode.
 pub fn queue_with(b: &dyn Backend, name: &str, config: QueueConfig) -> WorkQueue {
+    let config = QueueConfig {
+        claim_mode: b.claim_mode(),
+        ..config
+    };
     WorkQueue::new(queue_store(b), name, config).expect("queue")
 }
 

@@ -13,7 +13,7 @@ use cql_workqueue::{ItemId, ItemKey, JobState, WallClock};
 use rand::Rng;
 use tokio::time::Instant;
 
-use super::queue::{queue, queue_store};
+use super::queue::queue;
 use super::test_config;
 use crate::backend::Backend;
 use crate::history::{Tenure, check_exclusive};
@@ -61,7 +61,7 @@ pub async fn chaos_loses_nothing_and_never_reuses_tokens(b: &dyn Backend) {
             )));
         }
     }
-    let store = queue_store(b);
+    let store = Arc::clone(q.store());
     let give_up = Instant::now() + Duration::from_secs(if b.simulated_time() { 600 } else { 120 });
     let lost = loop {
         b.sleep(Duration::from_millis(500)).await;

@@ -36,17 +36,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::TryFutureExt;
 use tokio::time::Instant;
-use tracing::{debug, info, instrument, warn};
+use tracing::{debug, info, instrument};
 
 use super::plain::{Attempt, Cells, PlainLock};
+pub(crate) use super::ticket::poll_delay;
+use super::ticket::{self, Chosen, Waited};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::{CHOOSING, NUMBER};
-
-/// Most cells one row read returns (more contenders than this on one lock is a misuse).
-const ROW_LIMIT: usize = 100_000;
 
 /// The bakery lock. One object serves any number of concurrent acquisitions (each gets its
 /// own contender id).
@@ -134,38 +132,12 @@ impl BakeryLock {
     /// One pass of the bakery. `deadline == None` is `try_lock`: never wait.
     #[instrument(level = "debug", skip(self, cells), fields(lock = %cells.lock, id = cells.id()))]
     async fn enter(&self, cells: &Cells, deadline: Option<Instant>) -> Result<Entry, LockError> {
-        let id = cells.id().to_owned();
-        cells.put(CHOOSING, &id, 1).await?;
-        // Our choosing mark must be visible, or others would not wait for our number: read
-        // it back alongside the tickets.
-        let (tickets, choosing_mark) = futures::try_join!(
-            self.read(cells, NUMBER),
-            self.base
-                .durable
-                .read_cell(cells.at(CHOOSING, &id), cells.read_deadline())
-                .map_err(|e| cells.store_error(e)),
-        )?;
-        if choosing_mark.is_none() {
-            return self.hidden(cells);
-        }
-        let mine = tickets.iter().map(|c| c.value).max().unwrap_or(0) + 1;
-        cells.put(NUMBER, &id, mine).await?;
-        // Our choosing mark must have stood until the ticket landed. If it may have expired
-        // meanwhile (we were slow between reading the maximum and writing), a newcomer may
-        // have looked, seen neither, and drawn a ticket that ours does not exceed.
-        if !cells.still_valid() {
-            return Ok(Entry::Restart);
-        }
-        cells.remove(CHOOSING, &id).await;
-
+        let (mine, choosing) = match ticket::choose(cells).await? {
+            Chosen::Ticket { mine, choosing } => (mine, choosing),
+            Chosen::Hidden => return hidden(cells),
+            Chosen::Restart => return Ok(Entry::Restart),
+        };
         // 002's optimisation: the list once, then only those cells.
-        let choosing: Vec<String> = self
-            .read(cells, CHOOSING)
-            .await?
-            .into_iter()
-            .filter(|c| c.name != id)
-            .map(|c| c.name)
-            .collect();
         if deadline.is_none() && !choosing.is_empty() {
             return Ok(Entry::Held);
         }
@@ -178,16 +150,13 @@ impl BakeryLock {
                 other => return Ok(other),
             }
         }
-        let tickets = self.read(cells, NUMBER).await?;
+        let id = cells.id();
+        let tickets = ticket::read(cells, NUMBER).await?;
         // The read-back of our ticket, for free: absent means hidden (or expired).
         if !tickets.iter().any(|c| c.name == id && c.value == mine) {
-            return self.hidden(cells);
+            return hidden(cells);
         }
-        let ahead: Vec<(String, i64)> = tickets
-            .into_iter()
-            .filter(|c| (c.value, c.name.as_str()) < (mine, id.as_str()))
-            .map(|c| (c.name, c.value))
-            .collect();
+        let ahead = ticket::ahead(tickets, mine, id);
         if deadline.is_none() && !ahead.is_empty() {
             return Ok(Entry::Held);
         }
@@ -213,32 +182,7 @@ impl BakeryLock {
         })
     }
 
-    /// Our own acknowledged cell is not there: start again if it may just have expired,
-    /// else something newer hides it.
-    fn hidden(&self, cells: &Cells) -> Result<Entry, LockError> {
-        if cells
-            .valid_until()
-            .is_none_or(|until| Instant::now() >= until)
-        {
-            return Ok(Entry::Restart);
-        }
-        warn!(lock = %cells.lock, id = cells.id(), "own cell hidden by a newer write or delete");
-        Err(LockError::Shadowed {
-            name: cells.lock.clone(),
-            id: cells.id().to_owned(),
-        })
-    }
-
-    async fn read(&self, cells: &Cells, row: &str) -> Result<Vec<crate::cells::Cell>, LockError> {
-        self.base
-            .durable
-            .read_row(&cells.lock, row, "", ROW_LIMIT, cells.read_deadline())
-            .await
-            .map_err(|e| cells.store_error(e))
-    }
-
-    /// Polls one cell until it is gone (or, for a ticket, holds another number: its owner
-    /// left and came back behind us). `Entered` means "gone".
+    /// Polls one cell until it is gone (see [`ticket::wait_gone`]). `Entered` means "gone".
     async fn wait_gone(
         &self,
         cells: &Cells,
@@ -250,38 +194,20 @@ impl BakeryLock {
         let Some(deadline) = deadline else {
             return Ok(Entry::Held);
         };
-        let at = crate::cells::CellRef {
-            lock: &cells.lock,
-            row,
-            cell,
-        };
-        loop {
-            let value = self
-                .base
-                .durable
-                .read_cell(at, cells.read_deadline())
-                .await
-                .map_err(|e| cells.store_error(e))?;
-            match (value, expected) {
-                (None, _) => return Ok(Entry::Entered),
-                (Some(v), Some(e)) if v != e => return Ok(Entry::Entered),
-                _ => {}
-            }
-            if !cells.keep_fresh().await {
-                return Ok(Entry::Restart);
-            }
-            let wake = Instant::now() + poll_delay(self.base.options.poll_interval);
-            if wake >= deadline {
-                return Ok(Entry::TimedOut);
-            }
-            tokio::time::sleep_until(wake).await;
-        }
+        Ok(
+            match ticket::wait_gone(cells, row, cell, expected, deadline).await? {
+                Waited::Gone => Entry::Entered,
+                Waited::Restart => Entry::Restart,
+                Waited::TimedOut => Entry::TimedOut,
+            },
+        )
     }
 }
 
-/// A poll pause, jittered between half and all of `interval`.
-pub(crate) fn poll_delay(interval: Duration) -> Duration {
-    interval.mul_f64(rand::random_range(0.5..1.0))
+/// Our own acknowledged cell is not there: start again if it may just have expired, else
+/// something newer hides it.
+fn hidden(cells: &Cells) -> Result<Entry, LockError> {
+    ticket::hidden(cells).map(|()| Entry::Restart)
 }
 
 #[async_trait]

@@ -124,6 +124,18 @@ pub(crate) struct Slot {
     pool: Arc<Mutex<Slots>>,
 }
 
+impl Slot {
+    /// A slot for an id chosen by the caller (unique per use, e.g. a claim id), outside any
+    /// pool.
+    pub(crate) fn detached(id: &str) -> Slot {
+        Slot {
+            id: ContenderId(id.to_owned()),
+            number: 0,
+            pool: Arc::default(),
+        }
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         if let Ok(mut slots) = self.pool.lock() {

@@ -45,6 +45,7 @@ mod guard;
 pub mod lease_lock;
 mod plain;
 pub mod shadow;
+pub mod ticket;
 
 use std::time::Duration;
 

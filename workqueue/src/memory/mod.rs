@@ -7,14 +7,17 @@
 
 mod calls;
 mod counts;
+mod plain;
 mod tables;
 
 pub use calls::QueueOp;
+pub use plain::{MemoryPlainItems, PlainOp};
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cql_lease::cells::memory::MemoryCellStore;
 use cql_lease::memory::{Fault, FaultRules, Times};
 use cql_lease::{CasOutcome, StoreError};
 use tracing::{debug, instrument};
@@ -41,6 +44,9 @@ use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
 pub struct MemoryQueueStore {
     tables: Mutex<(Tables, Counter)>,
     faults: FaultRules<QueueOp>,
+    /// The bakery mode's plain item rows and cells (see [`crate::ClaimMode::Bakery`]).
+    plain: Arc<MemoryPlainItems>,
+    cells: Arc<MemoryCellStore>,
 }
 
 impl MemoryQueueStore {
@@ -60,6 +66,16 @@ impl MemoryQueueStore {
         self.faults.clear();
     }
 
+    /// The bakery mode's plain item rows (for faults and counts).
+    pub fn plain_items(&self) -> &Arc<MemoryPlainItems> {
+        &self.plain
+    }
+
+    /// The bakery mode's cells (for faults and counts).
+    pub fn cells(&self) -> &Arc<MemoryCellStore> {
+        &self.cells
+    }
+
     /// What the store has served so far.
     pub fn counts(&self) -> StoreCounts {
         self.tables
@@ -71,6 +87,13 @@ impl MemoryQueueStore {
 
 #[async_trait]
 impl QueueStore for MemoryQueueStore {
+    fn bakery_parts(&self) -> Option<crate::bakery::BakeryParts> {
+        Some(crate::bakery::BakeryParts {
+            items: Arc::clone(&self.plain) as _,
+            cells: Arc::clone(&self.cells) as _,
+        })
+    }
+
     #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
         self.call(QueueOp::Enqueue, |tables, counter, _| {

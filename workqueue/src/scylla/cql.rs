@@ -42,6 +42,18 @@ pub const CREATE_DEAD: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_dea
 /// Creates the bucket directory table if missing.
 pub const CREATE_BUCKETS: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_buckets (queue text, bucket bigint, PRIMARY KEY (queue, bucket))";
 
+/// Creates the bakery mode's item table if missing: plain writes only, `stamp` = the
+/// write's client timestamp (the next write of the row goes above it). Its bakery cells live
+/// in `{table}_cells`, a [`cql_lease::cells::scylla`] table.
+pub const CREATE_PLAIN: &str = "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_plain (key text PRIMARY KEY, payload blob, state text, attempt int, run_at bigint, last_error text, origin text, requeued_at int, stamp bigint)";
+
+/// Writes a whole bakery-mode row. Binds: key, payload, state, attempt, run_at, last_error,
+/// origin, requeued_at, stamp, timestamp (= stamp).
+pub const WRITE_PLAIN: &str = "INSERT INTO {keyspace}.{table}_plain (key, payload, state, attempt, run_at, last_error, origin, requeued_at, stamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TIMESTAMP ?";
+
+/// Reads a bakery-mode row. Binds: key.
+pub const READ_PLAIN: &str = "SELECT payload, state, attempt, run_at, last_error, origin, requeued_at, stamp FROM {keyspace}.{table}_plain WHERE key = ?";
+
 /// Adds an item. Binds: key, payload, run_at, origin.
 pub const ENQUEUE: &str = "INSERT INTO {keyspace}.{table} (key, payload, state, attempt, run_at, origin) VALUES (?, ?, 'available', 0, ?, ?) IF NOT EXISTS";
 
@@ -119,6 +131,9 @@ pub const LIST_DEAD: &str =
 
 /// Every statement template the backend sends.
 pub const ALL: &[&str] = &[
+    CREATE_PLAIN,
+    WRITE_PLAIN,
+    READ_PLAIN,
     CREATE_ITEMS,
     CREATE_INDEX,
     CREATE_CURSOR,

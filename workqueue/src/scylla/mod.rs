@@ -5,6 +5,7 @@
 //! `_dead`). Statements and the table layout are in [`cql`].
 
 pub mod cql;
+mod plain;
 mod prepare;
 mod rows;
 
@@ -46,6 +47,8 @@ pub const DEFAULT_TABLE: &str = "work_items";
 pub struct ScyllaQueueStore {
     session: Arc<Session>,
     s: prepare::Statements,
+    /// The bakery mode's plain rows (`{table}_plain`) and cells (`{table}_cells`).
+    bakery: crate::bakery::BakeryParts,
 }
 
 impl std::fmt::Debug for ScyllaQueueStore {
@@ -118,6 +121,10 @@ fn limit(limit: u32) -> i32 {
 
 #[async_trait]
 impl QueueStore for ScyllaQueueStore {
+    fn bakery_parts(&self) -> Option<crate::bakery::BakeryParts> {
+        Some(self.bakery.clone())
+    }
+
     #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
         let values = (row_key(row.key), row.payload, row.run_at, row.origin);

@@ -9,7 +9,21 @@ use scylla::client::session::Session;
 use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
 
+use super::plain::ScyllaPlainItems;
 use super::{ScyllaQueueStore, cql};
+use crate::bakery::BakeryParts;
+use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
+
+/// The bakery mode's cells: `{table}_cells`, at the options' regular consistency.
+fn cell_options(options: &ScyllaOptions) -> CellOptions {
+    CellOptions {
+        location: ScyllaOptions {
+            table: format!("{}_cells", options.table),
+            ..options.clone()
+        },
+        consistency: options.consistency,
+    }
+}
 
 /// The prepared statements, one per template in [`cql`].
 pub(super) struct Statements {
@@ -47,6 +61,7 @@ impl ScyllaQueueStore {
         options: &ScyllaOptions,
     ) -> Result<(), SchemaError> {
         for table in [
+            cql::CREATE_PLAIN,
             cql::CREATE_ITEMS,
             cql::CREATE_INDEX,
             cql::CREATE_CURSOR,
@@ -55,7 +70,27 @@ impl ScyllaQueueStore {
         ] {
             options.create_schema_with(session, table).await?;
         }
-        Ok(())
+        ScyllaCellStore::create_schema(session, &cell_options(options)).await
+    }
+
+    /// Prepares the statements of the LWT-free claim mode ([`crate::ClaimMode::Bakery`])
+    /// without checking that the keyspace accepts LWTs: for a ScyllaDB tablets keyspace (6.0
+    /// to 2025.3) or a store without LWTs. A queue in the LWT mode on such a store fails at
+    /// its first LWT; build it with [`ScyllaQueueStore::new`] to be told at construction.
+    ///
+    /// # Errors
+    ///
+    /// [`SchemaError::InvalidArgument`] for bad options; [`SchemaError::Store`] when a
+    /// statement cannot be prepared.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: it only prepares.
+    pub async fn new_lwt_free(
+        session: Arc<Session>,
+        options: ScyllaOptions,
+    ) -> Result<Self, SchemaError> {
+        Self::build(session, options, false).await
     }
 
     /// Prepares every statement against the existing tables and checks that the keyspace
@@ -71,16 +106,32 @@ impl ScyllaQueueStore {
     ///
     /// Cancel-safe: it only prepares and reads.
     pub async fn new(session: Arc<Session>, options: ScyllaOptions) -> Result<Self, SchemaError> {
+        Self::build(session, options, true).await
+    }
+
+    async fn build(
+        session: Arc<Session>,
+        options: ScyllaOptions,
+        check_lwts: bool,
+    ) -> Result<Self, SchemaError> {
         options.validate()?;
         let p = |template: &'static str, kind: Kind| prepare(&session, &options, template, kind);
         let read = p(cql::READ, Kind::SerialRead).await?;
-        check_lwt_support(&session, &options, || async {
-            session
-                .execute_unpaged(&read, (PROBE_KEY,))
-                .await
-                .map(|_| ())
-        })
-        .await?;
+        if check_lwts {
+            check_lwt_support(&session, &options, || async {
+                session
+                    .execute_unpaged(&read, (PROBE_KEY,))
+                    .await
+                    .map(|_| ())
+            })
+            .await?;
+        }
+        let bakery = BakeryParts {
+            items: Arc::new(ScyllaPlainItems::new(Arc::clone(&session), &options).await?),
+            cells: Arc::new(
+                ScyllaCellStore::new(Arc::clone(&session), cell_options(&options)).await?,
+            ),
+        };
         let claim = lwt_batch(
             &options,
             [
@@ -114,6 +165,6 @@ impl ScyllaQueueStore {
             delete_dead: p(cql::DELETE_DEAD, plain).await?,
             list_dead: p(cql::LIST_DEAD, Kind::Read).await?,
         };
-        Ok(ScyllaQueueStore { session, s })
+        Ok(ScyllaQueueStore { session, s, bakery })
     }
 }

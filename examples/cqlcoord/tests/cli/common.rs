@@ -17,16 +17,19 @@ pub const KEYSPACE: &str = "coordination";
 fn register(server: &CqlTestServer) {
     let mut lease_like: Vec<(&str, &str, &str)> = Vec::new();
     lease_like.extend(cql::ALL.iter().map(|t| ("lease", "leases", *t)));
-    lease_like.extend(
-        [
-            cells::CREATE_TABLE,
-            cells::WRITE,
-            cells::DELETE,
-            cells::READ_ROW,
-            cells::READ_CELL,
-        ]
-        .map(|t| ("cells", "lock_cells", t)),
-    );
+    // The lock cells, and the work queue's bakery-mode cells.
+    for table in ["lock_cells", "work_items_cells"] {
+        lease_like.extend(
+            [
+                cells::CREATE_TABLE,
+                cells::WRITE,
+                cells::DELETE,
+                cells::READ_ROW,
+                cells::READ_CELL,
+            ]
+            .map(|t| ("cells", table, t)),
+        );
+    }
     lease_like.extend(
         cql_workqueue::scylla::cql::ALL
             .iter()

@@ -1,0 +1,469 @@
+//! The LWT-free claim mode ([`ClaimMode::Bakery`](crate::ClaimMode::Bakery)): the wiki's
+//! work queue (seed 004) with its open issues closed, behind the same [`QueueStore`]
+//! interface the queue's claim path uses, so the public API, the index, the worker runtime
+//! and the hold machine are the LWT mode's.
+//!
+//! - **Item rows** live in a table of their own ([`PlainItemStore`]), written only with plain
+//!   writes. Each write carries a client timestamp above this process's earlier ones and
+//!   above the timestamp of the row version it was derived from, so a finish always wins
+//!   over the enqueue it follows, whatever the processes' clocks.
+//! - **Claims** are the bakery of [`cql_lease::lock::ticket`], per item: choosing mark,
+//!   max + 1 over the item's number row, wait while anyone chooses, lower ticket wins. The
+//!   winner's number is the claim's fencing token and must be the item's attempt + 1
+//!   (otherwise someone else is on the item: the ticket is withdrawn). The number is a
+//!   lease: a TTL'd cell rewritten by the job's heartbeat through the shared hold machine,
+//!   which tells the worker to stop before the cell can expire for others. Before a claim
+//!   counts, its number is recorded as the item's **high-water mark** (no TTL, written with
+//!   the number as timestamp, never decreasing); max + 1 is taken over the mark too, so a
+//!   later claim's number is above every delivered one even after their cells expired.
+//! - A loser withdraws at once and pauses a jittered poll interval; an idle worker backs
+//!   off with the worker runtime's jittered policy.
+//! - **Candidates** come from the same time-bucketed index with its low-watermark cursor, so
+//!   completed items are never walked. Index, cursor, buckets and dead letters are the
+//!   same plain-write tables, under a queue name of their own (`{queue}~bakery`): a queue
+//!   name in bakery mode is a separate queue from the same name in LWT mode.
+//!
+//! See the README for what this mode guarantees compared with the LWT mode and what it
+//! assumes.
+
+mod parts;
+
+pub use parts::{BakeryParts, PlainItemStore};
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cql_lease::lock::ticket::{Draw, Ticket, TicketBakery};
+use cql_lease::lock::{LockError, LockOptions};
+use cql_lease::{CasOutcome, LeaseConfig, StoreError};
+use tokio::time::Instant;
+use tracing::{debug, info, instrument, warn};
+
+use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+
+/// The queue name the bakery mode's index, cursor and dead letters live under.
+pub(crate) fn index_name(queue: &str) -> String {
+    format!("{queue}~bakery")
+}
+
+/// The bakery's name for an item: its cells' partition.
+fn ticket_name(key: &ItemKey) -> String {
+    format!("{}/{}", key.partition, key.id)
+}
+
+/// How long a loser pauses before its claimer looks at another candidate: its poll interval.
+const POLL: Duration = Duration::from_millis(10);
+
+/// A [`QueueStore`] that sends no LWT: plain item rows, bakery claims, the inner store's
+/// index tables under [`index_name`].
+pub(crate) struct BakeryStore {
+    inner: Arc<dyn QueueStore>,
+    items: Arc<dyn PlainItemStore>,
+    bakery: TicketBakery,
+    timing: LeaseConfig,
+    /// This process's won tickets, by claim id, and whether each number was recorded as
+    /// its item's high-water mark (only then is it a claim).
+    held: Mutex<HashMap<String, (Arc<Ticket>, bool)>>,
+    /// Client timestamps of enqueues not yet confirmed, by origin: a resent enqueue carries
+    /// its first send's timestamp, so it can never win over a later finish.
+    pending: Mutex<HashMap<String, i64>>,
+}
+
+impl BakeryStore {
+    pub(crate) fn new(
+        inner: Arc<dyn QueueStore>,
+        parts: BakeryParts,
+        timing: LeaseConfig,
+    ) -> Result<Self, LockError> {
+        let options = LockOptions {
+            timing,
+            poll_interval: POLL,
+        };
+        Ok(BakeryStore {
+            inner,
+            items: parts.items,
+            bakery: TicketBakery::new(parts.cells, options)?,
+            timing,
+            held: Mutex::default(),
+            pending: Mutex::default(),
+        })
+    }
+
+    /// A recorded ticket of this process.
+    fn ticket(&self, claim_id: &str) -> Option<Arc<Ticket>> {
+        let held = self.held.lock().ok()?;
+        held.get(claim_id)
+            .filter(|(_, recorded)| *recorded)
+            .map(|(t, _)| Arc::clone(t))
+    }
+
+    /// Any won ticket of this process, recorded or not.
+    fn any_ticket(&self, claim_id: &str) -> Option<(Arc<Ticket>, bool)> {
+        self.held.lock().ok()?.get(claim_id).cloned()
+    }
+
+    fn forget(&self, claim_id: &str) {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(claim_id);
+        }
+    }
+
+    /// The row and the live tickets, read together.
+    async fn current(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
+        let name = ticket_name(key);
+        let (row, tickets) = futures::try_join!(self.items.read_item(key), async {
+            self.bakery.tickets(&name).await.map_err(lock_error)
+        })?;
+        Ok(row.map(|(mut item, ts)| {
+            item.attempt = item
+                .attempt
+                .max(i32::try_from(tickets.high_water).unwrap_or(i32::MAX));
+            // A ticket is a claim once its number is recorded (a draw still under way, or a
+            // winner whose mark never landed, is not): a claim's read-back relies on it.
+            item.claim = tickets
+                .live
+                .iter()
+                .find(|(_, number)| *number <= tickets.high_water)
+                .map(|(id, _)| id.clone());
+            if item.claim.is_some() && item.state.is_claimable() {
+                item.state = JobState::Running;
+            }
+            (item, ts)
+        }))
+    }
+
+    /// Writes `item` over the version read at `seen`: a timestamp above both.
+    async fn write_over(&self, item: &StoredItem, seen: i64) -> Result<(), StoreError> {
+        let ts = crate::clock::next_micros().max(seen + 1);
+        self.items.write_item(item, ts).await
+    }
+
+    /// Ends the claim `claim_id` by rewriting its item with `change`, only while its ticket
+    /// is still valid by the local clock (a plain write cannot be conditional: the hold
+    /// machine has already told a late holder to stop).
+    async fn finish(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        change: impl FnOnce(&mut StoredItem),
+    ) -> Result<CasOutcome, StoreError> {
+        let Some(ticket) = self.ticket(claim_id) else {
+            return Ok(CasOutcome::NotApplied);
+        };
+        if !ticket.is_valid() {
+            self.forget(claim_id);
+            ticket.withdraw().await;
+            return Ok(CasOutcome::NotApplied);
+        }
+        let Some((mut item, seen)) = self.items.read_item(key).await? else {
+            return Ok(CasOutcome::NotApplied);
+        };
+        item.attempt = item
+            .attempt
+            .max(i32::try_from(ticket.number()).unwrap_or(i32::MAX));
+        change(&mut item);
+        self.write_over(&item, seen).await?;
+        self.forget(claim_id);
+        ticket.withdraw().await;
+        Ok(CasOutcome::Applied)
+    }
+}
+
+fn lock_error(error: LockError) -> StoreError {
+    match error {
+        LockError::Store { source, .. } => source,
+        other => StoreError::Unavailable(other.to_string()),
+    }
+}
+
+const NO_UNIQUE: &str = "unique keys are not available in the bakery claim mode";
+
+#[async_trait]
+impl QueueStore for BakeryStore {
+    fn claim_mode(&self) -> crate::ClaimMode {
+        crate::ClaimMode::Bakery
+    }
+
+    #[instrument(level = "debug", skip(self, row), fields(id = %row.key.id))]
+    async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
+        if row.key.id.as_str().starts_with("u:") {
+            return Err(StoreError::Rejected(NO_UNIQUE.into()));
+        }
+        let ts = match self.pending.lock() {
+            Ok(mut pending) => *pending
+                .entry(row.origin.to_owned())
+                .or_insert_with(crate::clock::next_micros),
+            Err(_) => crate::clock::next_micros(),
+        };
+        let item = StoredItem {
+            key: row.key.clone(),
+            payload: row.payload.to_vec(),
+            state: JobState::Available,
+            attempt: 0,
+            claim: None,
+            run_at: row.run_at,
+            last_error: None,
+            origin: row.origin.to_owned(),
+            requeued_at: 0,
+        };
+        self.items.write_item(&item, ts).await?;
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(row.origin);
+        }
+        Ok(CasOutcome::Applied)
+    }
+
+    async fn revive(
+        &self,
+        _row: NewRow<'_>,
+        _seen_attempt: i32,
+        _seen_origin: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        Err(StoreError::Rejected(NO_UNIQUE.into()))
+    }
+
+    #[instrument(level = "debug", skip(self, claim), fields(id = %claim.key.id, claim = claim.claim_id))]
+    async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
+        let name = ticket_name(claim.key);
+        // Choosers are waited for at most half a validity: a claim must land well within it.
+        let deadline = Instant::now() + self.timing.validity() / 2;
+        let draw = self
+            .bakery
+            .draw(&name, claim.claim_id, deadline)
+            .await
+            .map_err(lock_error)?;
+        let ticket = match draw {
+            Draw::Won(ticket) => Arc::new(ticket),
+            Draw::Beaten { .. } | Draw::Again => {
+                // Jittered, so losers do not meet again at once.
+                tokio::time::sleep(cql_lease::hold::jittered(POLL).next().unwrap_or(POLL)).await;
+                return Ok(ClaimOutcome::Lost);
+            }
+        };
+        if ticket.number() != i64::from(claim.seen_attempt) + 1 {
+            // Someone took a number since the item was read: it is theirs.
+            debug!(number = ticket.number(), "item moved on since it was read");
+            ticket.withdraw().await;
+            return Ok(ClaimOutcome::Lost);
+        }
+        // Tracked before the mark's write, so an undo (future dropped) finds it.
+        if let Ok(mut held) = self.held.lock() {
+            held.insert(claim.claim_id.to_owned(), (Arc::clone(&ticket), false));
+        }
+        // The number counts only once recorded: a later claim must draw above it.
+        if let Err(error) = ticket.record_high_water().await {
+            warn!(%error, "high-water mark not confirmed; claim withdrawn");
+            self.forget(claim.claim_id);
+            ticket.withdraw().await;
+            return Ok(ClaimOutcome::Lost);
+        }
+        if !ticket.is_valid() {
+            self.forget(claim.claim_id);
+            ticket.withdraw().await;
+            return Ok(ClaimOutcome::Lost);
+        }
+        if let Ok(mut held) = self.held.lock()
+            && let Some(entry) = held.get_mut(claim.claim_id)
+        {
+            entry.1 = true;
+        }
+        info!(number = ticket.number(), "bakery claim won");
+        Ok(ClaimOutcome::Claimed)
+    }
+
+    async fn heartbeat(
+        &self,
+        _key: &ItemKey,
+        claim_id: &str,
+        _ttl: Duration,
+    ) -> Result<CasOutcome, StoreError> {
+        match self.ticket(claim_id) {
+            Some(ticket) => ticket.holdable().renew().await,
+            None => Ok(CasOutcome::NotApplied),
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        _retention: Duration,
+    ) -> Result<CasOutcome, StoreError> {
+        self.finish(key, claim_id, |item| {
+            item.state = JobState::Done;
+            item.payload.clear();
+        })
+        .await
+    }
+
+    async fn reschedule(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        to: Reschedule<'_>,
+    ) -> Result<CasOutcome, StoreError> {
+        self.finish(key, claim_id, |item| {
+            item.state = to.state;
+            item.run_at = to.run_at;
+            item.last_error = to.error.map(str::to_owned);
+        })
+        .await
+    }
+
+    /// The ticket goes. Its number stays recorded in the high-water mark (marks never go
+    /// down), so the next claim's number is higher: the undone claim's attempt is given
+    /// back by counting attempts from one later (`requeued_at + 1`), not by lowering it.
+    /// That row write is skipped when a later claim has been recorded since (the row is
+    /// theirs now); then the undone claim counts as an attempt.
+    async fn unclaim(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        _state: JobState,
+        _attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        let Some((ticket, recorded)) = self.any_ticket(claim_id) else {
+            return Ok(CasOutcome::NotApplied);
+        };
+        // An unrecorded number was never a claim: nothing to give back.
+        if recorded {
+            let tickets = self
+                .bakery
+                .tickets(&ticket_name(key))
+                .await
+                .map_err(lock_error)?;
+            if tickets.high_water == ticket.number()
+                && let Some((mut item, seen)) = self.items.read_item(key).await?
+            {
+                item.requeued_at += 1;
+                item.attempt = item
+                    .attempt
+                    .max(i32::try_from(ticket.number()).unwrap_or(i32::MAX));
+                self.write_over(&item, seen).await?;
+            }
+        }
+        self.forget(claim_id);
+        ticket.withdraw().await;
+        Ok(CasOutcome::Applied)
+    }
+
+    async fn requeue(
+        &self,
+        key: &ItemKey,
+        run_at: i64,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        let Some((mut item, seen)) = self.current(key).await? else {
+            return Ok(CasOutcome::NotApplied);
+        };
+        if item.state != JobState::Discarded || item.attempt != attempt {
+            return Ok(CasOutcome::NotApplied);
+        }
+        item.state = JobState::Available;
+        item.run_at = run_at;
+        item.requeued_at = attempt;
+        self.write_over(&item, seen).await?;
+        Ok(CasOutcome::Applied)
+    }
+
+    async fn purge(&self, key: &ItemKey, _retention: Duration) -> Result<CasOutcome, StoreError> {
+        let Some((mut item, seen)) = self.current(key).await? else {
+            return Ok(CasOutcome::NotApplied);
+        };
+        if item.state != JobState::Discarded {
+            return Ok(CasOutcome::NotApplied);
+        }
+        item.state = JobState::Done;
+        item.payload.clear();
+        self.write_over(&item, seen).await?;
+        Ok(CasOutcome::Applied)
+    }
+
+    async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        Ok(self.current(key).await?.map(|(item, _)| item))
+    }
+
+    async fn peek(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.read(key).await
+    }
+
+    async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
+        self.inner.put_entry(&index_name(queue), entry, ts).await
+    }
+
+    async fn delete_entry(
+        &self,
+        queue: &str,
+        bucket: i64,
+        seq: &str,
+        ts: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .delete_entry(&index_name(queue), bucket, seq, ts)
+            .await
+    }
+
+    async fn scan_index(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        limit: u32,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        self.inner
+            .scan_index(&index_name(queue), bucket, after, before, limit)
+            .await
+    }
+
+    async fn read_cursor(&self, queue: &str) -> Result<i64, StoreError> {
+        self.inner.read_cursor(&index_name(queue)).await
+    }
+
+    async fn advance_cursor(&self, queue: &str, pos: i64) -> Result<(), StoreError> {
+        self.inner.advance_cursor(&index_name(queue), pos).await
+    }
+
+    async fn put_bucket(
+        &self,
+        queue: &str,
+        bucket: i64,
+        ttl: Duration,
+        ts: i64,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .put_bucket(&index_name(queue), bucket, ttl, ts)
+            .await
+    }
+
+    async fn list_buckets(
+        &self,
+        queue: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<i64>, StoreError> {
+        self.inner
+            .list_buckets(&index_name(queue), after, limit)
+            .await
+    }
+
+    async fn put_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.inner.put_dead(&index_name(queue), id, ts).await
+    }
+
+    async fn delete_dead(&self, queue: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.inner.delete_dead(&index_name(queue), id, ts).await
+    }
+
+    async fn list_dead(
+        &self,
+        queue: &str,
+        after: &str,
+        limit: u32,
+    ) -> Result<Vec<ItemId>, StoreError> {
+        self.inner.list_dead(&index_name(queue), after, limit).await
+    }
+}
