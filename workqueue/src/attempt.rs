@@ -273,9 +273,13 @@ impl WorkQueue {
             // claimer crashed first): the row was revived or requeued since, and its current
             // job has its own entry (attempt `requeued_at` or later), which may lie ahead (a
             // delayed job). Acting on this one would start it early. A check entry names the
-            // claim's attempt, a run entry the attempts already used.
-            _ if entry.attempt < item.requeued_at
-                || (entry.kind == EntryKind::Check && entry.attempt == item.requeued_at) =>
+            // claim's attempt, a run entry the attempts already used. Not in the bakery
+            // mode: it has no revivals, its requeues are available at once, and it moves
+            // `requeued_at` when it gives an undone claim's attempt back, which would make
+            // the item's own entry look stale and leave it without one.
+            _ if self.config.claim_mode == crate::ClaimMode::Lwt
+                && (entry.attempt < item.requeued_at
+                    || (entry.kind == EntryKind::Check && entry.attempt == item.requeued_at)) =>
             {
                 self.remove(entry).await;
                 Ok(false)
