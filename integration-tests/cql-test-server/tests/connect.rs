@@ -45,20 +45,3 @@ async fn the_driver_connects_and_queries_without_warnings() {
     assert_eq!(nodes[0].ip(), server.address().ip());
     assert_eq!(driver_log::warnings(), Vec::<String>::new());
 }
-
-/// With password authentication on, `session()` logs in with the server's credentials (and
-/// the driver, warned of nothing, serves queries on every connection it opened).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_harness_session_logs_in_on_a_server_with_authentication() {
-    driver_log::install();
-    let server = CqlTestServer::start(
-        ServerOptions::lenient(Flavor::Cassandra).with_password_auth("ops", "s3cret"),
-    )
-    .await
-    .expect("server");
-    let session = server.session().await;
-    session
-        .query_unpaged("SELECT release_version FROM system.local", ())
-        .await
-        .expect("a query after logging in");
-}
