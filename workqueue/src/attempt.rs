@@ -36,6 +36,9 @@ enum Tried {
     },
 }
 
+/// How many claims [`WorkQueue::claim`] makes when each is lost before it is handed out.
+const CLAIM_TRIES: usize = 3;
+
 impl WorkQueue {
     /// Claims an eligible item for `worker`, or returns `None` when there is nothing to do
     /// now. Usually one item read and one LWT, amortized under one index read per claim.
@@ -51,8 +54,21 @@ impl WorkQueue {
     /// is returned, the claim is undone in a spawned task (conditional on its unique id),
     /// restoring the attempt number, so no attempt is spent.
     pub async fn claim(&self, worker: &str) -> Result<Option<Job>, QueueError> {
-        // Delivered with no await in between: dropped earlier, the claim is undone.
-        Ok(self.claim_undelivered(worker).await?.map(Job::deliver))
+        // Delivered with no await in between: dropped earlier, the claim is undone. One
+        // handed back by its heartbeat first (lost at once) is undone and claimed afresh.
+        for _ in 0..CLAIM_TRIES {
+            let Some(job) = self.claim_undelivered(worker).await? else {
+                return Ok(None);
+            };
+            match job.deliver() {
+                Ok(job) => return Ok(Some(job)),
+                Err(job) => {
+                    warn!(id = %job.id(), "claim lost before it was handed out; undoing it");
+                    job.undeliver();
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// [`WorkQueue::claim`], the job not handed out yet: lost or dropped before

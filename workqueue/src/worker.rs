@@ -225,8 +225,16 @@ impl Worker {
             job.undeliver();
             return None;
         }
-        // Checked before it is marked delivered: a loss from here on counts the attempt.
-        let mut job = job.deliver();
+        // Checked before it is marked delivered: a loss from here on counts the attempt. A
+        // loss in between may have handed it back as undelivered already: then it is lost.
+        let mut job = match job.deliver() {
+            Ok(job) => job,
+            Err(job) => {
+                warn!(id = %job.id(), "claimed job handed back as it was handed out; undoing it");
+                job.undeliver();
+                return None;
+            }
+        };
         if job.in_flight.is_none() {
             job.in_flight = Some(InFlight::new(&self.drain.tracker));
         }
