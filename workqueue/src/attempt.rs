@@ -20,7 +20,7 @@ use tracing::{debug, info, instrument, warn};
 use crate::claim::{ClaimTarget, HandBack};
 use crate::config::micros;
 use crate::error::QueueError;
-use crate::item::{EntryKind, IndexEntry, JobState, StoredItem};
+use crate::item::{EntryKind, IndexEntry, ItemKey, JobState, StoredItem};
 use crate::job::Job;
 use crate::queue::WorkQueue;
 use crate::store::{ClaimOutcome, ItemClaim};
@@ -278,6 +278,20 @@ impl WorkQueue {
             {
                 Ok(false)
             }
+            // A requeue's entry older than its window: its LWT may have been given up as of
+            // unknown outcome, its Paxos proposal accepted but not committed. A SERIAL read
+            // completes such a proposal: the entry goes only if the item stays discarded.
+            JobState::Discarded
+                if entry.kind == EntryKind::Run && entry.attempt == item.attempt =>
+            {
+                let current = self.serial_read(&item.key).await?;
+                if current
+                    .is_some_and(|c| c.state == JobState::Discarded && c.attempt == item.attempt)
+                {
+                    self.dead_letter(entry).await?;
+                }
+                Ok(false)
+            }
             JobState::Discarded => {
                 self.dead_letter(entry).await?;
                 Ok(false)
@@ -322,11 +336,33 @@ impl WorkQueue {
 
     /// An entry whose item does not exist: an enqueue may still be writing it, so only an
     /// entry older than any enqueue's resolve time goes.
+    /// The plain read that found no row does not settle it: an enqueue given up as of
+    /// unknown outcome may have left a Paxos proposal accepted but not committed, which a
+    /// later Paxos round completes. A SERIAL read completes it now, so a row it does not
+    /// find cannot appear afterwards.
     async fn drop_orphan(&self, entry: &IndexEntry) {
-        if entry.pos < self.now() - self.enqueue_window() {
-            info!(id = %entry.id, "orphan index entry removed");
-            self.remove(entry).await;
+        if entry.pos >= self.now() - self.enqueue_window() {
+            return;
         }
+        match self.serial_read(&self.key(entry.id.clone())).await {
+            Ok(None) => {
+                info!(id = %entry.id, "orphan index entry removed");
+                self.remove(entry).await;
+            }
+            Ok(Some(_)) => info!(id = %entry.id, "index entry's row found by a SERIAL read; kept"),
+            Err(error) => warn!(id = %entry.id, %error, "orphan index entry kept for now"),
+        }
+    }
+
+    /// A linearizable (SERIAL) read of one item.
+    async fn serial_read(&self, key: &ItemKey) -> Result<Option<StoredItem>, QueueError> {
+        self.store
+            .read(key)
+            .await
+            .map_err(|source| QueueError::Store {
+                operation: "read item",
+                source,
+            })
     }
 
     /// How long after its position an entry may still be an enqueue's in progress.
@@ -341,3 +377,6 @@ impl WorkQueue {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
