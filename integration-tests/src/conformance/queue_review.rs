@@ -212,3 +212,42 @@ pub async fn dead_letter_lost_answers_are_settled(b: &dyn Backend) {
     );
     assert!(q.dead_letters().await.expect("list").is_empty());
 }
+
+/// An index entry without a row, older than any enqueue's window (an enqueue given up as of
+/// unknown outcome may have left a Paxos proposal accepted but not committed): a scanner
+/// deletes it only after a SERIAL read of the row, which completes such a proposal. Neither
+/// backend can apply a write late, so this checks the read is made: the memory store counts
+/// SERIAL reads, the wire server a Paxos round on the row's partition (no LWT touched it).
+pub async fn orphan_entry_goes_after_a_serial_read(b: &dyn Backend) {
+    let config = queue_config();
+    let q = queue_with(b, "orphan-serial", config);
+    let width = i64::try_from(config.bucket_width.as_micros()).expect("width");
+    let now = cql_workqueue::clock::now_micros();
+    let orphan = IndexEntry::new(
+        ItemId::unique("gave-up"),
+        now - 40_000_000,
+        EntryKind::Run,
+        true,
+        0,
+        width,
+    );
+    queue_store(b)
+        .put_entry(q.name(), &orphan, now)
+        .await
+        .expect("entry");
+    let serial = || {
+        let c = b.queue_counts().expect("counts");
+        c.serial_reads + c.lwt_partitions
+    };
+    let start = serial();
+    assert!(q.claim("w").await.expect("claim").is_none());
+    assert_eq!(
+        serial() - start,
+        1,
+        "the orphan entry went on a plain read alone"
+    );
+    // Gone: another process's scan from the cursor does not meet it again.
+    let other = q.with_clock(WallClock::system());
+    assert!(other.claim("w").await.expect("claim").is_none());
+    assert_eq!(serial() - start, 1, "the orphan entry stayed");
+}
