@@ -60,13 +60,11 @@ impl WorkQueue {
             let Some(job) = self.claim_undelivered(worker).await? else {
                 return Ok(None);
             };
-            match job.deliver() {
-                Ok(job) => return Ok(Some(job)),
-                Err(job) => {
-                    warn!(id = %job.id(), "claim lost before it was handed out; undoing it");
-                    job.undeliver();
-                }
+            if job.deliver() {
+                return Ok(Some(job));
             }
+            warn!(id = %job.id(), "claim lost before it was handed out; undoing it");
+            job.undeliver();
         }
         Ok(None)
     }

@@ -144,19 +144,19 @@ async fn undo(
 
 impl Job {
     /// Marks the job as handed to a consumer: from now on a loss hands the item back as
-    /// delivered (the attempt counts). `Err` gives the job back when its heartbeat already
-    /// handed it back as undelivered (attempt restored): it must not be handed out, since
-    /// the next claim gets the same attempt number; undo it ([`Job::undeliver`]) instead.
-    pub(crate) fn deliver(self) -> Result<Job, Job> {
+    /// delivered (the attempt counts). `false` when its heartbeat already handed it back as
+    /// undelivered (attempt restored): it must not be handed out, since the next claim gets
+    /// the same attempt number; undo it ([`Job::undeliver`]) instead.
+    #[must_use]
+    pub(crate) fn deliver(&self) -> bool {
         match self.target.delivery.compare_exchange(
             UNDELIVERED,
             DELIVERED,
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            Ok(_) => Ok(self),
-            Err(state) if state == DELIVERED => Ok(self),
-            Err(_) => Err(self),
+            Ok(_) => true,
+            Err(state) => state == DELIVERED,
         }
     }
 
