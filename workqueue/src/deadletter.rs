@@ -131,13 +131,11 @@ impl WorkQueue {
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn requeue_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
         let key = self.key(id.clone());
-        let Some(item) = self.store.read(&key).await.map_err(store_error("read"))? else {
-            return Ok(false);
-        };
-        if item.state != JobState::Discarded {
+        let item = self.store.read(&key).await.map_err(store_error("read"))?;
+        let Some(item) = item.filter(|i| i.state == JobState::Discarded) else {
             self.drop_stale_dead(id).await?;
             return Ok(false);
-        }
+        };
         let attempt = item.attempt;
         let now = self.now();
         let run = self.entry(id, now, EntryKind::Run, true, attempt);
@@ -194,13 +192,11 @@ impl WorkQueue {
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn purge_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
         let key = self.key(id.clone());
-        let Some(item) = self.store.read(&key).await.map_err(store_error("read"))? else {
-            return Ok(false);
-        };
-        if item.state != JobState::Discarded {
+        let item = self.store.read(&key).await.map_err(store_error("read"))?;
+        let Some(item) = item.filter(|i| i.state == JobState::Discarded) else {
             self.drop_stale_dead(id).await?;
             return Ok(false);
-        }
+        };
         let attempt = item.attempt;
         let retention = self.config.done_retention;
         let store = &self.store;
