@@ -20,7 +20,7 @@ use tracing::{debug, info, instrument, warn};
 use crate::claim::{ClaimTarget, HandBack};
 use crate::config::micros;
 use crate::error::QueueError;
-use crate::item::{EntryKind, IndexEntry, JobState, StoredItem};
+use crate::item::{EntryKind, IndexEntry, ItemKey, JobState, StoredItem};
 use crate::job::Job;
 use crate::queue::WorkQueue;
 use crate::store::{ClaimOutcome, ItemClaim};
@@ -35,6 +35,9 @@ enum Tried {
         lost: bool,
     },
 }
+
+/// How many claims [`WorkQueue::claim`] makes when each is lost before it is handed out.
+const CLAIM_TRIES: usize = 3;
 
 impl WorkQueue {
     /// Claims an eligible item for `worker`, or returns `None` when there is nothing to do
@@ -51,8 +54,19 @@ impl WorkQueue {
     /// is returned, the claim is undone in a spawned task (conditional on its unique id),
     /// restoring the attempt number, so no attempt is spent.
     pub async fn claim(&self, worker: &str) -> Result<Option<Job>, QueueError> {
-        // Delivered with no await in between: dropped earlier, the claim is undone.
-        Ok(self.claim_undelivered(worker).await?.map(Job::deliver))
+        // Delivered with no await in between: dropped earlier, the claim is undone. One
+        // handed back by its heartbeat first (lost at once) is undone and claimed afresh.
+        for _ in 0..CLAIM_TRIES {
+            let Some(job) = self.claim_undelivered(worker).await? else {
+                return Ok(None);
+            };
+            if job.deliver() {
+                return Ok(Some(job));
+            }
+            warn!(id = %job.id(), "claim lost before it was handed out; undoing it");
+            job.undeliver();
+        }
+        Ok(None)
     }
 
     /// [`WorkQueue::claim`], the job not handed out yet: lost or dropped before
@@ -265,6 +279,20 @@ impl WorkQueue {
             {
                 Ok(false)
             }
+            // A requeue's entry older than its window: its LWT may have been given up as of
+            // unknown outcome, its Paxos proposal accepted but not committed. A SERIAL read
+            // completes such a proposal: the entry goes only if the item stays discarded.
+            JobState::Discarded
+                if entry.kind == EntryKind::Run && entry.attempt == item.attempt =>
+            {
+                let current = self.serial_read(&item.key).await?;
+                if current
+                    .is_some_and(|c| c.state == JobState::Discarded && c.attempt == item.attempt)
+                {
+                    self.dead_letter(entry).await?;
+                }
+                Ok(false)
+            }
             JobState::Discarded => {
                 self.dead_letter(entry).await?;
                 Ok(false)
@@ -313,11 +341,33 @@ impl WorkQueue {
 
     /// An entry whose item does not exist: an enqueue may still be writing it, so only an
     /// entry older than any enqueue's resolve time goes.
+    /// The plain read that found no row does not settle it: an enqueue given up as of
+    /// unknown outcome may have left a Paxos proposal accepted but not committed, which a
+    /// later Paxos round completes. A SERIAL read completes it now, so a row it does not
+    /// find cannot appear afterwards.
     async fn drop_orphan(&self, entry: &IndexEntry) {
-        if entry.pos < self.now() - self.enqueue_window() {
-            info!(id = %entry.id, "orphan index entry removed");
-            self.remove(entry).await;
+        if entry.pos >= self.now() - self.enqueue_window() {
+            return;
         }
+        match self.serial_read(&self.key(entry.id.clone())).await {
+            Ok(None) => {
+                info!(id = %entry.id, "orphan index entry removed");
+                self.remove(entry).await;
+            }
+            Ok(Some(_)) => info!(id = %entry.id, "index entry's row found by a SERIAL read; kept"),
+            Err(error) => warn!(id = %entry.id, %error, "orphan index entry kept for now"),
+        }
+    }
+
+    /// A linearizable (SERIAL) read of one item.
+    async fn serial_read(&self, key: &ItemKey) -> Result<Option<StoredItem>, QueueError> {
+        self.store
+            .read(key)
+            .await
+            .map_err(|source| QueueError::Store {
+                operation: "read item",
+                source,
+            })
     }
 
     /// How long after its position an entry may still be an enqueue's in progress.
@@ -332,3 +382,6 @@ impl WorkQueue {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,11 +4,15 @@
 //! once. Under tokio's paused test clock, the time tokio skipped is added, so retry back-off
 //! and delayed items can be tested without sleeping; outside tests that drift is zero.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-static ORIGIN: OnceLock<(std::time::Instant, tokio::time::Instant)> = OnceLock::new();
+thread_local! {
+    // Per thread, not per process: a paused test runtime lives on its test's thread, and
+    // its tokio clock is not comparable with another test's.
+    static ORIGIN: (std::time::Instant, tokio::time::Instant) =
+        (std::time::Instant::now(), tokio::time::Instant::now());
+}
 static LAST: AtomicI64 = AtomicI64::new(0);
 
 /// Microseconds since the Unix epoch, read now.
@@ -18,8 +22,7 @@ pub fn now_micros() -> i64 {
 
 /// How far tokio's clock ran ahead of the real monotonic clock (paused test time only).
 fn paused_drift() -> i64 {
-    let (std_origin, tokio_origin) =
-        *ORIGIN.get_or_init(|| (std::time::Instant::now(), tokio::time::Instant::now()));
+    let (std_origin, tokio_origin) = ORIGIN.with(|origin| *origin);
     let tokio_elapsed = tokio::time::Instant::now().saturating_duration_since(tokio_origin);
     let real_elapsed = std_origin.elapsed();
     i64::try_from(tokio_elapsed.saturating_sub(real_elapsed).as_micros()).unwrap_or(0)

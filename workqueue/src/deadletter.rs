@@ -1,5 +1,8 @@
 //! Dead letters: discarded items, listed, requeued or purged.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cql_lease::hold::{HoldTiming, until_resolved_tracked};
 use cql_lease::{CasOutcome, StoreError};
 use tracing::{info, instrument, warn};
 
@@ -55,7 +58,9 @@ impl WorkQueue {
         }
     }
 
-    /// Every dead letter with its payload and last error.
+    /// Every dead letter with its payload and last error. A record whose item is no dead
+    /// letter any more (requeued, purged, or recorded late by a scanner that raced a
+    /// requeue) is skipped and deleted.
     ///
     /// # Errors
     ///
@@ -63,7 +68,7 @@ impl WorkQueue {
     ///
     /// # Cancel safety
     ///
-    /// Reads only: safe to drop.
+    /// Safe to drop: it reads, and deletes only records of items that are no dead letters.
     pub async fn dead_letters(&self) -> Result<Vec<DeadLetter>, QueueError> {
         let mut letters = Vec::new();
         for id in self.dead_letter_ids().await? {
@@ -72,26 +77,53 @@ impl WorkQueue {
                 .peek(&self.key(id.clone()))
                 .await
                 .map_err(store_error("read dead letter"))?;
-            if let Some(item) = item.filter(|i| i.state == JobState::Discarded) {
-                letters.push(DeadLetter {
+            match item.filter(|i| i.state == JobState::Discarded) {
+                Some(item) => letters.push(DeadLetter {
                     id,
                     payload: item.payload,
                     attempt: item.attempt,
                     last_error: item.last_error,
-                });
+                }),
+                None => {
+                    if let Err(error) = self.drop_stale_dead(&id).await {
+                        warn!(%id, %error, "stale dead-letter record stays");
+                    }
+                }
             }
         }
         Ok(letters)
     }
 
+    /// Deletes `id`'s dead-letter record, its item being no dead letter, then reads the item
+    /// (SERIAL): one discarded in between gets its record back, so a discard is never left
+    /// without one by this delete.
+    async fn drop_stale_dead(&self, id: &ItemId) -> Result<(), QueueError> {
+        info!(queue = %self.name(), %id, "stale dead-letter record deleted");
+        self.store
+            .delete_dead(self.name(), id, clock::next_micros())
+            .await
+            .map_err(store_error("remove dead letter"))?;
+        let now = self
+            .store
+            .read(&self.key(id.clone()))
+            .await
+            .map_err(store_error("read"))?;
+        if now.is_some_and(|i| i.state == JobState::Discarded) {
+            self.put_dead(id).await?;
+        }
+        Ok(())
+    }
+
     /// Puts a dead letter back in the queue, available now; its attempt count (and so its
-    /// tokens) continue from where they were. Returns `false` if it was not a dead letter.
+    /// tokens) continue from where they were. Returns `false` if it was not a dead letter
+    /// (a record left of it is deleted; so a call repeated after an error whose requeue had
+    /// applied returns `false` and leaves no record behind).
     ///
     /// # Errors
     ///
-    /// [`QueueError::Store`] when the store fails; [`QueueError::OutcomeUnknown`] when the
-    /// requeue's answer was lost and the read-back failed too (the item may be requeued:
-    /// call it again, which answers `false` if it was).
+    /// [`QueueError::OutcomeUnknown`] when a lost answer could not be settled by reading
+    /// back (SERIAL) within `resolve_timeout` (the item is then findable either way);
+    /// [`QueueError::Store`] when the store fails.
     ///
     /// # Cancel safety
     ///
@@ -99,24 +131,43 @@ impl WorkQueue {
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn requeue_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
         let key = self.key(id.clone());
-        let Some(item) = self.store.read(&key).await.map_err(store_error("read"))? else {
+        let item = self.store.read(&key).await.map_err(store_error("read"))?;
+        let Some(item) = item.filter(|i| i.state == JobState::Discarded) else {
+            self.drop_stale_dead(id).await?;
             return Ok(false);
         };
+        let attempt = item.attempt;
         let now = self.now();
-        let run = self.entry(id, now, EntryKind::Run, true, item.attempt);
+        let run = self.entry(id, now, EntryKind::Run, true, attempt);
         let placed_from = tokio::time::Instant::now();
         self.place(&run).await?;
-        let sent = self
-            .store
-            .requeue(&key, crate::store::AT_ONCE, item.attempt)
-            .await;
-        // Applied, its row says the item was requeued from this very attempt.
+        let store = &self.store;
+        // Applied (by this call or a concurrent requeue) iff requeued at this attempt: a
+        // discarded row was claimed since its last requeue, so its `requeued_at` is lower.
         let outcome = self
-            .settle("requeue", &key, sent, |c| c.requeued_at == item.attempt)
-            .await?;
-        if outcome == CasOutcome::NotApplied {
-            self.remove(&run).await;
-            return Ok(false);
+            .settle(
+                "requeue",
+                &key,
+                |current| match current {
+                    Some(c) if c.state == JobState::Discarded && c.attempt == attempt => None,
+                    Some(c) => Some(c.requeued_at == attempt),
+                    None => Some(false),
+                },
+                || store.requeue(&key, crate::store::AT_ONCE, attempt),
+            )
+            .await;
+        match outcome {
+            Ok(true) => {}
+            Ok(false) => {
+                self.remove(&run).await;
+                return Ok(false);
+            }
+            // Unsettled: the run entry stays, so the item is findable either way.
+            Err(error @ QueueError::OutcomeUnknown { .. }) => return Err(error),
+            Err(error) => {
+                self.remove(&run).await;
+                return Err(error);
+            }
         }
         self.store
             .delete_dead(self.name(), id, clock::next_micros())
@@ -128,13 +179,12 @@ impl WorkQueue {
     }
 
     /// Deletes a dead letter for good (the row stays as a done marker). Returns `false` if
-    /// it was not a dead letter.
+    /// it was not a dead letter (a record left of it is deleted).
     ///
     /// # Errors
     ///
-    /// [`QueueError::Store`] when the store fails; [`QueueError::OutcomeUnknown`] when the
-    /// purge's answer was lost and the read-back failed too. A lost answer whose read-back
-    /// finds the item done counts as purged (a done item is no dead letter either way).
+    /// [`QueueError::OutcomeUnknown`] when a lost answer could not be settled by reading
+    /// back (SERIAL) within `resolve_timeout`; [`QueueError::Store`] when the store fails.
     ///
     /// # Cancel safety
     ///
@@ -142,46 +192,87 @@ impl WorkQueue {
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn purge_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
         let key = self.key(id.clone());
-        let sent = self.store.purge(&key, self.config.done_retention).await;
-        // Only a discarded item can be purged, and nothing makes a done item discarded again.
-        let outcome = self
-            .settle("purge", &key, sent, |c| c.state == JobState::Done)
+        let item = self.store.read(&key).await.map_err(store_error("read"))?;
+        let Some(item) = item.filter(|i| i.state == JobState::Discarded) else {
+            self.drop_stale_dead(id).await?;
+            return Ok(false);
+        };
+        let attempt = item.attempt;
+        let retention = self.config.done_retention;
+        let store = &self.store;
+        // Only a purge makes a dead letter done without a claim, so without a new attempt.
+        let purged = self
+            .settle(
+                "purge",
+                &key,
+                |current| match current {
+                    Some(c) if c.state == JobState::Discarded => None,
+                    Some(c) => Some(c.state == JobState::Done && c.attempt == attempt),
+                    None => Some(false),
+                },
+                || store.purge(&key, retention),
+            )
             .await?;
-        if outcome == CasOutcome::Applied {
-            self.store
-                .delete_dead(self.name(), id, clock::next_micros())
-                .await
-                .map_err(store_error("remove dead letter"))?;
+        // Purged, or no dead letter any more either way: its record goes.
+        self.drop_stale_dead(id).await?;
+        if purged {
             info!(%id, "dead letter purged");
         }
-        Ok(outcome == CasOutcome::Applied)
+        Ok(purged)
     }
 
-    /// Settles a dead-letter LWT whose answer may be lost (cut by the request timeout, or
-    /// any error after it was sent) by one SERIAL read-back: `applied` tells from the row
-    /// whether it took effect. Without this the caller got a store error for a change that
-    /// may have applied, and asking again found no dead letter to act on.
-    async fn settle(
+    /// Sends the LWT `send` until its outcome is settled: `Applied` is `true`; `NotApplied`
+    /// before any lost answer is `false`; otherwise the row is read back (SERIAL) and
+    /// `applied` says `Some(outcome)`, or `None` when the LWT must be sent again (the row
+    /// still reads as before it).
+    async fn settle<F, Fut>(
         &self,
         operation: &'static str,
         key: &ItemKey,
-        sent: Result<CasOutcome, StoreError>,
-        applied: impl Fn(&StoredItem) -> bool,
-    ) -> Result<CasOutcome, QueueError> {
-        let source = match sent {
-            Ok(outcome) => return Ok(outcome),
-            Err(source) if source.is_unknown() => source,
-            Err(source) => return Err(QueueError::Store { operation, source }),
-        };
-        warn!(id = %key.id, %source, operation, "answer lost; reading back");
-        match self.store.read(key).await {
-            Ok(Some(current)) if applied(&current) => Ok(CasOutcome::Applied),
-            Ok(_) => Ok(CasOutcome::NotApplied),
-            Err(_) => Err(QueueError::OutcomeUnknown {
+        applied: impl Fn(Option<StoredItem>) -> Option<bool>,
+        send: F,
+    ) -> Result<bool, QueueError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<CasOutcome, StoreError>>,
+    {
+        let timing = HoldTiming::from(&self.config.claim);
+        let lost = AtomicBool::new(false);
+        let store = &self.store;
+        let result = until_resolved_tracked(&timing, operation, &lost, || async {
+            let error = match send().await {
+                Ok(CasOutcome::Applied) => return Ok(Some(true)),
+                Ok(CasOutcome::NotApplied) if !lost.load(Ordering::Relaxed) => {
+                    return Ok(Some(false));
+                }
+                Ok(CasOutcome::NotApplied) => {
+                    StoreError::Unknown("not applied after an earlier lost answer".into())
+                }
+                Err(error @ StoreError::Rejected(_)) => return Err(error),
+                Err(error) => error,
+            };
+            if error.is_unknown() {
+                lost.store(true, Ordering::Relaxed);
+            }
+            warn!(id = %key.id, %error, operation, "answer lost; reading back");
+            // A failed read-back leaves the write's own error standing.
+            let Ok(current) = store.read(key).await else {
+                return Err(error);
+            };
+            match applied(current) {
+                Some(outcome) => Ok(Some(outcome)),
+                None => Err(error),
+            }
+        })
+        .await;
+        match result {
+            Ok(outcome) => Ok(outcome),
+            Err(source @ StoreError::Unknown(_)) => Err(QueueError::OutcomeUnknown {
                 operation,
                 id: key.id.clone(),
                 source,
             }),
+            Err(source) => Err(QueueError::Store { operation, source }),
         }
     }
 }

@@ -199,7 +199,11 @@ impl WorkQueue {
     /// # Cancel safety
     ///
     /// Dropped midway, the item may or may not exist; if it exists it is findable (its
-    /// index entry was written before it).
+    /// index entry was written before it), with one known limit: if the entry's write took
+    /// longer than about `cursor_lag - 2 x max_clock_skew` (1 s), the cursor may already
+    /// have passed it, and only the cursor re-read at the end re-places it; a future
+    /// dropped (or a process crashing) after the row's write and before that re-read leaves
+    /// the item invisible to scans.
     #[instrument(skip(self, item), fields(queue = %self.name()))]
     pub async fn enqueue_item(&self, item: NewItem) -> Result<Enqueued, QueueError> {
         item.check()?;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cql_lease::hold::{AttemptGuard, Hold, HoldTiming, until_resolved_tracked};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use cql_lease::{CasOutcome, FencingToken, StoreError};
 use tokio::sync::watch;
@@ -93,7 +93,7 @@ impl Job {
                 index: None,
                 orphans: Arc::clone(&claim.orphans),
             },
-            handed_out: AtomicBool::new(false),
+            delivery: AtomicU8::new(parked::UNDELIVERED),
         });
         let timing = HoldTiming::from(&queue.config.claim);
         let hold = Hold::start(target.clone(), timing, sent_at, None);

@@ -219,14 +219,19 @@ impl Worker {
 
     /// Hands `job` out (counted as in flight, tied to the drain deadline), or `None` if its
     /// claim was lost or its deadline passed while it waited: that one is undone.
-    fn hand_out(&self, job: Job) -> Option<Job> {
+    fn hand_out(&self, mut job: Job) -> Option<Job> {
         if !job.is_held() || Instant::now() >= job.must_stop_by() {
             warn!(id = %job.id(), "claimed job lost before it was handed out; undoing it");
             job.undeliver();
             return None;
         }
-        // Checked before it is marked delivered: a loss from here on counts the attempt.
-        let mut job = job.deliver();
+        // Checked before it is marked delivered: a loss from here on counts the attempt. A
+        // loss in between may have handed it back as undelivered already: then it is lost.
+        if !job.deliver() {
+            warn!(id = %job.id(), "claimed job handed back as it was handed out; undoing it");
+            job.undeliver();
+            return None;
+        }
         if job.in_flight.is_none() {
             job.in_flight = Some(InFlight::new(&self.drain.tracker));
         }

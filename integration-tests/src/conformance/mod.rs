@@ -208,7 +208,7 @@ macro_rules! queue_suite {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue::lapsed_claim_stops_worker_and_cannot_complete,
             queue::lost_answers_are_resolved,
-            queue_features::dead_letter_lost_answers_are_settled,
+            queue_features::dead_letter_requeue_and_purge_settle_lost_answers,
             queue_chaos::chaos_loses_nothing_and_never_reuses_tokens,
             queue_hardening::late_claim_is_undone,
             queue_hardening::every_job_exit_cancels_its_token,
@@ -221,6 +221,8 @@ macro_rules! queue_suite {
             queue_review::requeue_in_flight_keeps_its_entry,
             queue_review::past_run_at_enqueue_in_flight_keeps_its_entry,
             queue_review::duplicate_enqueue_entry_does_not_start_delayed_job,
+            queue_review::dead_letter_lost_answers_are_settled,
+            queue_review::orphan_entry_goes_after_a_serial_read,
         );
     };
 }

@@ -102,7 +102,7 @@ pub async fn dead_letters_list_requeue_purge(b: &dyn Backend) {
 /// read-back: the call reports what happened. (Cut by the queue's request timeout, these
 /// LWTs used to surface as a store error for a change that had been made, and asking again
 /// answered "not a dead letter".)
-pub async fn dead_letter_lost_answers_are_settled(b: &dyn Backend) {
+pub async fn dead_letter_requeue_and_purge_settle_lost_answers(b: &dyn Backend) {
     let q = queue(b, "dead-lost");
     let first = q.enqueue("poison").await.expect("enqueue");
     let second = q.enqueue("also poison").await.expect("enqueue");

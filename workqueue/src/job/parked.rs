@@ -2,7 +2,7 @@
 //! it is given back (undone: no attempt spent) until it is handed out, and how it is undone.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use async_trait::async_trait;
 use cql_lease::hold::{Holdable, until_resolved};
@@ -22,9 +22,34 @@ pub(super) struct JobClaim {
     pub(super) delivered: Arc<ClaimTarget>,
     /// The same claim, undoing it as never delivered.
     pub(super) undelivered: ClaimTarget,
-    /// Whether the job reached a consumer. Read when the hand-back runs, so a loss before
-    /// delivery never spends an attempt.
-    pub(super) handed_out: AtomicBool,
+    /// Whether the job reached a consumer ([`UNDELIVERED`], [`DELIVERED`] or [`RELEASED`]).
+    /// Delivery and the hand-back each move it out of `UNDELIVERED` by compare-exchange,
+    /// so exactly one wins: a job whose hand-back decided "undelivered" (attempt restored)
+    /// can no longer be delivered with that attempt's token.
+    pub(super) delivery: AtomicU8,
+}
+
+/// Not handed out yet: a hand-back now undoes the claim.
+pub(super) const UNDELIVERED: u8 = 0;
+/// Handed out: a hand-back keeps the attempt.
+const DELIVERED: u8 = 1;
+/// Handed back as undelivered: never to be handed out.
+const RELEASED: u8 = 2;
+
+impl JobClaim {
+    /// Whether a hand-back now counts the attempt, deciding "undelivered" for good if the
+    /// job was not handed out yet.
+    fn settle_delivered(&self) -> bool {
+        match self.delivery.compare_exchange(
+            UNDELIVERED,
+            RELEASED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => false,
+            Err(state) => state == DELIVERED,
+        }
+    }
 }
 
 #[async_trait]
@@ -46,7 +71,7 @@ impl Holdable for JobClaim {
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
-        if self.handed_out.load(Ordering::SeqCst) {
+        if self.settle_delivered() {
             self.delivered.release().await
         } else {
             self.undelivered.release().await
@@ -56,7 +81,7 @@ impl Holdable for JobClaim {
     // A hand-back that did not end cleanly leaves the claim to be handed back on sight, the
     // same way the release would have (undone while undelivered).
     fn orphaned(&self) {
-        if self.handed_out.load(Ordering::SeqCst) {
+        if self.settle_delivered() {
             self.delivered.orphaned();
         } else {
             self.undelivered.orphaned();
@@ -119,10 +144,20 @@ async fn undo(
 
 impl Job {
     /// Marks the job as handed to a consumer: from now on a loss hands the item back as
-    /// delivered (the attempt counts).
-    pub(crate) fn deliver(self) -> Job {
-        self.target.handed_out.store(true, Ordering::SeqCst);
-        self
+    /// delivered (the attempt counts). `false` when its heartbeat already handed it back as
+    /// undelivered (attempt restored): it must not be handed out, since the next claim gets
+    /// the same attempt number; undo it ([`Job::undeliver`]) instead.
+    #[must_use]
+    pub(crate) fn deliver(&self) -> bool {
+        match self.target.delivery.compare_exchange(
+            UNDELIVERED,
+            DELIVERED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(state) => state == DELIVERED,
+        }
     }
 
     /// Undoes a claim that never reached a consumer (the [`Worker`](crate::Worker) that made

@@ -51,3 +51,38 @@ async fn a_claim_lost_while_parked_is_undone_and_not_handed_out() {
     );
     job.complete().await.unwrap();
 }
+
+/// The heartbeat of a claim not handed out yet hands it back as undelivered (attempt number
+/// restored) after a worker checked that the claim holds and before it marked the job
+/// delivered (the race between `Worker::hand_out` and the heartbeat, forced in that order):
+/// the delivery is refused, so attempt 1's token is never handed out by this claim, and the
+/// next claim of the item gets attempt 1 as the only holder of that token.
+#[tokio::test(start_paused = true)]
+async fn a_claim_handed_back_before_delivery_is_refused_delivery() {
+    let store = Arc::new(MemoryQueueStore::new());
+    let queue = WorkQueue::new(store.clone(), "parked-race", QueueConfig::default()).unwrap();
+    queue.enqueue("work").await.unwrap();
+    let job = queue.claim_undelivered("w").await.unwrap().expect("a job");
+    assert!(job.is_held(), "the worker's check passes here");
+    store.inject(Some(QueueOp::Heartbeat), Fault::Unavailable, Times::Always);
+    let validity = queue.config().claim.validity();
+    tokio::time::sleep(validity + Duration::from_millis(100)).await;
+    store.clear_faults();
+    let item = queue.items().await.unwrap().remove(0);
+    assert!(
+        item.claim.is_none() && item.attempt == 0,
+        "the heartbeat handed the claim back as undelivered: {item:?}"
+    );
+    // The worker, past its check, now delivers.
+    assert!(
+        !job.deliver(),
+        "delivered attempt {} after its hand-back restored attempt 0",
+        job.attempt()
+    );
+    job.undeliver();
+    // The undo runs in a spawned task.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let next = queue.claim("w").await.unwrap().expect("claimable again");
+    assert_eq!(next.attempt(), 1, "the only holder of attempt 1");
+    next.complete().await.unwrap();
+}
