@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use scylla::statement::Consistency;
+
 use cql_lease::LeaseStore;
 use cql_lease::cells::CellStore;
 use cql_lease::cells::scylla::ScyllaCellStore;
@@ -44,6 +46,18 @@ pub async fn leases(connection: &Connection) -> Result<Arc<dyn LeaseStore>, CliE
 /// As [`leases`].
 pub async fn cells(connection: &Connection) -> Result<Arc<dyn CellStore>, CliError> {
     let options = connection.cell_options(UNUSED)?;
+    // These locks are safe only while every read meets every completed write (seed 002's
+    // ONE for processes on one node is no case for an operator's tool).
+    if !matches!(
+        options.consistency,
+        Consistency::Quorum | Consistency::LocalQuorum | Consistency::EachQuorum | Consistency::All
+    ) {
+        return Err(CliError::usage(format!(
+            "--consistency {:?} is too weak for the fair and bakery locks: their reads must meet \
+             every completed write (use quorum, local-quorum, each-quorum or all)",
+            options.consistency
+        )));
+    }
     let session = connection.session().await?;
     let store = ScyllaCellStore::new(session, options)
         .await

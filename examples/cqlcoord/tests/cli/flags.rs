@@ -39,6 +39,19 @@ async fn bad_flags_are_one_line_and_exit_2() {
             "--local-dc",
         ),
         (
+            vec![
+                "--consistency",
+                "one",
+                "lock",
+                "x",
+                "--algorithm",
+                "bakery",
+                "--",
+                "true",
+            ],
+            "too weak",
+        ),
+        (
             vec!["--keyspace", "bad-name", "lease", "get", "x"],
             "keyspace",
         ),
@@ -254,6 +267,41 @@ async fn local_levels_work_in_the_local_dc_and_not_elsewhere() {
     assert_ne!(out.status.code(), Some(0), "{}", text(&out.stdout));
     assert_eq!(
         text(&out.stderr).lines().count(),
+        1,
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// `--keyspace` is used, not ignored: the schema created in a keyspace of the operator's
+/// choosing serves a lease there, and the default keyspace (never created on this server)
+/// does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chosen_keyspace_is_created_and_used() {
+    let keyspace = ["--keyspace", "ops_coordination"];
+    let (_server, hosts) = crate::common::server_with(
+        cql_test_server::ServerOptions::lenient(Flavor::Cassandra),
+        "datacenter1:1",
+        &keyspace,
+    )
+    .await;
+    let with = |args: &[&'static str]| [&keyspace[..], args].concat();
+    let out = run(
+        &hosts,
+        &with(&["lease", "acquire", "nightly", "--owner", "ops"]),
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = run(&hosts, &with(&["lease", "get", "nightly", "--json"]), None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(got["owner"], "ops");
+    // Without the flag the CLI looks in the default keyspace, which does not exist here.
+    let out = run(&hosts, &["lease", "get", "nightly"], None).await;
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert_eq!(
+        text(&out.stderr).trim().lines().count(),
         1,
         "{}",
         text(&out.stderr)
