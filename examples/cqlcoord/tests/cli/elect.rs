@@ -74,10 +74,29 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
     assert_eq!(lines.lines().count(), 1, "only the leader runs: {lines}");
     let out = run(&hosts, &["leader", "jobs"], None).await;
     assert!(
-        text(&out.stdout).starts_with("leader=a "),
+        text(&out.stdout).starts_with("leader=a ") && text(&out.stdout).contains(" value=a"),
         "{}",
         text(&out.stdout)
     );
+    // `observe` without --json: one plain line per change, the current leader first.
+    let mut plain = cqlcoord(&hosts);
+    plain
+        .args(["observe", "jobs"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut plain = plain.spawn().expect("spawn plain observer");
+    let mut plain_lines = BufReader::new(plain.stdout.take().expect("stdout")).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), plain_lines.next_line())
+        .await
+        .expect("a plain line")
+        .expect("read")
+        .expect("a line");
+    assert!(
+        line.starts_with("leader=a term=") && line.ends_with(" value=a"),
+        "{line}"
+    );
+    kill(Pid::from_raw(pid(&plain)), Signal::SIGTERM).expect("signal plain observer");
+    assert_eq!(plain.wait().await.expect("exits").code(), Some(0));
 
     killpg(Pid::from_raw(pid(&a)), Signal::SIGKILL).expect("kill a's group");
     let lines = wait_for_line(&log, |l| l.starts_with("b ")).await;
@@ -100,6 +119,8 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
             .expect("a line");
         let change: serde_json::Value = serde_json::from_str(&line).expect("json line");
         if let Some(leader) = change["leader"].as_str() {
+            // Each candidate campaigns with its id as its value (`--value`).
+            assert_eq!(change["value"].as_str(), Some(leader), "{line}");
             leaders.push(leader.to_owned());
         }
     }
