@@ -58,3 +58,31 @@ mod cut_points {
         b.after_scenario();
     }
 }
+
+/// A claim handed out and lost at its deadline stays the holder's until the store would let
+/// it lapse anyway: exact bounds, on paused time only.
+mod stop_margin {
+    use integration_tests::backend::{Backend, MemoryBackend};
+    use integration_tests::conformance::stop_margin;
+
+    #[tokio::test(start_paused = true)]
+    async fn handed_out_lease_stays_until_it_would_lapse() {
+        let b = MemoryBackend::new();
+        stop_margin::handed_out_lease_stays_until_it_would_lapse(&b).await;
+        b.after_scenario();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn applied_renewal_with_lost_answer_is_freed_at_the_margin() {
+        let b = MemoryBackend::new();
+        stop_margin::applied_renewal_with_lost_answer_is_freed_at_the_margin(&b).await;
+        b.after_scenario();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delivered_job_stays_until_it_would_lapse() {
+        let b = MemoryBackend::new();
+        stop_margin::delivered_job_stays_until_it_would_lapse(&b).await;
+        b.after_scenario();
+    }
+}

@@ -14,7 +14,9 @@
 //! polling delay policy (uniform between half and all of the interval).
 //!
 //! Rule kept here once for everyone: nothing reaches a caller past its deadline with a live
-//! token. A hold whose claim was answered after `sent_at + validity` starts lost.
+//! token. A hold whose claim was answered after `sent_at + validity` starts lost and gives
+//! the claim back at once; a hold lost at its deadline gives back a claim that was handed out
+//! only [`HoldTiming::ttl_margin`] later (see [`Holdable::handed_out`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -84,6 +86,17 @@ pub trait Holdable: Send + Sync + 'static {
     /// default does nothing: the claim then waits for its TTL.
     fn orphaned(&self) {}
 
+    /// Whether user code may have acted on this claim (its guard, job or term handed out),
+    /// asked once when its [`Hold`] is lost at the deadline without a successful renewal.
+    /// `true` (the default, the safe answer) delays the background release to when the store
+    /// would let the claim lapse anyway (the deadline plus [`HoldTiming::ttl_margin`]), so a
+    /// holder slow to obey the stop signals keeps that margin to itself; the release still
+    /// frees a renewal that applied late. `false` releases at once, and must mean the claim
+    /// is never handed out from then on (a queue claim still parked in its worker).
+    fn handed_out(&self) -> bool {
+        true
+    }
+
     /// How long one renewal may take with `left` before the holder's deadline (which cuts
     /// it anyway). By default half of `left`, at least 50 ms, at most
     /// [`HoldTiming::request_timeout`]: a renewal is one request, given up with time to send
@@ -122,6 +135,11 @@ pub struct HoldTiming {
     /// request is given up as of unknown outcome and retried or read back, on another
     /// coordinator. See [`LeaseConfig::effective_request_timeout`].
     pub request_timeout: Duration,
+    /// How long past the holder's deadline the store keeps the claim when nothing else
+    /// happens: `ttl` − `validity`, one second plus the clock skew allowed. A claim that was
+    /// handed out and lost at its deadline is given back only this long after it
+    /// (see [`Holdable::handed_out`]).
+    pub ttl_margin: Duration,
 }
 
 impl From<&LeaseConfig> for HoldTiming {
@@ -132,6 +150,7 @@ impl From<&LeaseConfig> for HoldTiming {
             retry_interval: config.retry_interval,
             resolve_timeout: config.resolve_timeout,
             request_timeout: config.effective_request_timeout(),
+            ttl_margin: config.ttl.saturating_sub(config.validity()),
         }
     }
 }
@@ -285,7 +304,7 @@ impl Hold {
     /// Starts keeping `target` alive. `sent_at` is when the write that won the claim was sent:
     /// the deadline is `sent_at + timing.validity`. If that has already passed, the hold
     /// starts lost (`held` false, token cancelled) and the claim is released in the
-    /// background. `held`, when given, is set `true` now (if valid) and `false` on loss.
+    /// background at once (nothing was handed out through this hold). `held`, when given, is set `true` now (if valid) and `false` on loss.
     pub fn start(
         target: Arc<dyn Holdable>,
         timing: HoldTiming,
@@ -316,6 +335,7 @@ impl Hold {
             task: None,
         };
         if Instant::now() >= deadline {
+            // Nothing was handed out through this hold: given back at once.
             warn!(claim = %signals.what, "answered after its deadline; giving it back");
             signals.lose(LossReason::Expired);
             spawn_release(target, timing);
@@ -499,4 +519,5 @@ mod tests;
 
 pub(crate) use accessors::hold_accessors;
 pub use attempt::{AttemptGuard, Claimed, claim_attempt};
+use resolve::spawn_release_at;
 pub use resolve::{release_target, spawn_release, until_resolved, until_resolved_tracked};

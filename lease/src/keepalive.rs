@@ -18,7 +18,9 @@ use crate::target::LeaseTarget;
 /// failing until the local deadline, the guard's `held` channel turns `false` and its
 /// [`CancellationToken`](tokio_util::sync::CancellationToken) is cancelled, at the deadline
 /// at the latest, while the store still keeps the lease for at least another second plus the
-/// clock skew (see [`crate::LeaseConfig::validity`]). A lease whose deadline has already
+/// clock skew (see [`crate::LeaseConfig::validity`]); lost at the deadline, it is released in
+/// the background only when that margin has passed (freeing a renewal that applied although
+/// its answer was lost), so a holder slow to stop is still alone. A lease whose deadline has already
 /// passed when the guard is made starts lost (token cancelled) and is released in the
 /// background.
 ///

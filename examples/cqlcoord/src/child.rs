@@ -3,9 +3,11 @@
 //!
 //! The holder's local deadline (`must_stop_by`, on the monotonic clock, moved forward by each
 //! successful renewal) is before the store can let anyone else in; at that deadline the
-//! libraries cancel the holder's token and give the claim back at once. So the command is
-//! not stopped *at* the token but before it: SIGTERM `grace + KILL_MARGIN` before the
-//! deadline if no renewal has moved it by then, SIGKILL `KILL_MARGIN` before it.
+//! libraries cancel the holder's token, and give a claim lost there back only when the store
+//! would let it lapse anyway (`1 s + max_clock_skew` later). The command is not stopped *at*
+//! the token but before it, so as not to act past the deadline: SIGTERM `grace + KILL_MARGIN`
+//! before the deadline if no renewal has moved it by then, SIGKILL `KILL_MARGIN` before it.
+//! A command killed late (cqlcoord descheduled) is still alone for `1 s + max_clock_skew`.
 
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -20,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::error::CliError;
 
 /// How long before the holder's deadline SIGKILL goes out: room for cqlcoord's own
-/// scheduling delay, so the command is dead before the library gives the claim back.
+/// scheduling delay, so the command is dead by the deadline; the claim is given back
+/// `1 s + max_clock_skew` after it at the earliest, so another holder starts at least that
+/// much later again.
 pub const KILL_MARGIN: Duration = Duration::from_millis(250);
 
 /// Why the command was stopped.

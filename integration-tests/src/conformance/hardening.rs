@@ -1,5 +1,5 @@
 //! Regression scenarios of the hardening review (issue 7): nothing is handed out past its
-//! deadline, never-sent errors are not read back, own orphans are not reported as leaders.
+//! deadline, never-sent errors are not read back, own claims are not reported as leaders.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use cql_lease::{LeaseError, LossReason, StoreError, TryAcquire};
 use futures::StreamExt;
 use tokio::time::Instant;
 
-use super::election::{election_config, next_elected};
+use super::election::{election_config, next_elected, slack};
 use super::{client, test_config};
 use crate::backend::Backend;
 
@@ -110,50 +110,67 @@ pub async fn never_sent_errors_are_not_read_back(b: &dyn Backend) {
     b.clear_faults();
 }
 
-/// A candidate whose ended term's claim outlives it (its background release failed) never
-/// reports itself as another leader, and releases that claim instead of waiting its TTL.
-pub async fn own_orphan_is_released_not_reported(b: &dyn Backend) {
-    // A wide gap between the holder's validity and the store's TTL: the orphan's window.
+/// A candidate whose lost term's claim outlives what it knows (a renewal applied but its
+/// answer was lost, the read-back failing) never reports itself as another leader while that
+/// claim holds the lease, and is elected again when the background release frees it,
+/// `ttl - validity` after the deadline (the margin a slow holder keeps), not when the late
+/// renewal's TTL runs out.
+pub async fn own_lost_term_is_freed_not_reported(b: &dyn Backend) {
     let config = ElectionConfig {
-        lease_ttl: Duration::from_secs(6),
-        renew_interval: Duration::from_millis(500),
+        lease_ttl: Duration::from_secs(4),
+        renew_interval: Duration::from_millis(400),
         retry_interval: Duration::from_millis(200),
-        max_clock_skew: Duration::from_secs(2),
+        max_clock_skew: Duration::from_secs(1),
         request_timeout: None,
     };
+    let margin = config.lease_ttl - config.lease_config().validity();
     let e = Election::new(b.store(), "orphan", config).expect("election");
     let mut c = e.campaign("a", None).expect("campaign");
     let (term, _, _) = next_elected(&mut c).await;
+    let deadline = c.term_deadline().expect("a leader has a term deadline");
+    // The next renewal applies and its answer is lost; every later one fails, and so does
+    // every read-back: the store keeps the claim past what the candidate knows.
+    b.inject(Some(Op::Renew), Fault::TimeoutAfterApply, Times::Next(1));
     b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
-    b.inject(Some(Op::Release), Fault::Unavailable, Times::Always);
-    let deposed_at = match c.next().await {
-        Some(ElectionEvent::Deposed { term: t, .. }) if t == term => Instant::now(),
+    b.inject(Some(Op::Read), Fault::Unavailable, Times::Always);
+    match c.next().await {
+        Some(ElectionEvent::Deposed { term: t, .. }) if t == term => {}
         other => panic!("expected Deposed, got {other:?}"),
-    };
-    // The old claim is still in the store for a while; the releases keep failing.
-    b.sleep(Duration::from_millis(600)).await;
+    }
     b.clear_faults();
-    let store_expiry = deposed_at + config.lease_ttl - config.lease_config().validity();
+    // The watch keeps the lost term's last deadline.
+    let deposed_at = *deadline.borrow();
+    let freed_at = deposed_at + margin;
+    // The late renewal holds the claim until about `renew_interval` after that.
+    let bound = freed_at + config.retry_interval + slack(b);
     loop {
-        match c.next().await {
-            Some(ElectionEvent::LeaderChanged { leader }) => {
+        match tokio::time::timeout_at(bound, c.next()).await {
+            Ok(Some(ElectionEvent::LeaderChanged { leader })) => {
                 let me = leader.as_ref().is_some_and(|l| l.candidate == "a");
                 assert!(
                     !me,
-                    "{}: reported its own orphan as another leader",
+                    "{}: reported its own claim as another leader",
                     b.name()
                 );
             }
-            Some(ElectionEvent::Elected { term: next, .. }) => {
+            Ok(Some(ElectionEvent::Elected { term: next, .. })) => {
                 assert!(next > term);
+                // The store counts a TTL exactly only on simulated time.
                 assert!(
-                    Instant::now() < store_expiry,
-                    "{}: waited for the orphan's TTL instead of releasing it",
-                    b.name()
+                    !b.simulated_time() || Instant::now() >= freed_at,
+                    "{}: elected again {:?} after the deadline, within the {margin:?} margin",
+                    b.name(),
+                    Instant::now() - deposed_at
                 );
                 break;
             }
-            other => panic!("expected Elected, got {other:?}"),
+            Ok(other) => panic!("expected Elected, got {other:?}"),
+            Err(_) => panic!(
+                "{}: not elected within {:?} of the deadline: the lost term's claim was \
+                 not released",
+                b.name(),
+                bound - deposed_at
+            ),
         }
     }
     c.resign().await.expect("resign");

@@ -30,6 +30,7 @@ pub mod queue_parked;
 pub mod queue_review;
 pub mod queue_scale;
 pub mod queue_unique;
+pub mod stop_margin;
 
 use std::time::Duration;
 
@@ -123,7 +124,7 @@ macro_rules! lease_suite {
             election_api::term_deadline_follows_renewals,
             hardening::late_acquire_answer_is_given_back,
             hardening::late_election_win_is_not_elected,
-            hardening::own_orphan_is_released_not_reported,
+            hardening::own_lost_term_is_freed_not_reported,
             late_apply::late_applied_acquire_is_released_on_sight,
             late_apply::late_applied_campaign_does_not_mislead_peers,
             late_apply::failed_releases_are_released_on_sight,

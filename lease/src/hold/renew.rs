@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::{HoldError, HoldTiming, Holdable, RenewRequest, Signals, spawn_release};
+use super::{HoldError, HoldTiming, Holdable, RenewRequest, Signals, spawn_release_at};
 use crate::error::{LossReason, StoreError};
 use crate::store::CasOutcome;
 
@@ -113,8 +113,10 @@ pub(super) async fn run(
     }
 }
 
-/// The deadline passed without a successful renewal: stop acting, then free the claim early
-/// in case a late renewal did apply.
+/// The deadline passed without a successful renewal: stop acting, then free the claim in
+/// case a late renewal did apply. A claim that was handed out is freed only when the store
+/// would let it lapse anyway, so a holder slow to stop keeps the TTL's margin; one that never
+/// was, at once.
 fn expire(
     target: &Arc<dyn Holdable>,
     timing: &HoldTiming,
@@ -127,6 +129,11 @@ fn expire(
         LossReason::Expired
     };
     signals.lose(reason.clone());
-    spawn_release(Arc::clone(target), *timing);
+    let not_before = target.handed_out().then(|| {
+        let at = *signals.deadline.borrow() + timing.ttl_margin;
+        debug!(claim = %signals.what, margin = ?timing.ttl_margin, "giving it back when its TTL would lapse");
+        at
+    });
+    spawn_release_at(Arc::clone(target), *timing, not_before);
     reason
 }

@@ -153,11 +153,23 @@ pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Resul
 
 /// Spawns [`release_target`] if a runtime is running (best effort; the TTL bounds it anyway).
 pub fn spawn_release(target: Arc<dyn Holdable>, timing: HoldTiming) {
+    spawn_release_at(target, timing, None);
+}
+
+/// [`spawn_release`], sent no earlier than `not_before` when given.
+pub(super) fn spawn_release_at(
+    target: Arc<dyn Holdable>,
+    timing: HoldTiming,
+    not_before: Option<Instant>,
+) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         warn!(claim = %target.describe(), "no runtime for a background release; the claim lapses at its TTL");
         return;
     };
     runtime.spawn(async move {
+        if let Some(at) = not_before {
+            tokio::time::sleep_until(at).await;
+        }
         let result = release_target(target.as_ref(), &timing).await;
         debug!(claim = %target.describe(), ?result, "background release");
     });

@@ -19,6 +19,8 @@ struct Scripted {
     orphaned: AtomicBool,
     /// The next renewal never answers (sent to a frozen coordinator).
     hang_next_renew: AtomicBool,
+    /// Never handed out (a parked claim): given back at once when lost.
+    parked: AtomicBool,
 }
 
 impl Scripted {
@@ -67,6 +69,9 @@ impl Holdable for Scripted {
     fn orphaned(&self) {
         self.orphaned.store(true, Ordering::SeqCst);
     }
+    fn handed_out(&self) -> bool {
+        !self.parked.load(Ordering::SeqCst)
+    }
 }
 
 fn timing() -> HoldTiming {
@@ -77,6 +82,7 @@ fn timing() -> HoldTiming {
         resolve_timeout: Duration::from_secs(5),
         // Longer than the validity: these tests are about answers that arrive late.
         request_timeout: Duration::from_secs(10),
+        ttl_margin: Duration::from_secs(2),
     }
 }
 
@@ -158,12 +164,36 @@ async fn failing_renewals_lose_it_at_the_deadline_not_later() {
         claim.renews.load(Ordering::SeqCst) >= 3,
         "retried with back-off"
     );
+    // The store keeps a claim nobody renews `ttl_margin` past the deadline: a holder slow to
+    // stop keeps that margin, and the release (which frees a renewal that applied late, as
+    // the scripted claim, still held, stands for) waits for it.
+    settle().await;
+    assert_eq!(claim.releases.load(Ordering::SeqCst), 0, "given back early");
+    tokio::time::sleep_until(hold.must_stop_by() + timing().ttl_margin - Duration::from_millis(1))
+        .await;
+    settle().await;
+    assert_eq!(claim.releases.load(Ordering::SeqCst), 0, "given back early");
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    settle().await;
+    assert_eq!(claim.releases.load(Ordering::SeqCst), 1, "never given back");
+    assert!(!claim.held.load(Ordering::SeqCst));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_never_handed_out_is_given_back_at_once_when_lost() {
+    let claim = Scripted::held();
+    claim.parked.store(true, Ordering::SeqCst);
+    let hold = Hold::start(claim.clone(), timing(), Instant::now(), None);
+    *claim.renew_error.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(StoreError::Unavailable("down".into()));
+    hold.lost().await;
     settle().await;
     assert_eq!(
         claim.releases.load(Ordering::SeqCst),
         1,
         "given back at once"
     );
+    assert!(!claim.held.load(Ordering::SeqCst));
 }
 
 #[tokio::test(start_paused = true)]

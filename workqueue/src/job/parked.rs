@@ -78,6 +78,13 @@ impl Holdable for JobClaim {
         }
     }
 
+    // Asked when the heartbeat loses the claim at its deadline: a parked job is decided
+    // undelivered for good here, so it is undone at once; a delivered one is handed back
+    // only when its TTL would lapse, leaving its consumer the margin to stop.
+    fn handed_out(&self) -> bool {
+        self.settle_delivered()
+    }
+
     // A hand-back that did not end cleanly leaves the claim to be handed back on sight, the
     // same way the release would have (undone while undelivered).
     fn orphaned(&self) {
