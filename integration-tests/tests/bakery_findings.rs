@@ -1,0 +1,96 @@
+//! Review findings on the LWT-free ("bakery") claim mode, each shown by a test that FAILS on
+//! the code as reviewed (named `finding_*`; see the review report). They drive the embedded
+//! store on paused tokio time with fault injection, so they are fast and deterministic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cql_lease::cells::memory::CellOp;
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::MemoryQueueStore;
+use cql_workqueue::{
+    ClaimMode, ClaimOutcome, ItemClaim, ItemKey, JobState, QueueConfig, WorkQueue,
+};
+use integration_tests::conformance::queue::queue_config;
+
+fn bakery_queue(mem: &Arc<MemoryQueueStore>, name: &str, max_attempts: i32) -> WorkQueue {
+    let config = QueueConfig {
+        claim_mode: ClaimMode::Bakery,
+        max_attempts,
+        ..queue_config()
+    };
+    WorkQueue::new(Arc::clone(mem) as _, name, config).expect("queue")
+}
+
+/// Lets a spawned claim run until the bakery cell store has served `writes` more writes
+/// (choosing mark, then number), then arms `fault` on every later cell write: the next one
+/// is the claim's high-water-mark write.
+async fn arm_after_writes(mem: &MemoryQueueStore, base: u64, writes: u64, fault: Fault) {
+    while mem.cells().calls(CellOp::Write) < base + writes {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    mem.cells()
+        .inject(Some(CellOp::Write), fault, Times::Always);
+}
+
+/// F1. A claim whose high-water-mark write is applied but whose answer is lost is reported
+/// `Lost` and withdrawn without giving its attempt back (`unclaim` is never reached; the
+/// same happens when the claim future is dropped during that write: `unclaim` sees
+/// `recorded == false` and skips the `requeued_at` bump). The mark landed, so the next claim
+/// takes attempt 2 and the first delivery already counts two attempts: with
+/// `max_attempts = 1` the item is dead-lettered without ever reaching a worker. The README
+/// says an undone claim's attempt "is given back by counting attempts from one later".
+#[tokio::test(start_paused = true)]
+async fn finding_lost_high_water_answer_spends_an_attempt_never_delivered() {
+    let mem = Arc::new(MemoryQueueStore::new());
+    let q = bakery_queue(&mem, "f1", 1);
+    let id = q.enqueue("run me once").await.expect("enqueue");
+    let key = ItemKey {
+        partition: "f1".into(),
+        id: id.clone(),
+    };
+    // Every row read of the cells is a little slow, so the test can arm the fault between
+    // the number's write and the high-water mark's.
+    mem.cells().inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let base = mem.cells().calls(CellOp::Write);
+    let store = Arc::clone(q.store());
+    let first = tokio::spawn({
+        let key = key.clone();
+        async move {
+            store
+                .claim(ItemClaim {
+                    key: &key,
+                    claim_id: "w/first-claim",
+                    seen_attempt: 0,
+                    ttl: Duration::from_secs(2),
+                })
+                .await
+        }
+    });
+    arm_after_writes(&mem, base, 2, Fault::TimeoutAfterApply).await;
+    let outcome = first.await.expect("join");
+    mem.cells().clear_faults();
+    assert!(
+        matches!(outcome, Ok(ClaimOutcome::Lost) | Err(_)),
+        "the first claim should not count: {outcome:?}"
+    );
+    // Never delivered to anyone. Now a worker claims it.
+    let job = q.claim("worker").await.expect("claim");
+    let item = q.store().read(&key).await.expect("read").expect("row");
+    assert!(
+        job.is_some(),
+        "the item was never delivered, yet its first delivery was refused (attempts exhausted): \
+         row now {:?} attempt {} requeued_at {} error {:?}",
+        item.state,
+        item.attempt,
+        item.requeued_at,
+        item.last_error
+    );
+    let job = job.expect("job");
+    assert_eq!(job.attempts_used(), 1, "first delivery must be attempt 1");
+    assert_ne!(item.state, JobState::Discarded);
+}
