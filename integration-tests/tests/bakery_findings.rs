@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cql_lease::cells::memory::CellOp;
 use cql_lease::memory::{Fault, Times};
-use cql_workqueue::memory::MemoryQueueStore;
+use cql_workqueue::memory::{MemoryQueueStore, PlainOp, QueueOp};
 use cql_workqueue::{
     ClaimMode, ClaimOutcome, ItemClaim, ItemKey, JobState, QueueConfig, WorkQueue,
 };
@@ -137,5 +137,68 @@ async fn finding_claim_cut_during_high_water_write_is_delivered_but_unholdable()
     assert!(
         done.is_ok(),
         "a delivered, held job could not complete: {done:?}"
+    );
+}
+
+/// F3. `Job::complete` dropped while it settles a lost answer (its write applied: the row
+/// is `done`, payload cleared) hands the item back "as a no-op if the write applied" (job.rs)
+/// — true in the LWT mode, where the hand-back is conditional on the claim. In the bakery
+/// mode the claim is the process's own `held` entry, still there (only a confirmed finish
+/// forgets it), so the hand-back's `reschedule` reads the done row and rewrites it
+/// `available` with a later timestamp and a new index entry: the completed item comes back
+/// and is delivered again with its payload gone (the done write cleared it).
+#[tokio::test(start_paused = true)]
+async fn finding_dropped_complete_after_lost_answer_resurrects_item_without_payload() {
+    dropped_complete_after_lost_answer(ClaimMode::Bakery).await;
+}
+
+/// F3 control (passes): the same faults in the LWT mode; its read-back settles the lost answer at
+/// once (the claim is gone), so the item stays done.
+#[tokio::test(start_paused = true)]
+async fn control_lwt_mode_lost_complete_answer_stays_done() {
+    dropped_complete_after_lost_answer(ClaimMode::Lwt).await;
+}
+
+async fn dropped_complete_after_lost_answer(mode: ClaimMode) {
+    let mem = Arc::new(MemoryQueueStore::new());
+    let config = QueueConfig {
+        claim_mode: mode,
+        ..queue_config()
+    };
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "f3", config).expect("queue");
+    let id = q.enqueue("precious payload").await.expect("enqueue");
+    let key = ItemKey {
+        partition: "f3".into(),
+        id,
+    };
+    let job = q.claim("worker").await.expect("claim").expect("a job");
+    // The done write applies; its answer is lost.
+    match mode {
+        ClaimMode::Bakery => mem.plain_items().inject(
+            Some(PlainOp::Write),
+            Fault::TimeoutAfterApply,
+            Times::Next(1),
+        ),
+        _ => mem.inject(
+            Some(QueueOp::Complete),
+            Fault::TimeoutAfterApply,
+            Times::Next(1),
+        ),
+    }
+    // The worker shuts down while complete is settling (it waits a retry delay of 50-100 ms).
+    let cut = tokio::time::timeout(Duration::from_millis(20), job.complete()).await;
+    // (The LWT mode settles the lost answer by its read-back at once: nothing to cut.)
+    if matches!(mode, ClaimMode::Bakery) {
+        assert!(cut.is_err(), "complete settled too early: {cut:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let item = q.store().read(&key).await.expect("read").expect("row");
+    let again = q.claim("another").await.expect("claim");
+    assert!(
+        item.state == JobState::Done && again.is_none(),
+        "the completed item came back: state {:?}, payload {:?}, delivered again with payload {:?}",
+        item.state,
+        String::from_utf8_lossy(&item.payload),
+        again.as_ref().map(|j| j.payload().to_owned())
     );
 }
