@@ -202,3 +202,72 @@ async fn dropped_complete_after_lost_answer(mode: ClaimMode) {
         again.as_ref().map(|j| j.payload().to_owned())
     );
 }
+
+/// F4. `finish` (complete/fail/discard and the hand-backs) checks the ticket's validity
+/// BEFORE its plain read of the row, then writes what it read with a fresh, later
+/// timestamp. The read may take up to a request timeout (`validity / 3` = 4.5 s with the
+/// default timing, against a 1.5 s margin between the validity and the TTL), so the write
+/// can be SENT after the number expired and another worker reclaimed and completed the
+/// item: its later timestamp wins over the new holder's finish. The README says a late
+/// finish "can only mark done an item whose work was done, or reschedule/discard it while
+/// the new holder works (its own finish then wins, being later)". Here A's failure,
+/// written over B's completion, brings the done item back, with its payload gone.
+#[tokio::test(start_paused = true)]
+async fn finding_finish_read_outlives_ticket_and_overwrites_next_holders_completion() {
+    let mem = Arc::new(MemoryQueueStore::new());
+    let config = QueueConfig {
+        claim: cql_lease::LeaseConfig::default(),
+        claim_mode: ClaimMode::Bakery,
+        ..queue_config()
+    };
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "f4", config).expect("queue");
+    let id = q.enqueue("precious payload").await.expect("enqueue");
+    let key = ItemKey {
+        partition: "f4".into(),
+        id,
+    };
+    let t0 = tokio::time::Instant::now();
+    let a = q.claim("A").await.expect("claim").expect("a job for A");
+    // A's heartbeats cannot reach the store; A finishes just inside its deadline.
+    mem.cells()
+        .inject(Some(CellOp::Write), Fault::Unavailable, Times::Always);
+    tokio::time::sleep_until(t0 + Duration::from_millis(13_300)).await;
+    assert!(a.is_held(), "A must still hold its job when it fails it");
+    // A's finish reads the row slowly (within one request timeout of 4.5 s).
+    mem.plain_items().inject(
+        Some(PlainOp::Read),
+        Fault::Latency(Duration::from_millis(4_400)),
+        Times::Next(1),
+    );
+    let a_fail = tokio::spawn(async move { a.fail("A's late failure").await });
+    tokio::time::sleep_until(t0 + Duration::from_millis(15_100)).await;
+    mem.cells().clear_faults();
+    // A's number has expired: B claims and completes.
+    let b = loop {
+        if let Some(job) = q.claim("B").await.expect("claim") {
+            break job;
+        }
+        assert!(
+            tokio::time::Instant::now() < t0 + Duration::from_millis(17_500),
+            "B never got the item"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        b.token() > cql_lease::FencingToken::new(1),
+        "B's token {:?}",
+        b.token()
+    );
+    b.complete().await.expect("B completes");
+    let a_result = a_fail.await.expect("join");
+    let item = q.store().read(&key).await.expect("read").expect("row");
+    assert_eq!(
+        item.state,
+        JobState::Done,
+        "B completed the item, then A's finish (checked before its slow read) overwrote it: \
+         A got {a_result:?}; row state {:?}, payload {:?}, last_error {:?}",
+        item.state,
+        String::from_utf8_lossy(&item.payload),
+        item.last_error
+    );
+}
