@@ -2,6 +2,8 @@
 //! the code as reviewed (named `finding_*`; see the review report). They drive the embedded
 //! store on paused tokio time with fault injection, so they are fast and deterministic.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
+
 use std::sync::Arc;
 use std::time::Duration;
 
