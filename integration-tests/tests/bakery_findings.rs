@@ -176,11 +176,17 @@ async fn dropped_complete_after_lost_answer(mode: ClaimMode) {
     let job = q.claim("worker").await.expect("claim").expect("a job");
     // The done write applies; its answer is lost.
     match mode {
-        ClaimMode::Bakery => mem.plain_items().inject(
-            Some(PlainOp::Write),
-            Fault::TimeoutAfterApply,
-            Times::Next(1),
-        ),
+        ClaimMode::Bakery => {
+            mem.plain_items().inject(
+                Some(PlainOp::Write),
+                Fault::TimeoutAfterApply,
+                Times::Next(1),
+            );
+            // Its first read-back fails too (it would settle the lost answer at once), so
+            // complete is still settling when the worker shuts down.
+            mem.cells()
+                .inject(Some(CellOp::ReadRow), Fault::Unavailable, Times::Next(1));
+        }
         _ => mem.inject(
             Some(QueueOp::Complete),
             Fault::TimeoutAfterApply,
