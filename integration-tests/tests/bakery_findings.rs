@@ -1,6 +1,7 @@
-//! Review findings on the LWT-free ("bakery") claim mode, each shown by a test that FAILS on
-//! the code as reviewed (named `finding_*`; see the review report). They drive the embedded
-//! store on paused tokio time with fault injection, so they are fast and deterministic.
+//! Guarantees of the LWT-free ("bakery") claim mode found missing by a review (findings
+//! F1-F4), each pinned by a test that failed on the code as reviewed. They drive the
+//! embedded store on paused tokio time with fault injection, so they are fast and
+//! deterministic.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -35,15 +36,14 @@ async fn arm_after_writes(mem: &MemoryQueueStore, base: u64, writes: u64, fault:
         .inject(Some(CellOp::Write), fault, Times::Always);
 }
 
-/// F1. A claim whose high-water-mark write is applied but whose answer is lost is reported
-/// `Lost` and withdrawn without giving its attempt back (`unclaim` is never reached; the
-/// same happens when the claim future is dropped during that write: `unclaim` sees
-/// `recorded == false` and skips the `requeued_at` bump). The mark landed, so the next claim
-/// takes attempt 2 and the first delivery already counts two attempts: with
-/// `max_attempts = 1` the item is dead-lettered without ever reaching a worker. The README
-/// says an undone claim's attempt "is given back by counting attempts from one later".
+/// F1. A claim whose high-water-mark write is applied but whose answer is lost (until the
+/// ticket's validity runs out) is reported `Lost` and withdrawn, and gives its attempt back:
+/// the mark landed, so the next claim takes number 2, but attempts are counted from one
+/// later (`requeued_at + 1`), and with `max_attempts = 1` the item's first delivery is
+/// attempt 1, not a dead letter. (`unclaim` gives back the same way whether or not the mark
+/// was confirmed.)
 #[tokio::test(start_paused = true)]
-async fn finding_lost_high_water_answer_spends_an_attempt_never_delivered() {
+async fn lost_high_water_answer_gives_the_attempt_back() {
     let mem = Arc::new(MemoryQueueStore::new());
     let q = bakery_queue(&mem, "f1", 1);
     let id = q.enqueue("run me once").await.expect("enqueue");
@@ -97,16 +97,12 @@ async fn finding_lost_high_water_answer_spends_an_attempt_never_delivered() {
     assert_ne!(item.state, JobState::Discarded);
 }
 
-/// F2. The queue bounds the whole bakery claim (choosing, reads, number, waits for choosers,
-/// high-water mark: many round trips) by ONE request timeout (`validity / 3` by default),
-/// like a single LWT. When the cut falls while the high-water mark's write is outstanding
-/// (applied, answers lost, being re-sent), the claim's read-back finds the ticket live and
-/// recorded and reports `Claimed`, but `BakeryStore.held` still has it as unrecorded, so
-/// `heartbeat` (and `complete`) answer `NotApplied`: the job is handed to a worker with a
-/// token, then taken away at its first renewal, and its work cannot be completed; the item
-/// waits for the number's TTL and the attempt is spent.
+/// F2. A bakery claim cut by the queue's bound (its own deadline, two thirds of the
+/// validity) while its high-water mark's write is outstanding (applied, answers lost, being
+/// re-sent) is read back; the store shows its number live and recorded, so it is delivered
+/// and it is a claim for the store layer too: its heartbeat keeps it and it completes.
 #[tokio::test(start_paused = true)]
-async fn finding_claim_cut_during_high_water_write_is_delivered_but_unholdable() {
+async fn claim_cut_during_high_water_write_is_delivered_holdable() {
     let mem = Arc::new(MemoryQueueStore::new());
     let q = bakery_queue(&mem, "f2", 3);
     q.enqueue("work").await.expect("enqueue");
@@ -124,7 +120,7 @@ async fn finding_claim_cut_during_high_water_write_is_delivered_but_unholdable()
     let job = claim.await.expect("join");
     mem.cells().clear_faults();
     let Ok(Some(job)) = job else {
-        // Not delivered at all: the scenario did not arise (the finding is not shown).
+        // Not delivered at all: the scenario did not arise (the test would show nothing).
         panic!("claim did not deliver: {job:?}");
     };
     // A delivered job must be kept by its heartbeat well past a renewal interval.
@@ -143,19 +139,17 @@ async fn finding_claim_cut_during_high_water_write_is_delivered_but_unholdable()
 }
 
 /// F3. `Job::complete` dropped while it settles a lost answer (its write applied: the row
-/// is `done`, payload cleared) hands the item back "as a no-op if the write applied" (job.rs)
-/// — true in the LWT mode, where the hand-back is conditional on the claim. In the bakery
-/// mode the claim is the process's own `held` entry, still there (only a confirmed finish
-/// forgets it), so the hand-back's `reschedule` reads the done row and rewrites it
-/// `available` with a later timestamp and a new index entry: the completed item comes back
-/// and is delivered again with its payload gone (the done write cleared it).
+/// is `done`, payload cleared) hands the item back, a no-op since the write applied: the
+/// bakery finish writes only over a row whose attempt is below its number, as the LWT
+/// mode's hand-back is conditional on the claim. The completed item stays done and is not
+/// delivered again.
 #[tokio::test(start_paused = true)]
-async fn finding_dropped_complete_after_lost_answer_resurrects_item_without_payload() {
+async fn dropped_complete_after_lost_answer_stays_done() {
     dropped_complete_after_lost_answer(ClaimMode::Bakery).await;
 }
 
-/// F3 control (passes): the same faults in the LWT mode; its read-back settles the lost answer at
-/// once (the claim is gone), so the item stays done.
+/// F3 in the LWT mode: its read-back settles the lost answer at once (the claim is gone), so
+/// the item stays done.
 #[tokio::test(start_paused = true)]
 async fn control_lwt_mode_lost_complete_answer_stays_done() {
     dropped_complete_after_lost_answer(ClaimMode::Lwt).await;
@@ -211,17 +205,14 @@ async fn dropped_complete_after_lost_answer(mode: ClaimMode) {
     );
 }
 
-/// F4. `finish` (complete/fail/discard and the hand-backs) checks the ticket's validity
-/// BEFORE its plain read of the row, then writes what it read with a fresh, later
-/// timestamp. The read may take up to a request timeout (`validity / 3` = 4.5 s with the
-/// default timing, against a 1.5 s margin between the validity and the TTL), so the write
-/// can be SENT after the number expired and another worker reclaimed and completed the
-/// item: its later timestamp wins over the new holder's finish. The README says a late
-/// finish "can only mark done an item whose work was done, or reschedule/discard it while
-/// the new holder works (its own finish then wins, being later)". Here A's failure,
-/// written over B's completion, brings the done item back, with its payload gone.
+/// F4. A late finish never overwrites the next holder's completion: A fails its job just
+/// inside its deadline (heartbeats failing) and its read of the row is slow (4.4 s, within
+/// a request timeout); meanwhile A's number expires and B reclaims and completes. A's
+/// finish is refused: it is sent only with a request timeout of validity left, checked
+/// again after the read, and only over a row below A's attempt. (What a write already in
+/// flight can still do on a real cluster is in the README.)
 #[tokio::test(start_paused = true)]
-async fn finding_finish_read_outlives_ticket_and_overwrites_next_holders_completion() {
+async fn late_finish_never_overwrites_next_holders_completion() {
     let mem = Arc::new(MemoryQueueStore::new());
     let config = QueueConfig {
         claim: cql_lease::LeaseConfig::default(),
@@ -272,7 +263,7 @@ async fn finding_finish_read_outlives_ticket_and_overwrites_next_holders_complet
     assert_eq!(
         item.state,
         JobState::Done,
-        "B completed the item, then A's finish (checked before its slow read) overwrote it: \
+        "B completed the item, then A's late finish overwrote it: \
          A got {a_result:?}; row state {:?}, payload {:?}, last_error {:?}",
         item.state,
         String::from_utf8_lossy(&item.payload),
