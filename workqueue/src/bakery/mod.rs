@@ -151,10 +151,12 @@ impl BakeryStore {
                 .max(i32::try_from(tickets.high_water).unwrap_or(i32::MAX));
             // A ticket is a claim once its number is recorded (a draw still under way, or a
             // winner whose mark never landed, is not): a claim's read-back relies on it.
+            // Only the last recorded number can be held (a later draw is beaten while it
+            // lives): a lower live ticket is a leftover whose withdrawal failed.
             let claim = tickets
                 .live
                 .iter()
-                .find(|(_, number)| finished < *number && *number <= tickets.high_water);
+                .find(|(_, number)| finished < *number && *number == tickets.high_water);
             if let Some((id, number)) = claim {
                 self.recorded(id, *number);
             }
