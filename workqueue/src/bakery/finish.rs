@@ -5,13 +5,16 @@
 //! - the row's `attempt` is the last attempt finished (or given back): a finish writes only
 //!   over a row below its own number, so a finish that already landed (answer lost) or a
 //!   later holder's is never overwritten by a resend or a hand-back;
-//! - the write is sent only while the ticket holds for at least one more request timeout
-//!   (at most a third of the validity), checked before the read and again right before
-//!   sending (the read may be slow), and the wait for its answer is bounded by it.
+//! - the write is sent only while the ticket holds, and only if its answer, waited for at
+//!   most one request timeout (at most a third of the validity), would come while the
+//!   ticket's cells certainly stand in the store; checked before the read and again right
+//!   before sending (the read may be slow). An answered finish therefore landed before
+//!   anyone else could claim, and the next holder's finish, which reads the row first,
+//!   writes above its timestamp.
 //!
-//! What this cannot rule out on a real cluster: a write the store applies later than its
-//! answer's timeout (a replica's hint). It then loses to the next holder's writes only by
-//! its client timestamp: see the README (bounded clock skew).
+//! What this cannot rule out on a real cluster: a write the store applies after its answer
+//! timed out (a coordinator still working, a replica's hint). It then loses to the next
+//! holder's writes only by client timestamps: see the README (bounded clock skew).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,13 +42,18 @@ impl BakeryStore {
             .min(self.timing.validity() / 3)
     }
 
-    /// Whether a write sent now lands (or is given up) while `ticket` still holds: its
-    /// [`flight`](Self::flight) left before the ticket's validity ends.
+    /// Whether a write may be sent now: the ticket holds by the local clock, and the write's
+    /// answer, waited for at most its [`flight`](Self::flight), comes while the ticket's
+    /// cells certainly stand in the store (they stand past the validity by the TTL's margin
+    /// over it, less the skew allowance): an answered finish landed before anyone else
+    /// could claim the item.
     fn may_write(&self, ticket: &Ticket) -> bool {
-        let flight = self.flight();
+        let t = &self.timing;
+        let standing = t.ttl.saturating_sub(t.validity() + t.max_clock_skew);
+        let now = Instant::now();
         ticket
             .valid_until()
-            .is_some_and(|until| Instant::now() + flight < until)
+            .is_some_and(|until| now < until && now + self.flight() < until + standing)
     }
 
     /// Ends the claim `claim_id` by rewriting its item with `change`: only while its ticket
