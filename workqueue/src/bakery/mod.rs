@@ -330,7 +330,8 @@ impl QueueStore for BakeryStore {
     /// down), so the next claim's number is higher: the undone claim's attempt is given
     /// back by counting attempts from one later (`requeued_at + 1`), not by lowering it.
     /// That row write is skipped when a later claim has been recorded since (the row is
-    /// theirs now); then the undone claim counts as an attempt.
+    /// theirs now) or another claimer is drawing; then the undone claim counts as an
+    /// attempt. See `give_back`.
     async fn unclaim(
         &self,
         key: &ItemKey,
