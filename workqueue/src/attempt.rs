@@ -184,7 +184,18 @@ impl WorkQueue {
             }
         };
         let won = |o: &ClaimOutcome| *o == ClaimOutcome::Claimed;
-        let (sent_at, guard) = match claim_attempt(guard, &timing, request, read_back, won).await {
+        // A bakery claim is many round trips and waits for choosers: bounded by its own
+        // deadline, not by one request's timeout (its read-back steps keep that bound).
+        let mut claim_timing = timing;
+        if self.store.claim_mode() == crate::ClaimMode::Bakery {
+            claim_timing.request_timeout = crate::bakery::claim_bound(&self.config.claim);
+        }
+        let read_back = || {
+            let step = read_back();
+            async move { timing.bounded("claim read-back", step).await }
+        };
+        let claimed = claim_attempt(guard, &claim_timing, request, read_back, won).await;
+        let (sent_at, guard) = match claimed {
             Ok(Claimed::Won { sent_at, guard, .. }) => (sent_at, guard),
             Ok(Claimed::NotWon(_)) => {
                 debug!(id = %key.id, "claim lost");

@@ -359,6 +359,13 @@ impl Ticket {
         self.cells.still_valid()
     }
 
+    /// Until when, by the local clock, every cell is certainly in the store (`None` when
+    /// none is confirmed): a write that must land while the ticket holds is sent only with
+    /// its own flight time left before this.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.cells.valid_until()
+    }
+
     /// Records the number as the name's high-water mark: no TTL, written with the number as
     /// its client timestamp so the mark never decreases. Sent again (same timestamp) until
     /// the ticket's validity runs out.

@@ -4,9 +4,11 @@
 //! and the hold machine are the LWT mode's.
 //!
 //! - **Item rows** live in a table of their own ([`PlainItemStore`]), written only with plain
-//!   writes. Each write carries a client timestamp above this process's earlier ones and
-//!   above the timestamp of the row version it was derived from, so a finish always wins
-//!   over the enqueue it follows, whatever the processes' clocks.
+//!   writes. Each write carries this process's monotonic client timestamp, raised above the
+//!   timestamp of the row version it was derived from (per row only: the process's clock
+//!   is not advanced), so a finish always wins over the enqueue it follows, whatever the
+//!   processes' clocks. Finishes are fenced by the row's attempt and the ticket's validity
+//!   (see `finish`).
 //! - **Claims** are the bakery of [`cql_lease::lock::ticket`], per item: choosing mark,
 //!   max + 1 over the item's number row, wait while anyone chooses, lower ticket wins. The
 //!   winner's number is the claim's fencing token and must be the item's attempt + 1
@@ -26,6 +28,7 @@
 //! See the README for what this mode guarantees compared with the LWT mode and what it
 //! assumes.
 
+mod finish;
 mod parts;
 
 pub use parts::{BakeryParts, PlainItemStore};
@@ -54,6 +57,13 @@ fn ticket_name(key: &ItemKey) -> String {
     format!("{}/{}", key.partition, key.id)
 }
 
+/// How long a whole bakery claim may take before the queue gives it up as of unknown
+/// outcome and reads it back: two thirds of the validity, above the half a claim waits for
+/// choosers at most, so the claim usually decides itself, and leaving a third to use it.
+pub(crate) fn claim_bound(timing: &LeaseConfig) -> Duration {
+    timing.validity() * 2 / 3
+}
+
 /// How long a loser pauses before its claimer looks at another candidate: its poll interval.
 const POLL: Duration = Duration::from_millis(10);
 
@@ -67,9 +77,10 @@ pub(crate) struct BakeryStore {
     /// This process's won tickets, by claim id, and whether each number was recorded as
     /// its item's high-water mark (only then is it a claim).
     held: Mutex<HashMap<String, (Arc<Ticket>, bool)>>,
-    /// Client timestamps of enqueues not yet confirmed, by origin: a resent enqueue carries
-    /// its first send's timestamp, so it can never win over a later finish.
-    pending: Mutex<HashMap<String, i64>>,
+    /// Client timestamps of enqueues not yet confirmed, by origin, with when each was
+    /// first sent: a resent enqueue carries its first send's timestamp, so it can never win
+    /// over a later finish.
+    pending: Mutex<HashMap<String, (i64, Instant)>>,
 }
 
 impl BakeryStore {
@@ -105,6 +116,20 @@ impl BakeryStore {
         self.held.lock().ok()?.get(claim_id).cloned()
     }
 
+    /// The store shows our ticket `claim_id` recorded (a claim cut while its mark's write
+    /// was outstanding, read back): so it is a claim, and the job it is delivered as may
+    /// renew and finish it.
+    fn recorded(&self, claim_id: &str, number: i64) {
+        if let Ok(mut held) = self.held.lock()
+            && let Some(entry) = held.get_mut(claim_id)
+            && entry.0.number() == number
+            && !entry.1
+        {
+            info!(claim = claim_id, number, "claim read back recorded");
+            entry.1 = true;
+        }
+    }
+
     fn forget(&self, claim_id: &str) {
         if let Ok(mut held) = self.held.lock() {
             held.remove(claim_id);
@@ -118,57 +143,29 @@ impl BakeryStore {
             self.bakery.tickets(&name).await.map_err(lock_error)
         })?;
         Ok(row.map(|(mut item, ts)| {
+            // The row's attempt is the last one finished (or given back): a ticket at or
+            // below it is a claim that is over, whatever its cells still say.
+            let finished = i64::from(item.attempt);
             item.attempt = item
                 .attempt
                 .max(i32::try_from(tickets.high_water).unwrap_or(i32::MAX));
             // A ticket is a claim once its number is recorded (a draw still under way, or a
             // winner whose mark never landed, is not): a claim's read-back relies on it.
-            item.claim = tickets
+            // Only the last recorded number can be held (a later draw is beaten while it
+            // lives): a lower live ticket is a leftover whose withdrawal failed.
+            let claim = tickets
                 .live
                 .iter()
-                .find(|(_, number)| *number <= tickets.high_water)
-                .map(|(id, _)| id.clone());
+                .find(|(_, number)| finished < *number && *number == tickets.high_water);
+            if let Some((id, number)) = claim {
+                self.recorded(id, *number);
+            }
+            item.claim = claim.map(|(id, _)| id.clone());
             if item.claim.is_some() && item.state.is_claimable() {
                 item.state = JobState::Running;
             }
             (item, ts)
         }))
-    }
-
-    /// Writes `item` over the version read at `seen`: a timestamp above both.
-    async fn write_over(&self, item: &StoredItem, seen: i64) -> Result<(), StoreError> {
-        let ts = crate::clock::next_micros().max(seen + 1);
-        self.items.write_item(item, ts).await
-    }
-
-    /// Ends the claim `claim_id` by rewriting its item with `change`, only while its ticket
-    /// is still valid by the local clock (a plain write cannot be conditional: the hold
-    /// machine has already told a late holder to stop).
-    async fn finish(
-        &self,
-        key: &ItemKey,
-        claim_id: &str,
-        change: impl FnOnce(&mut StoredItem),
-    ) -> Result<CasOutcome, StoreError> {
-        let Some(ticket) = self.ticket(claim_id) else {
-            return Ok(CasOutcome::NotApplied);
-        };
-        if !ticket.is_valid() {
-            self.forget(claim_id);
-            ticket.withdraw().await;
-            return Ok(CasOutcome::NotApplied);
-        }
-        let Some((mut item, seen)) = self.items.read_item(key).await? else {
-            return Ok(CasOutcome::NotApplied);
-        };
-        item.attempt = item
-            .attempt
-            .max(i32::try_from(ticket.number()).unwrap_or(i32::MAX));
-        change(&mut item);
-        self.write_over(&item, seen).await?;
-        self.forget(claim_id);
-        ticket.withdraw().await;
-        Ok(CasOutcome::Applied)
     }
 }
 
@@ -193,9 +190,19 @@ impl QueueStore for BakeryStore {
             return Err(StoreError::Rejected(NO_UNIQUE.into()));
         }
         let ts = match self.pending.lock() {
-            Ok(mut pending) => *pending
-                .entry(row.origin.to_owned())
-                .or_insert_with(crate::clock::next_micros),
+            Ok(mut pending) => {
+                // An enqueue resends for at most its resolve timeout (one send may start
+                // just before that ends): entries older than twice that are of given-up
+                // enqueues, and go.
+                let now = Instant::now();
+                let kept =
+                    self.timing.resolve_timeout * 2 + self.timing.effective_request_timeout();
+                pending.retain(|_, (_, first)| now.duration_since(*first) < kept);
+                pending
+                    .entry(row.origin.to_owned())
+                    .or_insert_with(|| (crate::clock::next_micros(), now))
+                    .0
+            }
             Err(_) => crate::clock::next_micros(),
         };
         let item = StoredItem {
@@ -249,13 +256,19 @@ impl QueueStore for BakeryStore {
             ticket.withdraw().await;
             return Ok(ClaimOutcome::Lost);
         }
-        // Tracked before the mark's write, so an undo (future dropped) finds it.
+        // Tracked before the mark's write, so an undo (future dropped) finds it. Entries
+        // whose tickets ran out (claims cut or never finished) go: nothing can use them.
         if let Ok(mut held) = self.held.lock() {
+            held.retain(|_, (t, _)| t.is_valid());
             held.insert(claim.claim_id.to_owned(), (Arc::clone(&ticket), false));
         }
         // The number counts only once recorded: a later claim must draw above it.
         if let Err(error) = ticket.record_high_water().await {
             warn!(%error, "high-water mark not confirmed; claim withdrawn");
+            // Its write may have landed all the same: then the attempt is given back.
+            if let Err(error) = self.give_back(claim.key, &ticket).await {
+                warn!(%error, "attempt of a withdrawn claim not given back");
+            }
             self.forget(claim.claim_id);
             ticket.withdraw().await;
             return Ok(ClaimOutcome::Lost);
@@ -317,7 +330,8 @@ impl QueueStore for BakeryStore {
     /// down), so the next claim's number is higher: the undone claim's attempt is given
     /// back by counting attempts from one later (`requeued_at + 1`), not by lowering it.
     /// That row write is skipped when a later claim has been recorded since (the row is
-    /// theirs now); then the undone claim counts as an attempt.
+    /// theirs now) or another claimer is drawing; then the undone claim counts as an
+    /// attempt. See `give_back`.
     async fn unclaim(
         &self,
         key: &ItemKey,
@@ -325,26 +339,12 @@ impl QueueStore for BakeryStore {
         _state: JobState,
         _attempt: i32,
     ) -> Result<CasOutcome, StoreError> {
-        let Some((ticket, recorded)) = self.any_ticket(claim_id) else {
+        let Some((ticket, _recorded)) = self.any_ticket(claim_id) else {
             return Ok(CasOutcome::NotApplied);
         };
-        // An unrecorded number was never a claim: nothing to give back.
-        if recorded {
-            let tickets = self
-                .bakery
-                .tickets(&ticket_name(key))
-                .await
-                .map_err(lock_error)?;
-            if tickets.high_water == ticket.number()
-                && let Some((mut item, seen)) = self.items.read_item(key).await?
-            {
-                item.requeued_at += 1;
-                item.attempt = item
-                    .attempt
-                    .max(i32::try_from(ticket.number()).unwrap_or(i32::MAX));
-                self.write_over(&item, seen).await?;
-            }
-        }
+        // Even an unrecorded number's mark may have landed (answer lost, or the claim cut
+        // while writing it): the store decides.
+        self.give_back(key, &ticket).await?;
         self.forget(claim_id);
         ticket.withdraw().await;
         Ok(CasOutcome::Applied)

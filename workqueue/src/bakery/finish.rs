@@ -1,0 +1,148 @@
+//! Ending a bakery claim with plain writes: a finish (complete, reschedule, hand-back) and
+//! an undone claim's give-back. A plain write cannot be conditional, so each is fenced by
+//! hand, as the LWT mode's `IF claim = ?` would be:
+//!
+//! - the row's `attempt` is the last attempt finished (or given back): a finish writes only
+//!   over a row below its own number, so a finish that already landed (answer lost) or a
+//!   later holder's is never overwritten by a resend or a hand-back;
+//! - the write is sent only while the ticket holds, and only if its answer, waited for at
+//!   most one request timeout (at most a third of the validity), would come while the
+//!   ticket's cells certainly stand in the store; checked before the read and again right
+//!   before sending (the read may be slow). An answered finish therefore landed before
+//!   anyone else could claim, and the next holder's finish, which reads the row first,
+//!   writes above its timestamp.
+//!
+//! What this cannot rule out on a real cluster: a write the store applies after its answer
+//! timed out (a coordinator still working, a replica's hint). It then loses to the next
+//! holder's writes only by client timestamps: see the README (bounded clock skew).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cql_lease::lock::ticket::Ticket;
+use cql_lease::{CasOutcome, StoreError};
+use tokio::time::Instant;
+use tracing::{debug, info};
+
+use super::{BakeryStore, lock_error, ticket_name};
+use crate::item::{ItemKey, StoredItem};
+
+impl BakeryStore {
+    /// Writes `item` over the version read at `seen`: a timestamp above both.
+    pub(super) async fn write_over(&self, item: &StoredItem, seen: i64) -> Result<(), StoreError> {
+        let ts = crate::clock::next_micros().max(seen + 1);
+        self.items.write_item(item, ts).await
+    }
+
+    /// The longest a finishing write is waited for: one request timeout, at most a third of
+    /// the validity (a longer configured timeout would leave no time to finish at all).
+    fn flight(&self) -> Duration {
+        self.timing
+            .effective_request_timeout()
+            .min(self.timing.validity() / 3)
+    }
+
+    /// Whether a write may be sent now: the ticket holds by the local clock, and the write's
+    /// answer, waited for at most its [`flight`](Self::flight), comes while the ticket's
+    /// cells certainly stand in the store (they stand past the validity by the TTL's margin
+    /// over it, less the skew allowance): an answered finish landed before anyone else
+    /// could claim the item.
+    fn may_write(&self, ticket: &Ticket) -> bool {
+        let t = &self.timing;
+        let standing = t.ttl.saturating_sub(t.validity() + t.max_clock_skew);
+        let now = Instant::now();
+        ticket
+            .valid_until()
+            .is_some_and(|until| now < until && now + self.flight() < until + standing)
+    }
+
+    /// Ends the claim `claim_id` by rewriting its item with `change`: only while its ticket
+    /// holds for the write's flight, and only over a row that no finish of this attempt or
+    /// a later one has reached.
+    pub(super) async fn finish(
+        &self,
+        key: &ItemKey,
+        claim_id: &str,
+        change: impl FnOnce(&mut StoredItem),
+    ) -> Result<CasOutcome, StoreError> {
+        let Some(ticket) = self.ticket(claim_id) else {
+            return Ok(CasOutcome::NotApplied);
+        };
+        let outcome = self.finish_with(key, &ticket, change).await;
+        if outcome.is_ok() {
+            // Over either way. After an error the ticket stays for the caller's resend
+            // (which the row's attempt fences) or hand-back.
+            self.forget(claim_id);
+            ticket.withdraw().await;
+        }
+        outcome
+    }
+
+    async fn finish_with(
+        &self,
+        key: &ItemKey,
+        ticket: &Arc<Ticket>,
+        change: impl FnOnce(&mut StoredItem),
+    ) -> Result<CasOutcome, StoreError> {
+        if !self.may_write(ticket) {
+            debug!(
+                number = ticket.number(),
+                "ticket too close to its end to finish"
+            );
+            return Ok(CasOutcome::NotApplied);
+        }
+        let Some((mut item, seen)) = self.items.read_item(key).await? else {
+            return Ok(CasOutcome::NotApplied);
+        };
+        let number = ticket.number();
+        if i64::from(item.attempt) >= number {
+            info!(
+                number,
+                attempt = item.attempt,
+                "row already finished past this claim"
+            );
+            return Ok(CasOutcome::NotApplied);
+        }
+        item.attempt = i32::try_from(number).unwrap_or(i32::MAX);
+        change(&mut item);
+        // The read may have taken long: the ticket must still hold for the write's flight.
+        if !self.may_write(ticket) {
+            debug!(number, "ticket ran low while reading; not finishing");
+            return Ok(CasOutcome::NotApplied);
+        }
+        let flight = self.flight();
+        match tokio::time::timeout(flight, self.write_over(&item, seen)).await {
+            Ok(written) => written.map(|()| CasOutcome::Applied),
+            Err(_) => Err(StoreError::Unknown(format!(
+                "finishing write: no answer within {flight:?}"
+            ))),
+        }
+    }
+
+    /// Gives back the attempt of `ticket`, a claim undone or never confirmed whose number
+    /// was recorded as the item's high-water mark: marks never go down, so attempts are
+    /// counted from one later (`requeued_at + 1`). Nothing is written when the mark is not
+    /// this number (never landed, or a later claim's), when another ticket is live (someone
+    /// is drawing: the row may be theirs), or when the row already accounts for it.
+    pub(super) async fn give_back(&self, key: &ItemKey, ticket: &Ticket) -> Result<(), StoreError> {
+        let tickets = self
+            .bakery
+            .tickets(&ticket_name(key))
+            .await
+            .map_err(lock_error)?;
+        let number = ticket.number();
+        if tickets.high_water != number || tickets.live.iter().any(|(id, _)| id != ticket.id()) {
+            return Ok(());
+        }
+        let Some((mut item, seen)) = self.items.read_item(key).await? else {
+            return Ok(());
+        };
+        if i64::from(item.attempt) >= number {
+            return Ok(());
+        }
+        item.requeued_at += 1;
+        item.attempt = i32::try_from(number).unwrap_or(i32::MAX);
+        info!(number, "attempt of an undone claim given back");
+        self.write_over(&item, seen).await
+    }
+}
