@@ -57,6 +57,12 @@ pub trait Backend: Send + Sync {
     fn queue_counts(&self) -> Option<StoreCounts> {
         None
     }
+    /// Writes and deletes so far per partition of the bakery claim mode's cells (keyed
+    /// `"{row}|{item cells name}"`, the CQL cell table's partition key) whose key starts with
+    /// `prefix`; `None` where nobody counts.
+    fn bakery_cell_writes(&self, _prefix: &str) -> Option<Vec<u64>> {
+        None
+    }
     /// The claim mode the queue scenarios run in (the suite runs once per mode).
     fn claim_mode(&self) -> ClaimMode {
         ClaimMode::Lwt
@@ -128,6 +134,16 @@ impl Backend for MemoryBackend {
     }
     fn queue_counts(&self) -> Option<StoreCounts> {
         Some(self.queue.counts())
+    }
+    fn bakery_cell_writes(&self, prefix: &str) -> Option<Vec<u64>> {
+        let by_partition = self.queue.cells().mutations_by_partition();
+        Some(
+            by_partition
+                .into_iter()
+                .filter(|(part, _)| part.starts_with(prefix))
+                .map(|(_, n)| n)
+                .collect(),
+        )
     }
     fn claim_mode(&self) -> ClaimMode {
         self.claim_mode

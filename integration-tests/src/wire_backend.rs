@@ -300,6 +300,20 @@ impl Backend for WireBackend {
     fn claim_mode(&self) -> ClaimMode {
         self.claim_mode
     }
+    fn bakery_cell_writes(&self, prefix: &str) -> Option<Vec<u64>> {
+        let writes = self.server.plain_writes();
+        Some(
+            writes
+                .into_iter()
+                .filter(|((keyspace, table, part), _)| {
+                    keyspace == "coordination"
+                        && table == "work_items_cells"
+                        && part.starts_with(prefix)
+                })
+                .map(|(_, n)| n)
+                .collect(),
+        )
+    }
     fn queue_counts(&self) -> Option<StoreCounts> {
         let calls = |label: &str| self.server.calls(label);
         let paxos = self.server.paxos();

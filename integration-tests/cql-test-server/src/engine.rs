@@ -11,7 +11,7 @@ use super::ServerOptions;
 use super::clock::ServerClock;
 pub use super::clustering::{Bound, Clustering, Component, RangeTombstone, Slice, compare_prefix};
 use super::parser::TableRef;
-use super::stats::{PaxosTracker, TombstoneStats};
+use super::stats::{PartitionId, PaxosTracker, TombstoneStats};
 use super::values::{CqlType, Value};
 
 /// Which database the server imitates where they differ.
@@ -318,6 +318,9 @@ pub struct Engine {
     pub tombstone_stats: TombstoneStats,
     /// Paxos rounds per partition.
     pub paxos: PaxosTracker,
+    /// Plain (non-conditional) modifications per partition, a batch counting once per
+    /// statement.
+    pub plain_writes: HashMap<PartitionId, u64>,
     /// Every node's address, in node order (node 0 first).
     pub addresses: Vec<IpAddr>,
     /// The node serving the request being executed: `system.local` and `system.peers` are
@@ -337,6 +340,7 @@ impl Engine {
             options: options.clone(),
             tombstone_stats: TombstoneStats::default(),
             paxos: PaxosTracker::default(),
+            plain_writes: HashMap::new(),
             addresses,
             node: 0,
             last_timestamp: 0,

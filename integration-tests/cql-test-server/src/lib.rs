@@ -58,6 +58,7 @@ mod walk;
 mod wire;
 mod write;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -357,6 +358,11 @@ impl CqlTestServer {
     /// Tombstones scanned by reads so far, and the warnings recorded.
     pub fn tombstones(&self) -> TombstoneStats {
         self.shared.engine_stats(|e| e.tombstone_stats.clone())
+    }
+
+    /// Plain (non-LWT) writes and deletes per partition so far.
+    pub fn plain_writes(&self) -> HashMap<PartitionId, u64> {
+        self.shared.engine_stats(|e| e.plain_writes.clone())
     }
 
     /// LWTs and contended LWTs per partition so far.

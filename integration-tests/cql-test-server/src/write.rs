@@ -29,6 +29,8 @@ impl Engine {
         if !conditional {
             let server_ts = self.next_timestamp();
             for m in &mutations {
+                let partition = (m.table.0.clone(), m.table.1.clone(), m.pk.display());
+                *self.plain_writes.entry(partition).or_default() += 1;
                 self.apply(m, m.timestamp.or(request.timestamp).unwrap_or(server_ts));
             }
             return Ok(Outcome::Void);

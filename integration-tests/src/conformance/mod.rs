@@ -22,6 +22,7 @@ pub mod lock_scenarios;
 pub mod lock_stale;
 pub mod queue;
 pub mod queue_bakery;
+pub mod queue_bakery_convoy;
 pub mod queue_chaos;
 pub mod queue_features;
 pub mod queue_hardening;
@@ -151,7 +152,7 @@ macro_rules! lease_suite {
 macro_rules! queue_suite {
     // The LWT-free claim mode: every scenario that does not test LWT-only behaviour (unique
     // keys, LWT counts per item, conditional finishes read back after a lost answer), plus
-    // its own. The backend asserts after each that the store saw no LWT.
+    // its own (the 64-claimer convoy as draws per item and writes per number partition). The backend asserts after each that the store saw no LWT.
     // Cut-off points of the bakery mode's client code, many in sequence: on paused time only
     // (over the wire they take ~35 s of real time, issue 8).
     (bakery_cuts: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
@@ -174,6 +175,7 @@ macro_rules! queue_suite {
             queue_bakery::unique_keys_and_mode_mismatch_are_refused,
             queue_bakery::resent_enqueue_cannot_undo_a_completion,
             queue_bakery::one_winner_among_simultaneous_claims,
+            queue_bakery_convoy::bakery_convoy_with_64_claimers,
             queue::lapsed_claim_stops_worker_and_cannot_complete,
             queue::lost_answers_are_resolved,
             queue_chaos::chaos_loses_nothing_and_never_reuses_tokens,

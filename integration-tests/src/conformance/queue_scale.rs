@@ -105,6 +105,7 @@ pub async fn no_convoy_with_64_claimers(b: &dyn Backend) {
     if counts_or_skip(b, "no_convoy_with_64_claimers").is_none() {
         return;
     }
+    let _alone = super::queue_bakery_convoy::CONVOYS.lock().await;
     // The first claims of a round race before the processes have learnt where the others
     // work: on simulated time, enough items that this start-up cost is shared out as in a
     // long run (256 items measured 1.15 to 1.23 per item, 1024 measure 1.10 to 1.13), so the

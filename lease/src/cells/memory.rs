@@ -83,6 +83,8 @@ struct Inner {
     late: FaultRules<CellOp>,
     calls: [AtomicU64; 4],
     tombstones_walked: AtomicU64,
+    /// Writes and deletes per `"{row}|{name}"` (a partition of the CQL cell table).
+    mutations: Mutex<HashMap<String, u64>>,
 }
 
 impl MemoryCellStore {
@@ -123,6 +125,16 @@ impl MemoryCellStore {
         self.inner.calls[op as usize].load(Ordering::Relaxed)
     }
 
+    /// Writes and deletes so far per row of a name, keyed `"{row}|{name}"` as the CQL cell
+    /// table's partitions are: how evenly work spreads over partitions.
+    pub fn mutations_by_partition(&self) -> HashMap<String, u64> {
+        self.inner
+            .mutations
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
     /// Tombstones (deleted or expired cells) that range reads have stepped over so far.
     pub fn tombstones_walked(&self) -> u64 {
         self.inner.tombstones_walked.load(Ordering::Relaxed)
@@ -150,6 +162,11 @@ impl MemoryCellStore {
         version: Version,
     ) -> Result<(), StoreError> {
         self.inner.calls[op as usize].fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut mutations) = self.inner.mutations.lock() {
+            *mutations
+                .entry(format!("{}|{}", at.row, at.lock))
+                .or_default() += 1;
+        }
         let (late, _) = self.inner.late.draw(op);
         if !late.is_zero() {
             let this = self.clone();

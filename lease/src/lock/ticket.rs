@@ -44,6 +44,22 @@ pub(crate) enum Chosen {
 
 /// The first half of the bakery: choosing mark, max + 1, ticket, mark cleared.
 pub(crate) async fn choose(cells: &Cells) -> Result<Chosen, LockError> {
+    // Never `None` without `step_aside`.
+    Ok(choose_or_step_aside(cells, false)
+        .await?
+        .unwrap_or(Chosen::Restart))
+}
+
+/// [`choose`]; with `step_aside`, `Ok(None)` instead of writing a number when the number
+/// row already holds another live ticket (below the max + 1 we would take: while it lives
+/// ours cannot win). Stepping aside there is what a contender that stopped between its
+/// choosing mark and its number does, which the bakery allows: its mark is deleted (by the
+/// caller's cleanup) and those waiting for it go on. No number is written, so none is
+/// compared or waited for.
+pub(crate) async fn choose_or_step_aside(
+    cells: &Cells,
+    step_aside: bool,
+) -> Result<Option<Chosen>, LockError> {
     let id = cells.id().to_owned();
     cells.put(CHOOSING, &id, 1).await?;
     // Our choosing mark must be visible, or others would not wait for our number: read it
@@ -56,7 +72,14 @@ pub(crate) async fn choose(cells: &Cells) -> Result<Chosen, LockError> {
             .map_err(|e| cells.store_error(e)),
     )?;
     if choosing_mark.is_none() {
-        return Ok(Chosen::Hidden);
+        return Ok(Some(Chosen::Hidden));
+    }
+    // Only live tickets, not other choosers' marks: a mark may be a contender that has
+    // just stepped aside itself, so yielding to marks left items with nobody drawing
+    // (measured: more draws per claimed item, not fewer).
+    if step_aside && tickets.iter().any(|c| c.name != HIGH_WATER && c.name != id) {
+        debug!(lock = %cells.lock, id, "a live ticket is already drawn; stepping aside");
+        return Ok(None);
     }
     let mine = tickets.iter().map(|c| c.value).max().unwrap_or(0) + 1;
     cells.put(NUMBER, &id, mine).await?;
@@ -64,7 +87,7 @@ pub(crate) async fn choose(cells: &Cells) -> Result<Chosen, LockError> {
     // meanwhile (we were slow between reading the maximum and writing), a newcomer may have
     // looked, seen neither, and drawn a ticket that ours does not exceed.
     if !cells.still_valid() {
-        return Ok(Chosen::Restart);
+        return Ok(Some(Chosen::Restart));
     }
     cells.remove(CHOOSING, &id).await;
     let choosing = read(cells, CHOOSING)
@@ -73,7 +96,7 @@ pub(crate) async fn choose(cells: &Cells) -> Result<Chosen, LockError> {
         .filter(|c| c.name != id)
         .map(|c| c.name)
         .collect();
-    Ok(Chosen::Ticket { mine, choosing })
+    Ok(Some(Chosen::Ticket { mine, choosing }))
 }
 
 /// Our own acknowledged cell is not there: `Ok(())` (start again) if it may just have
@@ -183,6 +206,8 @@ pub(crate) fn poll_delay(interval: Duration) -> Duration {
 #[derive(Debug, Clone)]
 pub struct TicketBakery {
     base: PlainLock,
+    /// Draws step aside, before taking a number, on a name that already has a live ticket.
+    step_aside: bool,
 }
 
 /// What a draw came to. A ticket that did not win is withdrawn (its cells deleted) before
@@ -192,9 +217,11 @@ pub enum Draw {
     /// No live ticket beats this one and nobody is choosing: it is the caller's, as a lease
     /// (keep it alive with [`Ticket::holdable`] through the hold machine).
     Won(Ticket),
-    /// A live ticket beats it (`number` was ours).
+    /// A live ticket beats it (`number` was ours), or, with
+    /// [`TicketBakery::stepping_aside`], was already there when we would have taken a
+    /// number (then none was written, and `number` is 0).
     Beaten {
-        /// The number we drew.
+        /// The number we drew (0 if we stepped aside).
         number: i64,
     },
     /// A chooser did not finish before the deadline, or our own cells may have expired.
@@ -246,7 +273,21 @@ impl TicketBakery {
     pub fn new(store: Arc<dyn CellStore>, options: LockOptions) -> Result<Self, LockError> {
         Ok(TicketBakery {
             base: PlainLock::new(store, options, Contenders::random())?,
+            step_aside: false,
         })
+    }
+
+    /// This bakery, its draws stepping aside ([`Draw::Beaten`], number 0) when, as they are
+    /// about to take a number, the name already has a live ticket (below theirs: they could
+    /// only win if it went away meanwhile). For callers with other names to try (a work
+    /// queue's claimers): a doomed draw then costs three requests fewer and writes no
+    /// number for others to wait on or compare with. Safe: it is a contender stopping
+    /// between its choosing mark and its number, which the bakery tolerates.
+    pub fn stepping_aside(self) -> Self {
+        TicketBakery {
+            step_aside: true,
+            ..self
+        }
     }
 
     /// Draws a ticket on `name` as `id` (unique per draw: a reused id could be hidden by its
@@ -281,13 +322,14 @@ impl TicketBakery {
     }
 
     async fn compare(&self, cells: &Arc<Cells>, deadline: Instant) -> Result<Draw, LockError> {
-        let (mine, choosing) = match choose(cells).await? {
-            Chosen::Ticket { mine, choosing } => (mine, choosing),
-            Chosen::Hidden => {
+        let (mine, choosing) = match choose_or_step_aside(cells, self.step_aside).await? {
+            Some(Chosen::Ticket { mine, choosing }) => (mine, choosing),
+            Some(Chosen::Hidden) => {
                 hidden(cells)?;
                 return Ok(Draw::Again);
             }
-            Chosen::Restart => return Ok(Draw::Again),
+            Some(Chosen::Restart) => return Ok(Draw::Again),
+            None => return Ok(Draw::Beaten { number: 0 }),
         };
         for other in &choosing {
             match wait_gone(cells, CHOOSING, other, None, deadline).await? {

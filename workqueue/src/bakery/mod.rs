@@ -96,7 +96,8 @@ impl BakeryStore {
         Ok(BakeryStore {
             inner,
             items: parts.items,
-            bakery: TicketBakery::new(parts.cells, options)?,
+            // A claimer has other candidates: a draw that meets a live ticket steps aside.
+            bakery: TicketBakery::new(parts.cells, options)?.stepping_aside(),
             timing,
             held: Mutex::default(),
             pending: Mutex::default(),
@@ -136,8 +137,13 @@ impl BakeryStore {
         }
     }
 
-    /// The row and the live tickets, read together.
-    async fn current(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
+    /// The row and the live tickets, read together. A ticket is the row's `claim` once its
+    /// number is recorded; with `draws`, a draw still under way counts too (see `peek`).
+    async fn current(
+        &self,
+        key: &ItemKey,
+        draws: bool,
+    ) -> Result<Option<(StoredItem, i64)>, StoreError> {
         let name = ticket_name(key);
         let (row, tickets) = futures::try_join!(self.items.read_item(key), async {
             self.bakery.tickets(&name).await.map_err(lock_error)
@@ -153,13 +159,19 @@ impl BakeryStore {
             // winner whose mark never landed, is not): a claim's read-back relies on it.
             // Only the last recorded number can be held (a later draw is beaten while it
             // lives): a lower live ticket is a leftover whose withdrawal failed.
-            let claim = tickets
+            let recorded = tickets
                 .live
                 .iter()
                 .find(|(_, number)| finished < *number && *number == tickets.high_water);
-            if let Some((id, number)) = claim {
+            if let Some((id, number)) = recorded {
                 self.recorded(id, *number);
             }
+            // With `draws` (a candidate's peek), any live ticket of an unfinished attempt
+            // keeps the item from a new draw, the recorded holder named first.
+            let claim = match recorded {
+                None if draws => tickets.live.iter().find(|(_, number)| finished < *number),
+                recorded => recorded,
+            };
             item.claim = claim.map(|(id, _)| id.clone());
             if item.claim.is_some() && item.state.is_claimable() {
                 item.state = JobState::Running;
@@ -356,7 +368,7 @@ impl QueueStore for BakeryStore {
         run_at: i64,
         attempt: i32,
     ) -> Result<CasOutcome, StoreError> {
-        let Some((mut item, seen)) = self.current(key).await? else {
+        let Some((mut item, seen)) = self.current(key, false).await? else {
             return Ok(CasOutcome::NotApplied);
         };
         if item.state != JobState::Discarded || item.attempt != attempt {
@@ -370,7 +382,7 @@ impl QueueStore for BakeryStore {
     }
 
     async fn purge(&self, key: &ItemKey, _retention: Duration) -> Result<CasOutcome, StoreError> {
-        let Some((mut item, seen)) = self.current(key).await? else {
+        let Some((mut item, seen)) = self.current(key, false).await? else {
             return Ok(CasOutcome::NotApplied);
         };
         if item.state != JobState::Discarded {
@@ -383,11 +395,17 @@ impl QueueStore for BakeryStore {
     }
 
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
-        Ok(self.current(key).await?.map(|(item, _)| item))
+        Ok(self.current(key, false).await?.map(|(item, _)| item))
     }
 
+    /// The claim path's look at a candidate: any live ticket shows as its `claim`, a draw
+    /// still under way included. A draw started now would be beaten by it (its number is
+    /// lower) or find the item moved on, so the claimer skips the item as held by another
+    /// process, without a draw, and that process's slot is looked at late from then on
+    /// (the LWT mode's cross-process spreading). At worst an item waits for a stale
+    /// ticket's TTL, as a draw would have lost to it until then.
     async fn peek(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
-        self.read(key).await
+        Ok(self.current(key, true).await?.map(|(item, _)| item))
     }
 
     async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
