@@ -39,10 +39,9 @@
 //!   the holder holds on), the next few waiters slower the further back they stand,
 //!   everyone beyond the first 16 places at `poll_interval` or, once it has seen the head
 //!   move, less often the further back it estimates it stands (at most 4 × `poll_interval`
-//!   apart). A
-//!   hand-over costs about four round trips (release, notice, main-row write, read back),
-//!   which bounds the lock at roughly `1 / (4 × round trip)` acquisitions per second
-//!   whatever the number of contenders.
+//!   apart). A hand-over costs about four round trips (release, notice, main-row write,
+//!   read back), which bounds the lock at roughly `1 / (4 × round trip)` acquisitions per
+//!   second whatever the number of contenders.
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
