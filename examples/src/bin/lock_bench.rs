@@ -2,7 +2,10 @@
 //!
 //! Default: the scylla backends over the CQL test server, real time. `--memory`: the embedded
 //! stores with `--latency-us` (default 300) added to every call. `--scylla HOST:PORT`: a real
-//! cluster (keyspace `lock_bench`, replication factor 1). `--seconds S` per measurement
+//! cluster (keyspace `lock_bench`, replication factor 1). `--latency-ms L`: the CQL test
+//! server answers every request L ms late (each on its own, as a LAN and a quorum of
+//! replicas would; the tokio timer rounds each delay up to its next millisecond tick).
+//! `--seconds S` per measurement
 //! (default 5), `--runs N` measurements per row (default 1; each column printed is the
 //! median of the runs, and the fair-vs-shadow goal at 64 contenders is checked run by run),
 //! `--contenders 1,4,16,64`, `--algorithms bakery,fair,shadow,lease`.
@@ -27,7 +30,7 @@ use cql_lease::lock::{BakeryLock, Contenders, FairLock, LeaseLock, Lock, LockOpt
 use cql_lease::memory::{Fault, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseClient, LeaseConfig, LeaseStore, MemoryStore};
-use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
+use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
 use examples::Args;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::Consistency;
@@ -55,6 +58,10 @@ fn options() -> LockOptions {
 }
 
 async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
+    let latency_ms = args.get("latency-ms").map(str::parse::<u64>).transpose()?;
+    if latency_ms.is_some() && (args.get("memory").is_some() || args.get("scylla").is_some()) {
+        return Err("--latency-ms delays the CQL test server; --memory takes --latency-us".into());
+    }
     if args.get("memory").is_some() {
         let latency = Duration::from_micros(args.get("latency-us").map_or(Ok(300), str::parse)?);
         let cells = MemoryCellStore::new();
@@ -70,7 +77,7 @@ async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
             _server: None,
         });
     }
-    let (session, server, label) = match args.get("scylla") {
+    let (session, server, mut label) = match args.get("scylla") {
         Some(addr) => (
             SessionBuilder::new().known_node(addr).build().await?,
             None,
@@ -105,6 +112,12 @@ async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
     };
     ScyllaCellStore::create_schema(&session, &cell_options).await?;
     let cells = ScyllaCellStore::new(session, cell_options).await?;
+    if let (Some(server), Some(ms)) = (&server, latency_ms) {
+        // Set up first, then slow every answer down: the delay is per request (scylla-proxy
+        // answers each delayed frame from its own task), not a queue.
+        server.node_fault(0, NodeFault::Slow(Duration::from_millis(ms)));
+        label.push_str(&format!(", every answer {ms} ms late"));
+    }
     Ok(Stores {
         cells: Arc::new(cells),
         leases: Arc::new(CountingStore::new(Arc::new(leases) as Arc<dyn LeaseStore>)),
@@ -312,6 +325,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "contenders",
             "algorithms",
             "latency-us",
+            "latency-ms",
             "hold-ms",
             "think-ms",
             "runs",

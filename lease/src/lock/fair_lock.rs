@@ -37,10 +37,11 @@
 //! - Waiters poll (the thesis names notification as future work), each at a pace set by
 //!   its place in the queue: the next in line at about one round trip (backing off while
 //!   the holder holds on), the next few waiters slower the further back they stand,
-//!   everyone beyond the first 16 places at `poll_interval`. A
-//!   hand-over costs about four round trips (release, notice, main-row write, read back),
-//!   which bounds the lock at roughly `1 / (4 × round trip)` acquisitions per second
-//!   whatever the number of contenders.
+//!   everyone beyond the first 16 places at `poll_interval` or, once it has seen the head
+//!   move, less often the further back it estimates it stands (at most 4 × `poll_interval`
+//!   apart). A hand-over costs about four round trips (release, notice, main-row write,
+//!   read back), which bounds the lock at roughly `1 / (4 × round trip)` acquisitions per
+//!   second whatever the number of contenders.
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
@@ -56,7 +57,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, instrument};
 
 use super::bakery::poll_delay;
-use super::fair_pace::Pace;
+use super::fair_pace::{Pace, estimated_place, head_moved};
 use super::plain::{Attempt, Cells, PlainLock};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::rows::{MAIN, QUEUE};
@@ -157,15 +158,14 @@ impl FairLock {
         Ok(name)
     }
 
-    /// Our place in the queue (0 first), reading at most `limit` cells from the last head
-    /// seen; `limit` when we are not among them (or our own cell is gone: `keep_fresh`
-    /// restores it).
-    async fn place_in_queue(
+    /// The names of the first (at most `limit`) cells of the queue, read from the last head
+    /// seen.
+    async fn queue_head(
         &self,
         cells: &Cells,
         mine: &str,
         limit: usize,
-    ) -> Result<usize, LockError> {
+    ) -> Result<Vec<String>, LockError> {
         let hint = self
             .heads
             .lock()
@@ -179,22 +179,36 @@ impl FairLock {
             .read_row(&cells.lock, QUEUE, from, limit, cells.read_deadline())
             .await
             .map_err(|e| cells.store_error(e))?;
-        let Some(first) = head.first() else {
-            return Ok(limit);
-        };
-        if let Ok(mut heads) = self.heads.lock() {
+        if let (Some(first), Ok(mut heads)) = (head.first(), self.heads.lock()) {
             heads.insert(cells.lock.clone(), first.name.clone());
         }
-        Ok(head.iter().position(|c| c.name == mine).unwrap_or(limit))
+        Ok(head.into_iter().map(|c| c.name).collect())
     }
 
-    /// One round: if first, claim the main row and check that we are alone there.
-    #[instrument(level = "debug", skip(self, cells, pace), fields(lock = %cells.lock, id = cells.id()))]
-    async fn round(&self, cells: &Cells, mine: &str, pace: &mut Pace) -> Result<Step, LockError> {
+    /// One round: if first, claim the main row and check that we are alone there. `seen`:
+    /// the queue cells the previous round read, replaced by this round's.
+    #[instrument(level = "debug", skip(self, cells, pace, seen), fields(lock = %cells.lock, id = cells.id()))]
+    async fn round(
+        &self,
+        cells: &Cells,
+        mine: &str,
+        pace: &mut Pace,
+        seen: &mut Vec<String>,
+    ) -> Result<Step, LockError> {
         let sent = Instant::now();
-        let place = self.place_in_queue(cells, mine, pace.read_limit()).await?;
+        let limit = pace.read_limit();
+        let head = self.queue_head(cells, mine, limit).await?;
         let now = Instant::now();
-        pace.observed(now, now - sent, place);
+        // Not among the cells read (or our own cell is gone: `keep_fresh` restores it):
+        // at least `limit`, and where the arrival times suggest.
+        let place = match head.iter().position(|c| c == mine) {
+            Some(place) => place,
+            None if head.len() < limit => limit,
+            None => estimated_place(&head, mine).max(limit),
+        };
+        let moved = head.first().and_then(|first| head_moved(seen, first));
+        *seen = head;
+        pace.observed(now, now - sent, place, moved);
         if place != 0 {
             debug!(place, "waiting in the queue");
             return Ok(Step::Waiting);
@@ -238,8 +252,9 @@ impl Lock for FairLock {
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
         let mut pace = Pace::new(self.base.options.poll_interval);
+        let mut seen = Vec::new();
         loop {
-            let pause = match self.round(&cells, &mine, &mut pace).await? {
+            let pause = match self.round(&cells, &mine, &mut pace, &mut seen).await? {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
                 // Jittered, so that waiters do not poll in step.
@@ -289,9 +304,10 @@ impl Lock for FairLock {
         let mine = self.enqueue(&cells).await?;
         // Only the first place matters here: read two cells at most.
         let mut pace = Pace::new(self.base.options.poll_interval);
-        pace.observed(Instant::now(), Duration::ZERO, 0);
+        pace.observed(Instant::now(), Duration::ZERO, 0, None);
+        let mut seen = Vec::new();
         for _ in 0..TRY_ROUNDS {
-            match self.round(&cells, &mine, &mut pace).await? {
+            match self.round(&cells, &mine, &mut pace, &mut seen).await? {
                 Step::Owned if cells.keep_fresh().await => {
                     return Ok(Some(self.granted(cells, attempt)));
                 }
