@@ -39,9 +39,9 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 use tracing::{debug, info, instrument};
 
+pub(crate) use super::numbering::poll_delay;
+use super::numbering::{self, Chosen, Waited};
 use super::plain::{Attempt, Cells, PlainLock};
-pub(crate) use super::ticket::poll_delay;
-use super::ticket::{self, Chosen, Waited};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::{CHOOSING, NUMBER};
@@ -132,7 +132,7 @@ impl BakeryLock {
     /// One pass of the bakery. `deadline == None` is `try_lock`: never wait.
     #[instrument(level = "debug", skip(self, cells), fields(lock = %cells.lock, id = cells.id()))]
     async fn enter(&self, cells: &Cells, deadline: Option<Instant>) -> Result<Entry, LockError> {
-        let (mine, choosing) = match ticket::choose(cells).await? {
+        let (mine, choosing) = match numbering::choose(cells).await? {
             Chosen::Ticket { mine, choosing } => (mine, choosing),
             Chosen::Hidden => return hidden(cells),
             Chosen::Restart => return Ok(Entry::Restart),
@@ -151,12 +151,12 @@ impl BakeryLock {
             }
         }
         let id = cells.id();
-        let tickets = ticket::read(cells, NUMBER).await?;
+        let tickets = numbering::read(cells, NUMBER).await?;
         // The read-back of our ticket, for free: absent means hidden (or expired).
         if !tickets.iter().any(|c| c.name == id && c.value == mine) {
             return hidden(cells);
         }
-        let ahead = ticket::ahead(tickets, mine, id);
+        let ahead = numbering::ahead(tickets, mine, id);
         if deadline.is_none() && !ahead.is_empty() {
             return Ok(Entry::Held);
         }
@@ -182,7 +182,7 @@ impl BakeryLock {
         })
     }
 
-    /// Polls one cell until it is gone (see [`ticket::wait_gone`]). `Entered` means "gone".
+    /// Polls one cell until it is gone (see [`numbering::wait_gone`]). `Entered` means "gone".
     async fn wait_gone(
         &self,
         cells: &Cells,
@@ -195,7 +195,7 @@ impl BakeryLock {
             return Ok(Entry::Held);
         };
         Ok(
-            match ticket::wait_gone(cells, row, cell, expected, deadline).await? {
+            match numbering::wait_gone(cells, row, cell, expected, deadline).await? {
                 Waited::Gone => Entry::Entered,
                 Waited::Restart => Entry::Restart,
                 Waited::TimedOut => Entry::TimedOut,
@@ -207,7 +207,7 @@ impl BakeryLock {
 /// Our own acknowledged cell is not there: start again if it may just have expired, else
 /// something newer hides it.
 fn hidden(cells: &Cells) -> Result<Entry, LockError> {
-    ticket::hidden(cells).map(|()| Entry::Restart)
+    numbering::hidden(cells).map(|()| Entry::Restart)
 }
 
 #[async_trait]

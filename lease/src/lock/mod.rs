@@ -43,6 +43,7 @@ pub mod fair_lock;
 mod fair_pace;
 mod guard;
 pub mod lease_lock;
+mod numbering;
 mod plain;
 pub mod shadow;
 pub mod ticket;

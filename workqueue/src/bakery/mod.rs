@@ -29,12 +29,15 @@
 //! assumes.
 
 mod finish;
+mod held;
 mod parts;
+mod read;
 
 pub use parts::{BakeryParts, PlainItemStore};
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use held::{HeldTickets, PendingEnqueues};
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -74,13 +77,8 @@ pub(crate) struct BakeryStore {
     items: Arc<dyn PlainItemStore>,
     bakery: TicketBakery,
     timing: LeaseConfig,
-    /// This process's won tickets, by claim id, and whether each number was recorded as
-    /// its item's high-water mark (only then is it a claim).
-    held: Mutex<HashMap<String, (Arc<Ticket>, bool)>>,
-    /// Client timestamps of enqueues not yet confirmed, by origin, with when each was
-    /// first sent: a resent enqueue carries its first send's timestamp, so it can never win
-    /// over a later finish.
-    pending: Mutex<HashMap<String, (i64, Instant)>>,
+    held: HeldTickets,
+    pending: PendingEnqueues,
 }
 
 impl BakeryStore {
@@ -99,85 +97,18 @@ impl BakeryStore {
             // A claimer has other candidates: a draw that meets a live ticket steps aside.
             bakery: TicketBakery::new(parts.cells, options)?.stepping_aside(),
             timing,
-            held: Mutex::default(),
-            pending: Mutex::default(),
+            held: HeldTickets::default(),
+            pending: PendingEnqueues::default(),
         })
     }
 
     /// A recorded ticket of this process.
     fn ticket(&self, claim_id: &str) -> Option<Arc<Ticket>> {
-        let held = self.held.lock().ok()?;
-        held.get(claim_id)
-            .filter(|(_, recorded)| *recorded)
-            .map(|(t, _)| Arc::clone(t))
-    }
-
-    /// Any won ticket of this process, recorded or not.
-    fn any_ticket(&self, claim_id: &str) -> Option<(Arc<Ticket>, bool)> {
-        self.held.lock().ok()?.get(claim_id).cloned()
-    }
-
-    /// The store shows our ticket `claim_id` recorded (a claim cut while its mark's write
-    /// was outstanding, read back): so it is a claim, and the job it is delivered as may
-    /// renew and finish it.
-    fn recorded(&self, claim_id: &str, number: i64) {
-        if let Ok(mut held) = self.held.lock()
-            && let Some(entry) = held.get_mut(claim_id)
-            && entry.0.number() == number
-            && !entry.1
-        {
-            info!(claim = claim_id, number, "claim read back recorded");
-            entry.1 = true;
-        }
+        self.held.recorded_ticket(claim_id)
     }
 
     fn forget(&self, claim_id: &str) {
-        if let Ok(mut held) = self.held.lock() {
-            held.remove(claim_id);
-        }
-    }
-
-    /// The row and the live tickets, read together. A ticket is the row's `claim` once its
-    /// number is recorded; with `draws`, a draw still under way counts too (see `peek`).
-    async fn current(
-        &self,
-        key: &ItemKey,
-        draws: bool,
-    ) -> Result<Option<(StoredItem, i64)>, StoreError> {
-        let name = ticket_name(key);
-        let (row, tickets) = futures::try_join!(self.items.read_item(key), async {
-            self.bakery.tickets(&name).await.map_err(lock_error)
-        })?;
-        Ok(row.map(|(mut item, ts)| {
-            // The row's attempt is the last one finished (or given back): a ticket at or
-            // below it is a claim that is over, whatever its cells still say.
-            let finished = i64::from(item.attempt);
-            item.attempt = item
-                .attempt
-                .max(i32::try_from(tickets.high_water).unwrap_or(i32::MAX));
-            // A ticket is a claim once its number is recorded (a draw still under way, or a
-            // winner whose mark never landed, is not): a claim's read-back relies on it.
-            // Only the last recorded number can be held (a later draw is beaten while it
-            // lives): a lower live ticket is a leftover whose withdrawal failed.
-            let recorded = tickets
-                .live
-                .iter()
-                .find(|(_, number)| finished < *number && *number == tickets.high_water);
-            if let Some((id, number)) = recorded {
-                self.recorded(id, *number);
-            }
-            // With `draws` (a candidate's peek), any live ticket of an unfinished attempt
-            // keeps the item from a new draw, the recorded holder named first.
-            let claim = match recorded {
-                None if draws => tickets.live.iter().find(|(_, number)| finished < *number),
-                recorded => recorded,
-            };
-            item.claim = claim.map(|(id, _)| id.clone());
-            if item.claim.is_some() && item.state.is_claimable() {
-                item.state = JobState::Running;
-            }
-            (item, ts)
-        }))
+        self.held.forget(claim_id);
     }
 }
 
@@ -201,22 +132,10 @@ impl QueueStore for BakeryStore {
         if row.key.id.as_str().starts_with("u:") {
             return Err(StoreError::Rejected(NO_UNIQUE.into()));
         }
-        let ts = match self.pending.lock() {
-            Ok(mut pending) => {
-                // An enqueue resends for at most its resolve timeout (one send may start
-                // just before that ends): entries older than twice that are of given-up
-                // enqueues, and go.
-                let now = Instant::now();
-                let kept =
-                    self.timing.resolve_timeout * 2 + self.timing.effective_request_timeout();
-                pending.retain(|_, (_, first)| now.duration_since(*first) < kept);
-                pending
-                    .entry(row.origin.to_owned())
-                    .or_insert_with(|| (crate::clock::next_micros(), now))
-                    .0
-            }
-            Err(_) => crate::clock::next_micros(),
-        };
+        // An enqueue resends for at most its resolve timeout (one send may start just
+        // before that ends): origins kept twice that are of given-up enqueues.
+        let kept = self.timing.resolve_timeout * 2 + self.timing.effective_request_timeout();
+        let ts = self.pending.timestamp(row.origin, kept);
         let item = StoredItem {
             key: row.key.clone(),
             payload: row.payload.to_vec(),
@@ -229,9 +148,7 @@ impl QueueStore for BakeryStore {
             requeued_at: 0,
         };
         self.items.write_item(&item, ts).await?;
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(row.origin);
-        }
+        self.pending.confirmed(row.origin);
         Ok(CasOutcome::Applied)
     }
 
@@ -268,12 +185,8 @@ impl QueueStore for BakeryStore {
             ticket.withdraw().await;
             return Ok(ClaimOutcome::Lost);
         }
-        // Tracked before the mark's write, so an undo (future dropped) finds it. Entries
-        // whose tickets ran out (claims cut or never finished) go: nothing can use them.
-        if let Ok(mut held) = self.held.lock() {
-            held.retain(|_, (t, _)| t.is_valid());
-            held.insert(claim.claim_id.to_owned(), (Arc::clone(&ticket), false));
-        }
+        // Tracked before the mark's write, so an undo (future dropped) finds it.
+        self.held.won(claim.claim_id, &ticket);
         // The number counts only once recorded: a later claim must draw above it.
         if let Err(error) = ticket.record_high_water().await {
             warn!(%error, "high-water mark not confirmed; claim withdrawn");
@@ -290,11 +203,7 @@ impl QueueStore for BakeryStore {
             ticket.withdraw().await;
             return Ok(ClaimOutcome::Lost);
         }
-        if let Ok(mut held) = self.held.lock()
-            && let Some(entry) = held.get_mut(claim.claim_id)
-        {
-            entry.1 = true;
-        }
+        self.held.recorded(claim.claim_id, ticket.number());
         info!(number = ticket.number(), "bakery claim won");
         Ok(ClaimOutcome::Claimed)
     }
@@ -351,7 +260,7 @@ impl QueueStore for BakeryStore {
         _state: JobState,
         _attempt: i32,
     ) -> Result<CasOutcome, StoreError> {
-        let Some((ticket, _recorded)) = self.any_ticket(claim_id) else {
+        let Some((ticket, _recorded)) = self.held.any(claim_id) else {
             return Ok(CasOutcome::NotApplied);
         };
         // Even an unrecorded number's mark may have landed (answer lost, or the claim cut
