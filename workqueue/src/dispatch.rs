@@ -1,6 +1,7 @@
 //! Claiming: one candidate dispatcher per process feeds every worker of a queue handle from
-//! shared scans of the order index, so local workers never race each other; a random choice
-//! among the first `choice` candidates keeps processes apart.
+//! shared scans of the order index, so local workers never race each other; processes share
+//! the head out by slots of item ids (see `slots`), and an idle process takes what others
+//! left waiting.
 //!
 //! A scan starts at this process's own position (just past what it already handed out);
 //! every `cursor_refresh`, or when its own position finds nothing, it starts again at the
@@ -22,7 +23,7 @@ use crate::error::QueueError;
 use crate::item::IndexEntry;
 use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
-use crate::slots::{Slots, slot};
+use crate::slots::Slots;
 
 /// The shared scanning state of one process's handle on a queue.
 #[derive(Debug)]
@@ -57,15 +58,16 @@ impl Drop for Active {
 
 impl Default for Dispatcher {
     fn default() -> Self {
+        let tag = format!("{:08x}", rand::random::<u32>());
         Dispatcher {
             state: Mutex::default(),
             in_flight: std::sync::Mutex::default(),
             cursor_hint: AtomicI64::default(),
             orphans: Arc::default(),
-            tag: format!("{:08x}", rand::random::<u32>()),
+            slots: Slots::new(&tag),
+            tag,
             far_buckets: std::sync::Mutex::default(),
             active: Arc::default(),
-            slots: Slots::default(),
             claim_attempts: std::sync::atomic::AtomicU64::default(),
         }
     }
@@ -76,6 +78,10 @@ const READ_AHEAD: usize = 8;
 
 /// Most full index pages one refill reads.
 const MAX_PAGES: u32 = 8;
+
+/// How long another process's entry waits, after this process first passed it over, before
+/// this process takes it when idle (its owner may be dead, or behind).
+const STEAL_AGE: std::time::Duration = std::time::Duration::from_millis(500);
 
 #[derive(Debug, Default)]
 struct ScanState {
@@ -151,7 +157,16 @@ impl WorkQueue {
             if refresh_due {
                 state.position = None;
             }
-            self.refill(&mut state).await?;
+            self.refill(&mut state, false).await?;
+            // Idle: other processes' entries passed over long enough ago are taken if they
+            // are still there (a rescan from the cursor, at most once per `STEAL_AGE`).
+            let rescanned = state
+                .last_restart
+                .is_some_and(|at| at.elapsed() < STEAL_AGE);
+            if state.buffer.is_empty() && !rescanned && self.dispatcher.slots.has_stale(STEAL_AGE) {
+                state.position = None;
+                self.refill(&mut state, true).await?;
+            }
         }
         if state.buffer.is_empty() {
             return Ok(None);
@@ -172,32 +187,31 @@ impl WorkQueue {
         }
     }
 
-    /// Another process had `entry`'s item. Read so before any LWT (`lost: false`): that
-    /// process works in the item's slot, so the slot's other buffered candidates are dropped.
-    /// A lost LWT: the rest of the buffer is probably being worked through by others too, so
-    /// all of it is dropped. Dropped candidates are scanned again (items claimed since have
-    /// left the index).
-    pub(crate) async fn candidate_contended(&self, entry: &IndexEntry, lost: bool) {
+    /// Another process had `entry`'s item (held by claim `holder`, when known): read so
+    /// before any LWT, or the LWT lost. That process is known from now on (its share of the
+    /// slots is left to it), and the buffered candidates outside this process's share (stolen
+    /// ones, or a share just given up) are dropped: they are left to their owners, passed
+    /// over, and taken again only when this process is idle and they still wait.
+    pub(crate) async fn candidate_contended(&self, entry: &IndexEntry, holder: Option<&str>) {
         self.candidate_done(entry);
-        self.dispatcher.slots.contended(entry);
-        let mut state = self.dispatcher.state.lock().await;
-        // The dropped candidates are read again from the index at the next refill (position
-        // rewound to the first of them), not left to the next rescan from the cursor.
-        let taken = slot(entry);
-        let dropped = |e: &IndexEntry| lost || slot(e) == taken;
-        let first = state
-            .buffer
-            .iter()
-            .filter(|e| dropped(e))
-            .map(|e| (e.bucket, e.pos))
-            .min()
-            .unwrap_or((entry.bucket, entry.pos));
-        state.buffer.retain(|e| !dropped(e));
-        if lost {
-            state.ahead.clear();
+        let slots = &self.dispatcher.slots;
+        if let Some(holder) = holder {
+            slots.met(holder);
         }
-        if let Some(position) = state.position.as_mut() {
-            let rewound = (first.0, IndexEntry::seq_floor(first.1));
+        let mut state = self.dispatcher.state.lock().await;
+        state.buffer.retain(|e| {
+            slots.owns(e) || {
+                slots.steal(e, false, STEAL_AGE);
+                false
+            }
+        });
+        // A lost claim with no holder to be seen (not applied after all, or already
+        // finished): the entry is read again from the index at the next refill, not left to
+        // the next rescan from the cursor.
+        if holder.is_none()
+            && let Some(position) = state.position.as_mut()
+        {
+            let rewound = (entry.bucket, IndexEntry::seq_floor(entry.pos));
             if rewound < *position {
                 *position = rewound;
             }
@@ -218,8 +232,10 @@ impl WorkQueue {
             .push_front(entry.clone());
     }
 
-    /// One scan pass into the buffer, from our position or from the cursor.
-    async fn refill(&self, state: &mut ScanState) -> Result<(), QueueError> {
+    /// One scan pass into the buffer, from our position or from the cursor: this process's
+    /// share of the entries, and when `stealing` (idle), others' entries it passed over at
+    /// least `STEAL_AGE` ago.
+    async fn refill(&self, state: &mut ScanState, stealing: bool) -> Result<(), QueueError> {
         let now = self.now();
         let width = self.config.bucket_micros();
         // Nothing above `now + lag + cursor_refresh` is read: future check entries (and
@@ -241,7 +257,7 @@ impl WorkQueue {
                 let cursor = self.read_cursor().await?;
                 state.last_restart = Some(Instant::now());
                 state.ahead.clear();
-                self.dispatcher.slots.fade();
+                self.dispatcher.slots.fade(self.config.cursor_refresh * 3);
                 (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))
             }
         };
@@ -254,6 +270,10 @@ impl WorkQueue {
         let mut first_live: Option<i64> = None;
         let mut covered;
         let mut pages = 0;
+        let slots = &self.dispatcher.slots;
+        // Others' entries this pass saw (a pass from the cursor to the horizon forgets the
+        // rest of what it passed over: they left the index).
+        let mut foreign = HashSet::new();
         loop {
             let page = self
                 .store
@@ -269,15 +289,23 @@ impl WorkQueue {
                     .in_flight
                     .lock()
                     .is_ok_and(|set| set.contains(&entry.seq));
+                let mut take = || {
+                    slots.owns(&entry) || {
+                        foreign.insert(entry.seq.clone());
+                        slots.steal(&entry, stealing, STEAL_AGE)
+                    }
+                };
                 if in_flight {
                     after = entry.seq.clone();
                 } else if entry.pos <= now {
                     after = entry.seq.clone();
-                    state.buffer.push_back(entry);
+                    if take() {
+                        state.buffer.push_back(entry);
+                    }
                 } else if entry.immediate {
                     // Ahead of our clock: eligible, but our position stays at our clock so
                     // entries written later below it are still found.
-                    if state.ahead.insert(entry.seq.clone()) {
+                    if take() && state.ahead.insert(entry.seq.clone()) {
                         state.buffer.push_back(entry);
                     }
                 } else {
@@ -307,6 +335,9 @@ impl WorkQueue {
                 bucket = floor / width;
                 after = IndexEntry::seq_floor(floor);
             }
+        }
+        if from_cursor && covered {
+            slots.keep_passed(|seq| foreign.contains(seq));
         }
         debug!(queue = %self.name(), bucket, from_cursor, found = state.buffer.len(), "index scanned");
         if let Some(cursor) = cursor {
