@@ -4,9 +4,11 @@
 //! same others agree on the split). A process learns another's tag from the claims it meets
 //! (an item it read, or lost, held by that process), forgets it after `forget` without
 //! meeting it, and leaves the other's items alone: it does not even read them. What it passed
-//! over is taken back ("stolen") only when it is idle and the item is still waiting
-//! `steal_age` after it was first passed (its owner may be dead, or just behind), so no item
-//! depends on another process staying alive.
+//! over is taken ("stolen") only when it is idle, the item is still waiting `steal_age` after
+//! it was first passed (its owner may be dead, or just behind), and it is the slot's runner-up
+//! (second by weight), so a slot has one thief, not every idle process at once. No item
+//! depends on another process staying alive: a dead owner's items go to its runner-up, and
+//! once it is forgotten to a new owner.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -67,6 +69,8 @@ struct Inner {
     others: HashMap<String, Instant>,
     /// Per slot, whether it is this process's.
     own: Vec<bool>,
+    /// Per slot, whether this process is its runner-up (the one that steals from it).
+    second: Vec<bool>,
     /// Entries of other processes' slots passed over, by seq, with when first passed.
     passed: HashMap<String, Instant>,
 }
@@ -81,6 +85,7 @@ impl Slots {
             inner: std::sync::Mutex::new(Inner {
                 others: HashMap::new(),
                 own: vec![true; SLOTS],
+                second: vec![false; SLOTS],
                 passed: HashMap::new(),
             }),
         }
@@ -97,11 +102,14 @@ impl Slots {
         self.inner().own[slot(entry)]
     }
 
-    /// Another process's `entry` seen by a scan: whether to take it anyway (it was first
-    /// passed over at least `steal_age` ago, and `stealing`: this process is idle). Otherwise
-    /// it is remembered as passed over.
+    /// Another process's `entry` seen by a scan: whether to take it anyway (this process is
+    /// the slot's runner-up, it first passed it over at least `steal_age` ago, and
+    /// `stealing`: it is idle). Otherwise it is remembered as passed over (by the runner-up).
     pub(crate) fn steal(&self, entry: &IndexEntry, stealing: bool, steal_age: Duration) -> bool {
         let mut inner = self.inner();
+        if !inner.second[slot(entry)] {
+            return false;
+        }
         let now = Instant::now();
         if inner.passed.len() >= MAX_PASSED && !inner.passed.contains_key(&entry.seq) {
             inner.passed.clear();
@@ -196,14 +204,19 @@ impl Slots {
 }
 
 impl Inner {
-    /// Recomputes this process's share from the processes it knows.
+    /// Recomputes this process's share from the processes it knows. What it passed over is
+    /// passed again (anew) under the new share.
     fn share_out(&mut self, tag: &str) {
-        for (s, own) in self.own.iter_mut().enumerate() {
-            let mine = weight(tag, s);
-            *own = self
+        self.passed.clear();
+        for s in 0..SLOTS {
+            let mine = (weight(tag, s), tag);
+            let above = self
                 .others
                 .keys()
-                .all(|other| (weight(other, s), other.as_str()) < (mine, tag));
+                .filter(|other| (weight(other, s), other.as_str()) > mine)
+                .count();
+            self.own[s] = above == 0;
+            self.second[s] = above == 1;
         }
     }
 }
@@ -234,9 +247,14 @@ mod tests {
         }
         let mut shares = [0; 4];
         for n in 0..4000 {
-            let owners: Vec<usize> = (0..4).filter(|&i| slots[i].owns(&entry(n))).collect();
+            let e = entry(n);
+            let owners: Vec<usize> = (0..4).filter(|&i| slots[i].owns(&e)).collect();
             assert_eq!(owners.len(), 1, "entry {n}: owners {owners:?}");
             shares[owners[0]] += 1;
+            let thieves = (0..4)
+                .filter(|&i| slots[i].inner().second[slot(&e)])
+                .count();
+            assert_eq!(thieves, 1, "entry {n}: one runner-up");
         }
         assert!(shares.iter().all(|&s| s > 600), "{shares:?}");
     }
