@@ -91,6 +91,9 @@ struct ScanState {
     /// Immediate entries placed ahead of this process's clock already handed out.
     ahead: HashSet<String>,
     last_restart: Option<Instant>,
+    /// The last rescan from the cursor took as many of others' entries as it keeps: more may
+    /// lag, so the next refill rescans at once instead of after `STEAL_AGE`.
+    steal_more: bool,
 }
 
 impl Dispatcher {
@@ -151,19 +154,24 @@ impl WorkQueue {
     pub(crate) async fn next_candidate(&self) -> Result<Option<IndexEntry>, QueueError> {
         let mut state = self.dispatcher.state.lock().await;
         if state.buffer.is_empty() {
+            let slots = &self.dispatcher.slots;
             let refresh_due = state
                 .last_restart
                 .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh);
-            if refresh_due {
+            // A rescan from the cursor takes what others left waiting, at most once per
+            // `STEAL_AGE` (at once after one that took all it could): busy or not, entries
+            // lagging behind this process's own work (a slower or dead owner); idle, any.
+            let rescanned = |state: &ScanState| {
+                !state.steal_more
+                    && state
+                        .last_restart
+                        .is_some_and(|at| at.elapsed() < STEAL_AGE)
+            };
+            if refresh_due || (!rescanned(&state) && slots.has_stale(false, STEAL_AGE)) {
                 state.position = None;
             }
             self.refill(&mut state, false).await?;
-            // Idle: other processes' entries passed over long enough ago are taken if they
-            // are still there (a rescan from the cursor, at most once per `STEAL_AGE`).
-            let rescanned = state
-                .last_restart
-                .is_some_and(|at| at.elapsed() < STEAL_AGE);
-            if state.buffer.is_empty() && !rescanned && self.dispatcher.slots.has_stale(STEAL_AGE) {
+            if state.buffer.is_empty() && !rescanned(&state) && slots.has_stale(true, STEAL_AGE) {
                 state.position = None;
                 self.refill(&mut state, true).await?;
             }
@@ -174,8 +182,11 @@ impl WorkQueue {
         let choice = self.config.choice as usize;
         let pick = self.dispatcher.slots.pick(&state.buffer, choice);
         let entry = state.buffer.remove(pick);
-        if let (Some(entry), Ok(mut in_flight)) = (&entry, self.dispatcher.in_flight.lock()) {
-            in_flight.insert(entry.seq.clone());
+        if let Some(entry) = &entry {
+            self.dispatcher.slots.handed_out(entry);
+            if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
+                in_flight.insert(entry.seq.clone());
+            }
         }
         Ok(entry)
     }
@@ -233,9 +244,10 @@ impl WorkQueue {
     }
 
     /// One scan pass into the buffer, from our position or from the cursor: this process's
-    /// share of the entries, and when `stealing` (idle), others' entries it passed over at
-    /// least `STEAL_AGE` ago.
-    async fn refill(&self, state: &mut ScanState, stealing: bool) -> Result<(), QueueError> {
+    /// share of the entries, then others' entries it passed over at least `STEAL_AGE` ago
+    /// that lag behind its own work (or any such, when `idle`), newest first: the owner
+    /// works from its oldest, so the thief meets it last.
+    async fn refill(&self, state: &mut ScanState, idle: bool) -> Result<(), QueueError> {
         let now = self.now();
         let width = self.config.bucket_micros();
         // Nothing above `now + lag + cursor_refresh` is read: future check entries (and
@@ -274,6 +286,8 @@ impl WorkQueue {
         // Others' entries this pass saw (a pass from the cursor to the horizon forgets the
         // rest of what it passed over: they left the index).
         let mut foreign = HashSet::new();
+        // Entries taken from others, oldest first; only the newest `target` are kept.
+        let mut stolen = VecDeque::new();
         loop {
             let page = self
                 .store
@@ -289,28 +303,37 @@ impl WorkQueue {
                     .in_flight
                     .lock()
                     .is_ok_and(|set| set.contains(&entry.seq));
-                let mut take = || {
-                    slots.owns(&entry) || {
-                        foreign.insert(entry.seq.clone());
-                        slots.steal(&entry, stealing, STEAL_AGE)
+                // Whether to take the entry, and whether it is another process's.
+                let mut take = |entry: &IndexEntry| {
+                    if slots.owns(entry) {
+                        return Some(false);
                     }
+                    foreign.insert(entry.seq.clone());
+                    slots.steal(entry, idle, STEAL_AGE).then_some(true)
                 };
-                if in_flight {
+                let taken = if in_flight {
                     after = entry.seq.clone();
+                    None
                 } else if entry.pos <= now {
                     after = entry.seq.clone();
-                    if take() {
-                        state.buffer.push_back(entry);
-                    }
+                    take(&entry)
                 } else if entry.immediate {
                     // Ahead of our clock: eligible, but our position stays at our clock so
                     // entries written later below it are still found.
-                    if take() && state.ahead.insert(entry.seq.clone()) {
-                        state.buffer.push_back(entry);
-                    }
+                    take(&entry).filter(|_| state.ahead.insert(entry.seq.clone()))
                 } else {
                     blocked = true;
                     break;
+                };
+                match taken {
+                    Some(false) => state.buffer.push_back(entry),
+                    Some(true) => {
+                        if stolen.len() >= target {
+                            stolen.pop_front();
+                        }
+                        stolen.push_back(entry);
+                    }
+                    None => {}
                 }
             }
             covered = blocked || (!full && bucket >= last_bucket);
@@ -326,6 +349,13 @@ impl WorkQueue {
                 after = String::new();
             }
         }
+        if from_cursor {
+            state.steal_more = stolen.len() >= target;
+        }
+        if !stolen.is_empty() {
+            debug!(queue = %self.name(), stolen = stolen.len(), idle, "others' entries taken");
+        }
+        state.buffer.extend(stolen.into_iter().rev());
         if covered {
             // Everything live up to the horizon is buffered (or blocked behind a delayed
             // entry): what is written from now on lands at `now - lag` or later, so the

@@ -4,11 +4,15 @@
 //! same others agree on the split). A process learns another's tag from the claims it meets
 //! (an item it read, or lost, held by that process), forgets it after `forget` without
 //! meeting it, and leaves the other's items alone: it does not even read them. What it passed
-//! over is taken ("stolen") only when it is idle, the item is still waiting `steal_age` after
-//! it was first passed (its owner may be dead, or just behind), and it is the slot's runner-up
-//! (second by weight), so a slot has one thief, not every idle process at once. No item
-//! depends on another process staying alive: a dead owner's items go to its runner-up, and
-//! once it is forgotten to a new owner.
+//! over is taken ("stolen") only by the slot's runner-up (second by weight), so a slot has one
+//! thief, and only once the item still waits `steal_age` after it was first passed (its owner
+//! may be dead, or just behind), and either the thief is idle or the item lags: it lies
+//! before (in index order) the newest of the thief's own entries handed out, i.e. the owner
+//! is behind the thief's own work, busy or not. Owners that keep pace take their items within
+//! `steal_age` of the thief passing them, so under a uniform backlog little is stolen; a slow
+//! or dead owner's items are taken by a busy runner-up too. No item depends on another process
+//! staying alive: a dead owner's items go to its runner-up, and once it is forgotten to a new
+//! owner.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -73,6 +77,9 @@ struct Inner {
     second: Vec<bool>,
     /// Entries of other processes' slots passed over, by seq, with when first passed.
     passed: HashMap<String, Instant>,
+    /// The newest (by seq, i.e. index order) of this process's own entries handed out: how
+    /// far its own work got.
+    front: String,
 }
 
 impl Slots {
@@ -87,6 +94,7 @@ impl Slots {
                 own: vec![true; SLOTS],
                 second: vec![false; SLOTS],
                 passed: HashMap::new(),
+                front: String::new(),
             }),
         }
     }
@@ -103,9 +111,10 @@ impl Slots {
     }
 
     /// Another process's `entry` seen by a scan: whether to take it anyway (this process is
-    /// the slot's runner-up, it first passed it over at least `steal_age` ago, and
-    /// `stealing`: it is idle). Otherwise it is remembered as passed over (by the runner-up).
-    pub(crate) fn steal(&self, entry: &IndexEntry, stealing: bool, steal_age: Duration) -> bool {
+    /// the slot's runner-up, it first passed it over at least `steal_age` ago, and it is
+    /// `idle` or the entry lags behind its own work). Otherwise it is remembered as passed
+    /// over (by the runner-up).
+    pub(crate) fn steal(&self, entry: &IndexEntry, idle: bool, steal_age: Duration) -> bool {
         let mut inner = self.inner();
         if !inner.second[slot(entry)] {
             return false;
@@ -115,16 +124,26 @@ impl Slots {
             inner.passed.clear();
         }
         let first = *inner.passed.entry(entry.seq.clone()).or_insert(now);
-        stealing && now.duration_since(first) >= steal_age
+        now.duration_since(first) >= steal_age && (idle || entry.seq < inner.front)
     }
 
-    /// Whether some entry passed over has waited `steal_age` (an idle process then looks
-    /// whether it is still there).
-    pub(crate) fn has_stale(&self, steal_age: Duration) -> bool {
-        self.inner()
+    /// This process handed `entry` to a claimer: its own work got that far (stolen entries
+    /// lie behind it and do not count).
+    pub(crate) fn handed_out(&self, entry: &IndexEntry) {
+        let mut inner = self.inner();
+        if inner.own[slot(entry)] && entry.seq > inner.front {
+            inner.front.clone_from(&entry.seq);
+        }
+    }
+
+    /// Whether some entry passed over has waited `steal_age` and, unless `idle`, lags behind
+    /// this process's own work (a rescan from the cursor then takes it if still there).
+    pub(crate) fn has_stale(&self, idle: bool, steal_age: Duration) -> bool {
+        let inner = self.inner();
+        inner
             .passed
-            .values()
-            .any(|first| first.elapsed() >= steal_age)
+            .iter()
+            .any(|(seq, first)| first.elapsed() >= steal_age && (idle || *seq < inner.front))
     }
 
     /// A scan from the cursor that read everything up to the scanner's horizon saw only
@@ -259,21 +278,44 @@ mod tests {
         assert!(shares.iter().all(|&s| s > 600), "{shares:?}");
     }
 
-    /// Another process's entry is stolen only by an idle process, once it has waited.
+    /// Another process's entry is stolen once it has waited, by an idle process or by a busy
+    /// one whose own work got past it (its owner lags), not by a busy one behind it.
     #[tokio::test(start_paused = true)]
-    async fn passed_entries_are_stolen_when_idle_and_waited() {
+    async fn passed_entries_are_stolen_when_waited_and_idle_or_lagging() {
         let slots = Slots::new("0a0b0c0d");
         assert!(slots.met("w/11223344-x"));
-        let theirs = (0..100).map(entry).find(|e| !slots.owns(e)).unwrap();
+        let mut theirs = (0..200).map(entry).filter(|e| !slots.owns(e));
+        let (older, newer) = (theirs.next().unwrap(), theirs.last().unwrap());
+        let mut mine = (0..200).map(entry).filter(|e| slots.owns(e));
+        let own_middle = mine
+            .find(|e| e.seq > older.seq && e.seq < newer.seq)
+            .unwrap();
         let age = Duration::from_millis(500);
-        assert!(!slots.steal(&theirs, true, age), "just passed");
-        assert!(!slots.has_stale(age));
+        assert!(!slots.steal(&older, true, age), "just passed");
+        assert!(!slots.steal(&newer, false, age), "just passed");
+        assert!(!slots.has_stale(true, age));
         tokio::time::advance(age).await;
-        assert!(slots.has_stale(age));
-        assert!(!slots.steal(&theirs, false, age), "busy");
-        assert!(slots.steal(&theirs, true, age), "idle and waited");
+        assert!(slots.has_stale(true, age));
+        assert!(
+            !slots.has_stale(false, age),
+            "nothing of its own handed out"
+        );
+        assert!(!slots.steal(&older, false, age), "busy, not ahead of it");
+        slots.handed_out(&older); // not its own: does not count
+        assert!(!slots.steal(&older, false, age), "busy, not ahead of it");
+        slots.handed_out(&own_middle);
+        assert!(slots.has_stale(false, age));
+        assert!(
+            slots.steal(&older, false, age),
+            "busy, its own work got past it"
+        );
+        assert!(
+            !slots.steal(&newer, false, age),
+            "busy, ahead of its own work"
+        );
+        assert!(slots.steal(&newer, true, age), "idle and waited");
         slots.keep_passed(|_| false);
-        assert!(!slots.has_stale(age), "gone from the index");
+        assert!(!slots.has_stale(true, age), "gone from the index");
     }
 
     /// A process not met for `forget` is forgotten: its slots come back.

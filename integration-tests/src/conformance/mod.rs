@@ -24,6 +24,7 @@ pub mod queue;
 pub mod queue_bakery;
 pub mod queue_chaos;
 pub mod queue_features;
+pub mod queue_fleet;
 pub mod queue_hardening;
 pub mod queue_orphans;
 pub mod queue_parked;
@@ -166,6 +167,7 @@ macro_rules! queue_suite {
             queue::claims_are_exclusive_under_contention,
             queue_scale::claim_passes_skip_tombstones,
             queue_scale::skewed_enqueuer_clocks,
+            queue_fleet::slow_process_does_not_hold_back_its_share,
             queue_features::typed_and_raw_payloads,
             queue_features::dead_letters_list_requeue_purge,
             queue_features::stats_by_state,
@@ -193,6 +195,7 @@ macro_rules! queue_suite {
             queue_scale::no_convoy_with_64_claimers,
             queue_scale::resent_enqueue_after_completion_is_refused,
             queue_scale::skewed_enqueuer_clocks,
+            queue_fleet::slow_process_does_not_hold_back_its_share,
             queue_features::typed_and_raw_payloads,
             queue_features::dead_letters_list_requeue_purge,
             queue_features::stats_by_state,
