@@ -26,9 +26,10 @@ const FAST_JOB: Duration = Duration::from_millis(50);
 /// speed (ideally 600 / (10 + 160 per s) = 3.5 s), not at A's for its half (300 x 100 ms =
 /// 30 s; with stealing only once B is idle, measured 8 to 9 s). Every item is processed once.
 ///
-/// On paused time only: the figures are the virtual time of job sleeps, so the scenario costs
-/// a fraction of a second there, while over the wire (real time) it would take seconds of a
-/// loaded machine and its bound would turn into a timed assertion.
+/// On paused time only (run by the embedded backend's tests, in both claim modes): the
+/// figures are the virtual time of job sleeps, so the scenario costs a fraction of a second
+/// there, while over the wire (real time) it would take seconds of a loaded machine and its
+/// bound would turn into a timed assertion.
 pub async fn slow_process_does_not_hold_back_its_share(b: &dyn Backend) {
     if !b.simulated_time() {
         eprintln!(
