@@ -14,6 +14,28 @@ mod bakery {
     integration_tests::queue_suite!(bakery_cuts: #[tokio::test(start_paused = true)], MemoryBackend::bakery());
 }
 
+/// Unequal processes sharing a backlog, in both claim modes: on paused time only (the
+/// scenario's bound is virtual time; over the wire it would be seconds of real time and a
+/// timed assertion).
+mod fleet {
+    use integration_tests::backend::{Backend, MemoryBackend};
+    use integration_tests::conformance::queue_fleet;
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_process_does_not_hold_back_its_share() {
+        let b = MemoryBackend::new();
+        queue_fleet::slow_process_does_not_hold_back_its_share(&b).await;
+        b.after_scenario();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_process_does_not_hold_back_its_share_bakery() {
+        let b = MemoryBackend::bakery();
+        queue_fleet::slow_process_does_not_hold_back_its_share(&b).await;
+        b.after_scenario();
+    }
+}
+
 /// Only the embedded backend can fail a request before it is sent (see the scenario).
 #[tokio::test(start_paused = true)]
 async fn never_sent_errors_are_not_read_back() {

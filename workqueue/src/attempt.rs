@@ -30,9 +30,10 @@ enum Tried {
     Job(Box<Job>),
     /// Nothing to claim here now.
     Skipped,
-    /// Another process has it: read so before the LWT (`lost: false`), or the LWT lost.
+    /// Another process has it (by claim `holder`, when known): read so before the LWT, or
+    /// the LWT lost.
     Contended {
-        lost: bool,
+        holder: Option<String>,
     },
 }
 
@@ -84,7 +85,9 @@ impl WorkQueue {
             match &result {
                 // Still a candidate: the next claim looks at it again.
                 Err(_) => self.candidate_failed(&entry).await,
-                Ok(Tried::Contended { lost }) => self.candidate_contended(&entry, *lost).await,
+                Ok(Tried::Contended { holder }) => {
+                    self.candidate_contended(&entry, holder.as_deref()).await;
+                }
                 Ok(_) => self.candidate_done(&entry),
             }
             if let Tried::Job(job) = result? {
@@ -114,15 +117,17 @@ impl WorkQueue {
             }
         }
         if !self.due(entry, &item).await? {
-            let held_by_another = entry.kind == EntryKind::Run
-                && item
-                    .claim
-                    .as_deref()
-                    .is_some_and(|c| !self.dispatcher.is_own_claim(c));
-            return Ok(if held_by_another {
-                Tried::Contended { lost: false }
-            } else {
-                Tried::Skipped
+            let foreign = item.claim.filter(|c| !self.dispatcher.is_own_claim(c));
+            return Ok(match foreign {
+                Some(holder) if entry.kind == EntryKind::Run => Tried::Contended {
+                    holder: Some(holder),
+                },
+                // A check entry's holder: still met (the process is alive).
+                Some(holder) => {
+                    self.dispatcher.slots.met(&holder);
+                    Tried::Skipped
+                }
+                None => Tried::Skipped,
             });
         }
         self.claim_item(worker, entry, item).await
@@ -199,7 +204,13 @@ impl WorkQueue {
             Ok(Claimed::Won { sent_at, guard, .. }) => (sent_at, guard),
             Ok(Claimed::NotWon(_)) => {
                 debug!(id = %key.id, "claim lost");
-                return Ok(Tried::Contended { lost: true });
+                // Who won, so this process leaves that one's share of the slots alone (one
+                // read; a lost claim is rare once processes know each other).
+                let holder = match self.dispatcher.slots.owns(entry) {
+                    true => self.peek(entry).await.ok().flatten().and_then(|i| i.claim),
+                    false => None,
+                };
+                return Ok(Tried::Contended { holder });
             }
             // Answered after its deadline: being undone; the entry it was found by stays.
             Ok(Claimed::Expired(_)) => return Ok(Tried::Skipped),

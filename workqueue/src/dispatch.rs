@@ -1,6 +1,7 @@
 //! Claiming: one candidate dispatcher per process feeds every worker of a queue handle from
-//! shared scans of the order index, so local workers never race each other; a random choice
-//! among the first `choice` candidates keeps processes apart.
+//! shared scans of the order index, so local workers never race each other; processes share
+//! the head out by slots of item ids (see `slots`), and an idle process takes what others
+//! left waiting.
 //!
 //! A scan starts at this process's own position (just past what it already handed out);
 //! every `cursor_refresh`, or when its own position finds nothing, it starts again at the
@@ -22,7 +23,7 @@ use crate::error::QueueError;
 use crate::item::IndexEntry;
 use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
-use crate::slots::{Slots, slot};
+use crate::slots::Slots;
 
 /// The shared scanning state of one process's handle on a queue.
 #[derive(Debug)]
@@ -57,15 +58,16 @@ impl Drop for Active {
 
 impl Default for Dispatcher {
     fn default() -> Self {
+        let tag = format!("{:08x}", rand::random::<u32>());
         Dispatcher {
             state: Mutex::default(),
             in_flight: std::sync::Mutex::default(),
             cursor_hint: AtomicI64::default(),
             orphans: Arc::default(),
-            tag: format!("{:08x}", rand::random::<u32>()),
+            slots: Slots::new(&tag),
+            tag,
             far_buckets: std::sync::Mutex::default(),
             active: Arc::default(),
-            slots: Slots::default(),
             claim_attempts: std::sync::atomic::AtomicU64::default(),
         }
     }
@@ -77,6 +79,10 @@ const READ_AHEAD: usize = 8;
 /// Most full index pages one refill reads.
 const MAX_PAGES: u32 = 8;
 
+/// How long another process's entry waits, after this process first passed it over, before
+/// this process takes it when idle (its owner may be dead, or behind).
+const STEAL_AGE: std::time::Duration = std::time::Duration::from_millis(500);
+
 #[derive(Debug, Default)]
 struct ScanState {
     /// Next scan: this bucket, after this seq. `None`: start at the cursor.
@@ -85,6 +91,9 @@ struct ScanState {
     /// Immediate entries placed ahead of this process's clock already handed out.
     ahead: HashSet<String>,
     last_restart: Option<Instant>,
+    /// The last rescan from the cursor took as many of others' entries as it keeps: more may
+    /// lag, so the next refill rescans at once instead of after `STEAL_AGE`.
+    steal_more: bool,
 }
 
 impl Dispatcher {
@@ -145,13 +154,27 @@ impl WorkQueue {
     pub(crate) async fn next_candidate(&self) -> Result<Option<IndexEntry>, QueueError> {
         let mut state = self.dispatcher.state.lock().await;
         if state.buffer.is_empty() {
+            let slots = &self.dispatcher.slots;
             let refresh_due = state
                 .last_restart
                 .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh);
-            if refresh_due {
+            // A rescan from the cursor takes what others left waiting, at most once per
+            // `STEAL_AGE` (at once after one that took all it could): busy or not, entries
+            // lagging behind this process's own work (a slower or dead owner); idle, any.
+            let rescanned = |state: &ScanState| {
+                !state.steal_more
+                    && state
+                        .last_restart
+                        .is_some_and(|at| at.elapsed() < STEAL_AGE)
+            };
+            if refresh_due || (!rescanned(&state) && slots.has_stale(false, STEAL_AGE)) {
                 state.position = None;
             }
-            self.refill(&mut state).await?;
+            self.refill(&mut state, false).await?;
+            if state.buffer.is_empty() && !rescanned(&state) && slots.has_stale(true, STEAL_AGE) {
+                state.position = None;
+                self.refill(&mut state, true).await?;
+            }
         }
         if state.buffer.is_empty() {
             return Ok(None);
@@ -159,8 +182,11 @@ impl WorkQueue {
         let choice = self.config.choice as usize;
         let pick = self.dispatcher.slots.pick(&state.buffer, choice);
         let entry = state.buffer.remove(pick);
-        if let (Some(entry), Ok(mut in_flight)) = (&entry, self.dispatcher.in_flight.lock()) {
-            in_flight.insert(entry.seq.clone());
+        if let Some(entry) = &entry {
+            self.dispatcher.slots.handed_out(entry);
+            if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
+                in_flight.insert(entry.seq.clone());
+            }
         }
         Ok(entry)
     }
@@ -172,32 +198,31 @@ impl WorkQueue {
         }
     }
 
-    /// Another process had `entry`'s item. Read so before any LWT (`lost: false`): that
-    /// process works in the item's slot, so the slot's other buffered candidates are dropped.
-    /// A lost LWT: the rest of the buffer is probably being worked through by others too, so
-    /// all of it is dropped. Dropped candidates are scanned again (items claimed since have
-    /// left the index).
-    pub(crate) async fn candidate_contended(&self, entry: &IndexEntry, lost: bool) {
+    /// Another process had `entry`'s item (held by claim `holder`, when known): read so
+    /// before any LWT, or the LWT lost. That process is known from now on (its share of the
+    /// slots is left to it), and the buffered candidates outside this process's share (stolen
+    /// ones, or a share just given up) are dropped: they are left to their owners, passed
+    /// over, and taken again only when this process is idle and they still wait.
+    pub(crate) async fn candidate_contended(&self, entry: &IndexEntry, holder: Option<&str>) {
         self.candidate_done(entry);
-        self.dispatcher.slots.contended(entry);
-        let mut state = self.dispatcher.state.lock().await;
-        // The dropped candidates are read again from the index at the next refill (position
-        // rewound to the first of them), not left to the next rescan from the cursor.
-        let taken = slot(entry);
-        let dropped = |e: &IndexEntry| lost || slot(e) == taken;
-        let first = state
-            .buffer
-            .iter()
-            .filter(|e| dropped(e))
-            .map(|e| (e.bucket, e.pos))
-            .min()
-            .unwrap_or((entry.bucket, entry.pos));
-        state.buffer.retain(|e| !dropped(e));
-        if lost {
-            state.ahead.clear();
+        let slots = &self.dispatcher.slots;
+        if let Some(holder) = holder {
+            slots.met(holder);
         }
-        if let Some(position) = state.position.as_mut() {
-            let rewound = (first.0, IndexEntry::seq_floor(first.1));
+        let mut state = self.dispatcher.state.lock().await;
+        state.buffer.retain(|e| {
+            slots.owns(e) || {
+                slots.steal(e, false, STEAL_AGE);
+                false
+            }
+        });
+        // A lost claim with no holder to be seen (not applied after all, or already
+        // finished): the entry is read again from the index at the next refill, not left to
+        // the next rescan from the cursor.
+        if holder.is_none()
+            && let Some(position) = state.position.as_mut()
+        {
+            let rewound = (entry.bucket, IndexEntry::seq_floor(entry.pos));
             if rewound < *position {
                 *position = rewound;
             }
@@ -218,8 +243,11 @@ impl WorkQueue {
             .push_front(entry.clone());
     }
 
-    /// One scan pass into the buffer, from our position or from the cursor.
-    async fn refill(&self, state: &mut ScanState) -> Result<(), QueueError> {
+    /// One scan pass into the buffer, from our position or from the cursor: this process's
+    /// share of the entries, then others' entries it passed over at least `STEAL_AGE` ago
+    /// that lag behind its own work (or any such, when `idle`), newest first: the owner
+    /// works from its oldest, so the thief meets it last.
+    async fn refill(&self, state: &mut ScanState, idle: bool) -> Result<(), QueueError> {
         let now = self.now();
         let width = self.config.bucket_micros();
         // Nothing above `now + lag + cursor_refresh` is read: future check entries (and
@@ -241,7 +269,7 @@ impl WorkQueue {
                 let cursor = self.read_cursor().await?;
                 state.last_restart = Some(Instant::now());
                 state.ahead.clear();
-                self.dispatcher.slots.fade();
+                self.dispatcher.slots.fade(self.config.cursor_refresh * 3);
                 (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))
             }
         };
@@ -254,6 +282,12 @@ impl WorkQueue {
         let mut first_live: Option<i64> = None;
         let mut covered;
         let mut pages = 0;
+        let slots = &self.dispatcher.slots;
+        // Others' entries this pass saw (a pass from the cursor to the horizon forgets the
+        // rest of what it passed over: they left the index).
+        let mut foreign = HashSet::new();
+        // Entries taken from others, oldest first; only the newest `target` are kept.
+        let mut stolen = VecDeque::new();
         loop {
             let page = self
                 .store
@@ -269,20 +303,37 @@ impl WorkQueue {
                     .in_flight
                     .lock()
                     .is_ok_and(|set| set.contains(&entry.seq));
-                if in_flight {
+                // Whether to take the entry, and whether it is another process's.
+                let mut take = |entry: &IndexEntry| {
+                    if slots.owns(entry) {
+                        return Some(false);
+                    }
+                    foreign.insert(entry.seq.clone());
+                    slots.steal(entry, idle, STEAL_AGE).then_some(true)
+                };
+                let taken = if in_flight {
                     after = entry.seq.clone();
+                    None
                 } else if entry.pos <= now {
                     after = entry.seq.clone();
-                    state.buffer.push_back(entry);
+                    take(&entry)
                 } else if entry.immediate {
                     // Ahead of our clock: eligible, but our position stays at our clock so
                     // entries written later below it are still found.
-                    if state.ahead.insert(entry.seq.clone()) {
-                        state.buffer.push_back(entry);
-                    }
+                    take(&entry).filter(|_| state.ahead.insert(entry.seq.clone()))
                 } else {
                     blocked = true;
                     break;
+                };
+                match taken {
+                    Some(false) => state.buffer.push_back(entry),
+                    Some(true) => {
+                        if stolen.len() >= target {
+                            stolen.pop_front();
+                        }
+                        stolen.push_back(entry);
+                    }
+                    None => {}
                 }
             }
             covered = blocked || (!full && bucket >= last_bucket);
@@ -298,6 +349,13 @@ impl WorkQueue {
                 after = String::new();
             }
         }
+        if from_cursor {
+            state.steal_more = stolen.len() >= target;
+        }
+        if !stolen.is_empty() {
+            debug!(queue = %self.name(), stolen = stolen.len(), idle, "others' entries taken");
+        }
+        state.buffer.extend(stolen.into_iter().rev());
         if covered {
             // Everything live up to the horizon is buffered (or blocked behind a delayed
             // entry): what is written from now on lands at `now - lag` or later, so the
@@ -307,6 +365,9 @@ impl WorkQueue {
                 bucket = floor / width;
                 after = IndexEntry::seq_floor(floor);
             }
+        }
+        if from_cursor && covered {
+            slots.keep_passed(|seq| foreign.contains(seq));
         }
         debug!(queue = %self.name(), bucket, from_cursor, found = state.buffer.len(), "index scanned");
         if let Some(cursor) = cursor {

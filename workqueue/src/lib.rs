@@ -53,9 +53,12 @@
 //! a process's workers never race each other. Across processes: every candidate's item is
 //! read before its claim LWT, so an item another process already holds costs a plain read,
 //! not a Paxos round; claims carry a per-process tag, so a process never mistakes its own
-//! claims for another's; and each process starts on its own slot of the head (a hash of the
-//! item id), learns the slots where it met others and looks at them last, and moves when its
-//! home slot keeps being taken.
+//! claims for another's; and processes share the head out by slots (a hash of the item id):
+//! every slot belongs to one of the processes a process has met (rendezvous hashing over the
+//! tags of the claims it ran into), and a process does not even read the items of others'
+//! slots. When idle it takes ("steals") the entries it passed over that still wait
+//! `500 ms` later, newest first, so no item depends on its slot's owner being alive; a
+//! process not met for `3 x cursor_refresh` is forgotten and its slots come back.
 //!
 //! # Unique jobs
 //!

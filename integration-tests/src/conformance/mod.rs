@@ -25,6 +25,7 @@ pub mod queue_bakery;
 pub mod queue_bakery_convoy;
 pub mod queue_chaos;
 pub mod queue_features;
+pub mod queue_fleet;
 pub mod queue_hardening;
 pub mod queue_orphans;
 pub mod queue_parked;
