@@ -1,0 +1,236 @@
+//! Review 2 findings on today's merges (hold machine, bakery claim mode). Each `finding_*`
+//! test FAILS on the reviewed code: it shows a guarantee that does not hold. Embedded store,
+//! paused tokio time.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cql_lease::{CasOutcome, StoreError};
+use cql_workqueue::bakery::{BakeryParts, PlainItemStore};
+use cql_workqueue::memory::MemoryQueueStore;
+use cql_workqueue::{
+    ClaimMode, ClaimOutcome, IndexEntry, ItemClaim, ItemId, ItemKey, JobState, NewRow, QueueConfig,
+    QueueStore, Reschedule, StoredItem, WorkQueue,
+};
+use integration_tests::conformance::queue::queue_config;
+
+/// The embedded plain item rows, except that one armed read is executed at once and its
+/// answer delivered `delay` later (a QUORUM read whose response is slow on the network: the
+/// data is as of when the replicas answered, not as of when the client gets it).
+struct SlowAnswers {
+    inner: Arc<dyn PlainItemStore>,
+    armed: AtomicBool,
+    delay: Duration,
+}
+
+#[async_trait]
+impl PlainItemStore for SlowAnswers {
+    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
+        self.inner.write_item(item, ts).await
+    }
+
+    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
+        let answer = self.inner.read_item(key).await;
+        if self.armed.swap(false, Ordering::SeqCst) {
+            tokio::time::sleep(self.delay).await;
+        }
+        answer
+    }
+}
+
+/// A [`MemoryQueueStore`] whose bakery parts read item rows through [`SlowAnswers`].
+struct Wrapped {
+    inner: Arc<MemoryQueueStore>,
+    items: Arc<SlowAnswers>,
+}
+
+#[async_trait]
+impl QueueStore for Wrapped {
+    async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
+        self.inner.enqueue(row).await
+    }
+    async fn revive(&self, row: NewRow<'_>, a: i32, o: &str) -> Result<CasOutcome, StoreError> {
+        self.inner.revive(row, a, o).await
+    }
+    async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
+        self.inner.claim(claim).await
+    }
+    async fn heartbeat(&self, k: &ItemKey, c: &str, t: Duration) -> Result<CasOutcome, StoreError> {
+        self.inner.heartbeat(k, c, t).await
+    }
+    async fn complete(&self, k: &ItemKey, c: &str, r: Duration) -> Result<CasOutcome, StoreError> {
+        self.inner.complete(k, c, r).await
+    }
+    async fn reschedule(
+        &self,
+        k: &ItemKey,
+        c: &str,
+        to: Reschedule<'_>,
+    ) -> Result<CasOutcome, StoreError> {
+        self.inner.reschedule(k, c, to).await
+    }
+    async fn unclaim(
+        &self,
+        k: &ItemKey,
+        c: &str,
+        s: JobState,
+        a: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        self.inner.unclaim(k, c, s, a).await
+    }
+    async fn requeue(&self, k: &ItemKey, r: i64, a: i32) -> Result<CasOutcome, StoreError> {
+        self.inner.requeue(k, r, a).await
+    }
+    async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
+        self.inner.purge(k, r).await
+    }
+    async fn read(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.inner.read(k).await
+    }
+    async fn peek(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.inner.peek(k).await
+    }
+    async fn put_entry(&self, q: &str, e: &IndexEntry, ts: i64) -> Result<(), StoreError> {
+        self.inner.put_entry(q, e, ts).await
+    }
+    async fn delete_entry(&self, q: &str, b: i64, s: &str, ts: i64) -> Result<(), StoreError> {
+        self.inner.delete_entry(q, b, s, ts).await
+    }
+    async fn scan_index(
+        &self,
+        q: &str,
+        b: i64,
+        after: &str,
+        before: &str,
+        limit: u32,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        self.inner.scan_index(q, b, after, before, limit).await
+    }
+    async fn read_cursor(&self, q: &str) -> Result<i64, StoreError> {
+        self.inner.read_cursor(q).await
+    }
+    async fn advance_cursor(&self, q: &str, pos: i64) -> Result<(), StoreError> {
+        self.inner.advance_cursor(q, pos).await
+    }
+    async fn put_bucket(&self, q: &str, b: i64, t: Duration, ts: i64) -> Result<(), StoreError> {
+        self.inner.put_bucket(q, b, t, ts).await
+    }
+    async fn list_buckets(&self, q: &str, a: i64, l: u32) -> Result<Vec<i64>, StoreError> {
+        self.inner.list_buckets(q, a, l).await
+    }
+    async fn put_dead(&self, q: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.inner.put_dead(q, id, ts).await
+    }
+    async fn delete_dead(&self, q: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.inner.delete_dead(q, id, ts).await
+    }
+    async fn list_dead(&self, q: &str, a: &str, l: u32) -> Result<Vec<ItemId>, StoreError> {
+        self.inner.list_dead(q, a, l).await
+    }
+    fn bakery_parts(&self) -> Option<BakeryParts> {
+        let parts = self.inner.bakery_parts()?;
+        Some(BakeryParts {
+            items: Arc::clone(&self.items) as _,
+            cells: parts.cells,
+        })
+    }
+}
+
+fn wrapped(delay: Duration) -> Arc<Wrapped> {
+    let inner = Arc::new(MemoryQueueStore::new());
+    let items = Arc::new(SlowAnswers {
+        inner: Arc::clone(inner.plain_items()) as _,
+        armed: AtomicBool::new(false),
+        delay,
+    });
+    Arc::new(Wrapped { inner, items })
+}
+
+fn bakery_config() -> QueueConfig {
+    QueueConfig {
+        claim_mode: ClaimMode::Bakery,
+        ..queue_config()
+    }
+}
+
+/// Safety. An undone bakery claim's give-back (`unclaim` -> `give_back`, the path of a
+/// parked job lost at its deadline, of a claim cut before hand-over, and of a claim whose
+/// high-water mark went unanswered until its validity ran out) is fenced by nothing but
+/// the number row it read first: unlike `finish`, it never checks that its ticket still
+/// holds, neither before nor after reading the row. Interleaving:
+///
+/// 1. A claims the item (number 1, recorded) and undoes it; give_back reads the number row
+///    (mark 1, only A live) and the item row (attempt 0, available, payload), whose answer
+///    is slow.
+/// 2. Meanwhile A's number cell expires (nobody renews an undone claim); B claims (number 2)
+///    and completes: row done, attempt 2, payload cleared.
+/// 3. A's row answer arrives: attempt 0 < 1, so A writes attempt 1, requeued_at + 1, state
+///    available, with the old payload, at a fresh client timestamp above B's: B's completion
+///    is overwritten. The row reads `available` with its payload again (a caller polling for
+///    `done` never sees it), yet B's finish removed its index entry, so no claimer runs it
+///    either: stranded, against "nothing lost (every item keeps an index entry)".
+#[tokio::test(start_paused = true)]
+async fn finding_give_back_unfenced_by_ticket_validity_resurrects_completed_item() {
+    let store = wrapped(Duration::from_secs(5));
+    let config = bakery_config();
+    let a = WorkQueue::new(Arc::clone(&store) as _, "g", config.clone()).expect("queue A");
+    let b = WorkQueue::new(Arc::clone(&store) as _, "g", config).expect("queue B");
+    let id = a.enqueue("run me once").await.expect("enqueue");
+    let key = ItemKey {
+        partition: "g".into(),
+        id,
+    };
+    // A's claim, made through A's store handle (what `WorkQueue::claim` sends first).
+    let outcome = a
+        .store()
+        .claim(ItemClaim {
+            key: &key,
+            claim_id: "A/claim-1",
+            seen_attempt: 0,
+            ttl: Duration::from_secs(2),
+        })
+        .await
+        .expect("claim");
+    assert_eq!(outcome, ClaimOutcome::Claimed);
+    // A undoes it (never handed out); its read of the row answers late.
+    store.items.armed.store(true, Ordering::SeqCst);
+    let undo = tokio::spawn({
+        let a_store = Arc::clone(a.store());
+        let key = key.clone();
+        async move {
+            a_store
+                .unclaim(&key, "A/claim-1", JobState::Available, 0)
+                .await
+        }
+    });
+    // A's number expires by its TTL (2 s); B claims and completes.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let job = loop {
+        if let Some(job) = b.claim("B").await.expect("claim B") {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(job.token() > cql_lease::FencingToken::new(1), "B's token");
+    job.complete().await.expect("B completes");
+    let done = b.store().read(&key).await.expect("read").expect("row");
+    assert_eq!(done.state, JobState::Done, "B's completion landed");
+    // A's give-back ends.
+    let undone = undo.await.expect("join");
+    let item = b.store().read(&key).await.expect("read").expect("row");
+    let again = b.claim("C").await.expect("claim C");
+    assert!(
+        item.state == JobState::Done && again.is_none(),
+        "A's give-back (answer {undone:?}) overwrote B's completion: row state {:?}, attempt {}, \
+         requeued_at {}, payload {:?}; claimable again: {:?}",
+        item.state,
+        item.attempt,
+        item.requeued_at,
+        String::from_utf8_lossy(&item.payload),
+        again.as_ref().map(|j| j.payload().to_owned())
+    );
+}
