@@ -234,3 +234,80 @@ async fn finding_give_back_unfenced_by_ticket_validity_resurrects_completed_item
         again.as_ref().map(|j| j.payload().to_owned())
     );
 }
+
+/// Doc untrue / liveness (attempt budget). README: "A claim ... whose high-water mark
+/// landed without its answer, keeps its number in the mark ... and the attempt is given back
+/// (not when another claimer is already drawing)". The give-back decides on one read of the
+/// number row right after the mark's write was given up; a mark that lands after that read
+/// (a straggler: its answer lost, applied later, the case the README itself names for
+/// finishes) is never given back, although nobody else was drawing. Interleaving:
+///
+/// 1. A's claim draws number 1; every send of its high-water mark loses its answer and lands
+///    3 s later; the write is given up at the ticket's validity (1 s).
+/// 2. give_back reads the number row: mark 0 (not landed), so nothing is written; the claim
+///    is withdrawn and reported lost. Nobody else is drawing.
+/// 3. The mark lands: 1. The next claim must take number 2, and counts it as attempt 2 of
+///    an item never delivered: with `max_attempts = 1` its first delivery is refused.
+#[tokio::test(start_paused = true)]
+async fn finding_high_water_mark_landing_after_give_back_spends_an_undelivered_attempt() {
+    use cql_lease::cells::memory::CellOp;
+    use cql_lease::memory::{Fault, Times};
+    let mem = Arc::new(MemoryQueueStore::new());
+    let config = QueueConfig {
+        max_attempts: 1,
+        ..bakery_config()
+    };
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "h", config).expect("queue");
+    let id = q.enqueue("run me once").await.expect("enqueue");
+    let key = ItemKey {
+        partition: "h".into(),
+        id,
+    };
+    // Row reads a little slow, so the fault can be armed between the number and the mark.
+    mem.cells().inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let base = mem.cells().calls(CellOp::Write);
+    let first = tokio::spawn({
+        let store = Arc::clone(q.store());
+        let key = key.clone();
+        async move {
+            store
+                .claim(ItemClaim {
+                    key: &key,
+                    claim_id: "w/first-claim",
+                    seen_attempt: 0,
+                    ttl: Duration::from_secs(2),
+                })
+                .await
+        }
+    });
+    // Choosing mark and number written: every later write (the mark's sends) lands late.
+    while mem.cells().calls(CellOp::Write) < base + 2 {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    mem.cells()
+        .inject_late_apply(Some(CellOp::Write), Duration::from_secs(3), Times::Always);
+    let outcome = first.await.expect("join");
+    mem.cells().clear_faults();
+    assert!(
+        matches!(outcome, Ok(ClaimOutcome::Lost) | Err(_)),
+        "the first claim should not count: {outcome:?}"
+    );
+    // The straggling marks land; nobody else ever drew on the item.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let job = q.claim("worker").await.expect("claim");
+    let item = q.store().read(&key).await.expect("read").expect("row");
+    assert!(
+        job.as_ref().is_some_and(|j| j.attempts_used() == 1),
+        "never delivered, yet its first delivery is refused or not attempt 1: job attempts {:?}; \
+         row {:?} attempt {} requeued_at {} error {:?}",
+        job.as_ref().map(|j| j.attempts_used()),
+        item.state,
+        item.attempt,
+        item.requeued_at,
+        item.last_error
+    );
+}
