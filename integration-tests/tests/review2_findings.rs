@@ -311,3 +311,74 @@ async fn finding_high_water_mark_landing_after_give_back_spends_an_undelivered_a
         item.last_error
     );
 }
+
+/// Liveness (attempt budget) / minor. `HeldTickets::won` drops every entry whose ticket ran
+/// out by the local clock, without giving its attempt back or withdrawing it. An undone
+/// claim whose ticket ran out (the parked job lost at its deadline, its heartbeats failing,
+/// is undone exactly then) is thus forgotten as soon as any other claim of the process wins
+/// a draw in between: its `unclaim` finds nothing (`NotApplied`), the attempt stays spent
+/// and the number cells stay until their TTL. Interleaving (store calls of one process):
+///
+/// 1. Claim X on item 1 (number 1, recorded); its heartbeats fail for the validity.
+/// 2. Another claim of the process wins on item 2: `won` retains only valid tickets, X goes.
+/// 3. X is undone (never delivered): `unclaim` answers `NotApplied`, nothing given back.
+/// 4. Item 1's first delivery is attempt 2: with `max_attempts = 1`, a dead letter.
+#[tokio::test(start_paused = true)]
+async fn finding_expired_entry_pruned_by_another_claim_makes_unclaim_skip_give_back() {
+    let mem = Arc::new(MemoryQueueStore::new());
+    let config = QueueConfig {
+        max_attempts: 1,
+        ..bakery_config()
+    };
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "p", config).expect("queue");
+    let first = q.enqueue("one").await.expect("enqueue");
+    let second = q.enqueue("two").await.expect("enqueue");
+    let key = |id: ItemId| ItemKey {
+        partition: "p".into(),
+        id,
+    };
+    let (k1, k2) = (key(first), key(second));
+    let claim = |k: ItemKey, id: &'static str| {
+        let store = Arc::clone(q.store());
+        async move {
+            store
+                .claim(ItemClaim {
+                    key: &k,
+                    claim_id: id,
+                    seen_attempt: 0,
+                    ttl: Duration::from_secs(2),
+                })
+                .await
+                .expect("claim")
+        }
+    };
+    assert_eq!(claim(k1.clone(), "w/x").await, ClaimOutcome::Claimed);
+    // X's validity (1 s) runs out unrenewed; its cells still stand (TTL 2 s).
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert_eq!(claim(k2.clone(), "w/y").await, ClaimOutcome::Claimed);
+    let undone = q
+        .store()
+        .unclaim(&k1, "w/x", JobState::Available, 0)
+        .await
+        .expect("unclaim");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Only item 1 is due: item 2 is still claimed by Y (never renewed, it lapses too, so
+    // take whatever comes and look for item 1).
+    let mut delivered = Vec::new();
+    while let Some(job) = q.claim("worker").await.expect("claim") {
+        delivered.push((job.id().clone(), job.attempts_used()));
+    }
+    let item = q.store().read(&k1).await.expect("read").expect("row");
+    assert!(
+        delivered
+            .iter()
+            .any(|(id, used)| *id == k1.id && *used == 1),
+        "X was undone (unclaim answered {undone:?}) and never delivered, yet item 1 was not \
+         delivered as attempt 1: delivered {delivered:?}; row {:?} attempt {} requeued_at {} \
+         error {:?}",
+        item.state,
+        item.attempt,
+        item.requeued_at,
+        item.last_error
+    );
+}
