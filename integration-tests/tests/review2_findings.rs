@@ -382,3 +382,39 @@ async fn finding_expired_entry_pruned_by_another_claim_makes_unclaim_skip_give_b
         item.last_error
     );
 }
+
+/// Doc untrue (minor). README, "Fewer doomed draws": "the claimer's look at a candidate ...
+/// treats any live number as a claim ... so it skips that item without drawing". Since
+/// a3b36bb the look (`peek`) ignores a live number at or below the row's finished attempt
+/// (a leftover whose withdrawal failed), while the draw still steps aside for any live
+/// number: such an item is drawn on (choosing mark written, read, deleted) and always
+/// stepped aside from, until the leftover's TTL. Interleaving:
+///
+/// 1. A fails its job (retry after the back-off, 0.5 s); the withdrawal of its number is
+///    refused by the store, so the number stays live until its TTL (2 s).
+/// 2. After the back-off B claims: the look does not skip the item, B draws, steps aside
+///    (writes a choosing mark), and gets nothing.
+#[tokio::test(start_paused = true)]
+async fn finding_peek_does_not_skip_finished_leftover_number_but_draw_steps_aside() {
+    use cql_lease::cells::memory::CellOp;
+    use cql_lease::memory::{Fault, Times};
+    let mem = Arc::new(MemoryQueueStore::new());
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "d", bakery_config()).expect("queue");
+    q.enqueue("work").await.expect("enqueue");
+    let job = q.claim("A").await.expect("claim").expect("a job for A");
+    // A's number cannot be deleted: its withdrawal fails, the cell lives until its TTL.
+    mem.cells()
+        .inject(Some(CellOp::Delete), Fault::Unavailable, Times::Always);
+    let state = job.fail("try again").await.expect("fail");
+    assert_eq!(state, JobState::Retryable);
+    mem.cells().clear_faults();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let writes = mem.cells().calls(CellOp::Write);
+    let b = q.claim("B").await.expect("claim B");
+    let drawn = mem.cells().calls(CellOp::Write) - writes;
+    assert!(
+        b.is_some() || drawn == 0,
+        "the item with a live (leftover) number was not skipped: B drew on it ({drawn} cell \
+         writes) and got nothing"
+    );
+}
