@@ -177,7 +177,7 @@ fn bakery_config() -> QueueConfig {
 async fn finding_give_back_unfenced_by_ticket_validity_resurrects_completed_item() {
     let store = wrapped(Duration::from_secs(5));
     let config = bakery_config();
-    let a = WorkQueue::new(Arc::clone(&store) as _, "g", config.clone()).expect("queue A");
+    let a = WorkQueue::new(Arc::clone(&store) as _, "g", config).expect("queue A");
     let b = WorkQueue::new(Arc::clone(&store) as _, "g", config).expect("queue B");
     let id = a.enqueue("run me once").await.expect("enqueue");
     let key = ItemKey {
