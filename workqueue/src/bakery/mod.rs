@@ -168,7 +168,13 @@ impl QueueStore for BakeryStore {
         let deadline = Instant::now() + self.timing.validity() / 2;
         let draw = self
             .bakery
-            .draw(&name, claim.claim_id, deadline)
+            // Above the attempt seen too: a given-back attempt whose mark never landed.
+            .draw(
+                &name,
+                claim.claim_id,
+                i64::from(claim.seen_attempt),
+                deadline,
+            )
             .await
             .map_err(lock_error)?;
         let ticket = match draw {
@@ -186,7 +192,7 @@ impl QueueStore for BakeryStore {
             return Ok(ClaimOutcome::Lost);
         }
         // Tracked before the mark's write, so an undo (future dropped) finds it.
-        self.held.won(claim.claim_id, &ticket);
+        self.held.won(claim.claim_id, &ticket, self.standing());
         // The number counts only once recorded: a later claim must draw above it.
         if let Err(error) = ticket.record_high_water().await {
             warn!(%error, "high-water mark not confirmed; claim withdrawn");
