@@ -30,7 +30,7 @@ pub(crate) enum Chosen {
 /// The first half of the bakery: choosing mark, max + 1, ticket, mark cleared.
 pub(crate) async fn choose(cells: &Cells) -> Result<Chosen, LockError> {
     // Never `None` without `step_aside`.
-    Ok(choose_or_step_aside(cells, false)
+    Ok(choose_or_step_aside(cells, false, 0)
         .await?
         .unwrap_or(Chosen::Restart))
 }
@@ -40,10 +40,13 @@ pub(crate) async fn choose(cells: &Cells) -> Result<Chosen, LockError> {
 /// ours cannot win). Stepping aside there is what a contender that stopped between its
 /// choosing mark and its number does, which the bakery allows: its mark is deleted (by the
 /// caller's cleanup) and those waiting for it go on. No number is written, so none is
-/// compared or waited for.
+/// compared or waited for. The number taken is at least `floor + 1` (a caller's own
+/// knowledge of numbers already used: a bakery stays safe with any number above every one
+/// it read).
 pub(crate) async fn choose_or_step_aside(
     cells: &Cells,
     step_aside: bool,
+    floor: i64,
 ) -> Result<Option<Chosen>, LockError> {
     let id = cells.id().to_owned();
     cells.put(CHOOSING, &id, 1).await?;
@@ -66,7 +69,13 @@ pub(crate) async fn choose_or_step_aside(
         debug!(lock = %cells.lock, id, "a live ticket is already drawn; stepping aside");
         return Ok(None);
     }
-    let mine = tickets.iter().map(|c| c.value).max().unwrap_or(0) + 1;
+    let mine = tickets
+        .iter()
+        .map(|c| c.value)
+        .max()
+        .unwrap_or(0)
+        .max(floor)
+        + 1;
     cells.put(NUMBER, &id, mine).await?;
     // Our choosing mark must have stood until the ticket landed. If it may have expired
     // meanwhile (we were slow between reading the maximum and writing), a newcomer may have

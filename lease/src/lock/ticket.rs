@@ -42,12 +42,12 @@ pub const HIGH_WATER: &str = "~high-water";
 /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
 /// let bakery = TicketBakery::new(Arc::new(MemoryCellStore::new()), LockOptions::default())?;
 /// let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-/// let Draw::Won(ticket) = bakery.draw("item-1", "w/1", deadline).await? else { panic!() };
+/// let Draw::Won(ticket) = bakery.draw("item-1", "w/1", 0, deadline).await? else { panic!() };
 /// assert_eq!(ticket.number(), 1);
 /// ticket.record_high_water().await?;
 /// ticket.withdraw().await;
 /// // The next ticket is above the recorded one, although its holder is gone.
-/// let Draw::Won(next) = bakery.draw("item-1", "w/2", deadline).await? else { panic!() };
+/// let Draw::Won(next) = bakery.draw("item-1", "w/2", 0, deadline).await? else { panic!() };
 /// assert_eq!(next.number(), 2);
 /// # Ok::<(), cql_lease::lock::LockError>(())
 /// # }).unwrap();
@@ -140,8 +140,9 @@ impl TicketBakery {
     }
 
     /// Draws a ticket on `name` as `id` (unique per draw: a reused id could be hidden by its
-    /// own earlier deletes) and compares it with the live ones. Waits for choosers until
-    /// `deadline`.
+    /// own earlier deletes) and compares it with the live ones. The number is above `floor`
+    /// too (numbers the caller knows were used, e.g. a work item's last finished attempt,
+    /// whose mark may not have landed). Waits for choosers until `deadline`.
     ///
     /// # Errors
     /// [`LockError::Store`] when the store fails (the ticket is withdrawn);
@@ -150,7 +151,13 @@ impl TicketBakery {
     /// # Cancel safety
     /// Cancel-safe: dropped before it returns, the cells are deleted in a spawned task.
     #[instrument(level = "debug", skip(self, deadline))]
-    pub async fn draw(&self, name: &str, id: &str, deadline: Instant) -> Result<Draw, LockError> {
+    pub async fn draw(
+        &self,
+        name: &str,
+        id: &str,
+        floor: i64,
+        deadline: Instant,
+    ) -> Result<Draw, LockError> {
         let cells = Cells::new(
             self.base.durable.clone(),
             name,
@@ -158,7 +165,7 @@ impl TicketBakery {
             self.base.options,
         );
         let attempt = Attempt::new(&cells);
-        let result = self.compare(&cells, deadline).await;
+        let result = self.compare(&cells, floor, deadline).await;
         if let Ok(Draw::Won(_)) = &result {
             attempt.disarm();
         } else {
@@ -170,8 +177,13 @@ impl TicketBakery {
         result
     }
 
-    async fn compare(&self, cells: &Arc<Cells>, deadline: Instant) -> Result<Draw, LockError> {
-        let (mine, choosing) = match choose_or_step_aside(cells, self.step_aside).await? {
+    async fn compare(
+        &self,
+        cells: &Arc<Cells>,
+        floor: i64,
+        deadline: Instant,
+    ) -> Result<Draw, LockError> {
+        let (mine, choosing) = match choose_or_step_aside(cells, self.step_aside, floor).await? {
             Some(Chosen::Ticket { mine, choosing }) => (mine, choosing),
             Some(Chosen::Hidden) => {
                 hidden(cells)?;

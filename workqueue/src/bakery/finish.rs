@@ -48,12 +48,28 @@ impl BakeryStore {
     /// over it, less the skew allowance): an answered finish landed before anyone else
     /// could claim the item.
     fn may_write(&self, ticket: &Ticket) -> bool {
-        let t = &self.timing;
-        let standing = t.ttl.saturating_sub(t.validity() + t.max_clock_skew);
         let now = Instant::now();
         ticket
             .valid_until()
-            .is_some_and(|until| now < until && now + self.flight() < until + standing)
+            .is_some_and(|until| now < until && now + self.flight() < until + self.standing())
+    }
+
+    /// How long a ticket's cells certainly stand in the store past its validity: the TTL's
+    /// margin over the validity, less the skew allowance.
+    pub(super) fn standing(&self) -> Duration {
+        let t = &self.timing;
+        t.ttl.saturating_sub(t.validity() + t.max_clock_skew)
+    }
+
+    /// Whether a give-back may be sent now: its answer, waited for at most its flight,
+    /// comes while the ticket's cells certainly stand, so no other claim can have been
+    /// made on the item before it lands. Unlike a finish it does no work for the item, so
+    /// the holder's deadline (the validity) does not bound it, only the cells' standing.
+    pub(super) fn may_give_back(&self, ticket: &Ticket) -> bool {
+        let now = Instant::now();
+        ticket
+            .valid_until()
+            .is_some_and(|until| now + self.flight() < until + self.standing())
     }
 
     /// Ends the claim `claim_id` by rewriting its item with `change`: only while its ticket
@@ -120,18 +136,26 @@ impl BakeryStore {
     }
 
     /// Gives back the attempt of `ticket`, a claim undone or never confirmed whose number
-    /// was recorded as the item's high-water mark: marks never go down, so attempts are
-    /// counted from one later (`requeued_at + 1`). Nothing is written when the mark is not
-    /// this number (never landed, or a later claim's), when another ticket is live (someone
-    /// is drawing: the row may be theirs), or when the row already accounts for it.
+    /// was (or may yet be) recorded as the item's high-water mark: marks never go down, so
+    /// attempts are counted from one later (`requeued_at + 1`), and the row's attempt
+    /// becomes the number (the next draw is above it even if the mark never lands). Like a
+    /// finish it is fenced by hand: sent only while the ticket's cells stand for the
+    /// write's flight (checked before the reads and again right before the write: a slow
+    /// read must not carry an old row over a later holder's), and only over a row below
+    /// the number. Nothing is written when a later claim's mark is recorded, or when
+    /// another ticket is live (someone is drawing).
     pub(super) async fn give_back(&self, key: &ItemKey, ticket: &Ticket) -> Result<(), StoreError> {
+        let number = ticket.number();
+        if !self.may_give_back(ticket) {
+            debug!(number, "ticket's cells may be gone; attempt not given back");
+            return Ok(());
+        }
         let tickets = self
             .bakery
             .tickets(&ticket_name(key))
             .await
             .map_err(lock_error)?;
-        let number = ticket.number();
-        if tickets.high_water != number || tickets.live.iter().any(|(id, _)| id != ticket.id()) {
+        if tickets.high_water > number || tickets.live.iter().any(|(id, _)| id != ticket.id()) {
             return Ok(());
         }
         let Some((mut item, seen)) = self.items.read_item(key).await? else {
@@ -142,7 +166,20 @@ impl BakeryStore {
         }
         item.requeued_at += 1;
         item.attempt = i32::try_from(number).unwrap_or(i32::MAX);
+        if !self.may_give_back(ticket) {
+            debug!(
+                number,
+                "ticket ran low while reading; attempt not given back"
+            );
+            return Ok(());
+        }
         info!(number, "attempt of an undone claim given back");
-        self.write_over(&item, seen).await
+        let flight = self.flight();
+        match tokio::time::timeout(flight, self.write_over(&item, seen)).await {
+            Ok(written) => written,
+            Err(_) => Err(StoreError::Unknown(format!(
+                "give-back: no answer within {flight:?}"
+            ))),
+        }
     }
 }

@@ -28,11 +28,13 @@ impl HeldTickets {
         self.0.lock().ok()?.get(claim_id).cloned()
     }
 
-    /// Tracks a won ticket, not yet recorded. Entries whose tickets ran out (claims cut or
-    /// never finished) go: nothing can use them.
-    pub(super) fn won(&self, claim_id: &str, ticket: &Arc<Ticket>) {
+    /// Tracks a won ticket, not yet recorded. Entries go once their cells may be gone (past
+    /// their validity by `standing`): until then an undone claim may still give its attempt
+    /// back, even one whose validity ran out (a parked job lost at its deadline).
+    pub(super) fn won(&self, claim_id: &str, ticket: &Arc<Ticket>, standing: Duration) {
         if let Ok(mut held) = self.0.lock() {
-            held.retain(|_, (t, _)| t.is_valid());
+            let now = Instant::now();
+            held.retain(|_, (t, _)| t.valid_until().is_some_and(|u| now < u + standing));
             held.insert(claim_id.to_owned(), (Arc::clone(ticket), false));
         }
     }

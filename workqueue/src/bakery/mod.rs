@@ -16,8 +16,8 @@
 //!   lease: a TTL'd cell rewritten by the job's heartbeat through the shared hold machine,
 //!   which tells the worker to stop before the cell can expire for others. Before a claim
 //!   counts, its number is recorded as the item's **high-water mark** (no TTL, written with
-//!   the number as timestamp, never decreasing); max + 1 is taken over the mark too, so a
-//!   later claim's number is above every delivered one even after their cells expired.
+//!   the number as timestamp, never decreasing); max + 1 is taken over the mark and the
+//!   row's attempt, so it is above every delivered or given-back one, cells expired or not.
 //! - A loser withdraws at once and pauses a jittered poll interval; an idle worker backs
 //!   off with the worker runtime's jittered policy.
 //! - **Candidates** come from the same time-bucketed index with its low-watermark cursor, so
@@ -166,11 +166,10 @@ impl QueueStore for BakeryStore {
         let name = ticket_name(claim.key);
         // Choosers are waited for at most half a validity: a claim must land well within it.
         let deadline = Instant::now() + self.timing.validity() / 2;
-        let draw = self
-            .bakery
-            .draw(&name, claim.claim_id, deadline)
-            .await
-            .map_err(lock_error)?;
+        // Above the attempt seen too: a given-back attempt whose mark never landed.
+        let floor = i64::from(claim.seen_attempt);
+        let draw = self.bakery.draw(&name, claim.claim_id, floor, deadline);
+        let draw = draw.await.map_err(lock_error)?;
         let ticket = match draw {
             Draw::Won(ticket) => Arc::new(ticket),
             Draw::Beaten { .. } | Draw::Again => {
@@ -186,7 +185,7 @@ impl QueueStore for BakeryStore {
             return Ok(ClaimOutcome::Lost);
         }
         // Tracked before the mark's write, so an undo (future dropped) finds it.
-        self.held.won(claim.claim_id, &ticket);
+        self.held.won(claim.claim_id, &ticket, self.standing());
         // The number counts only once recorded: a later claim must draw above it.
         if let Err(error) = ticket.record_high_water().await {
             warn!(%error, "high-water mark not confirmed; claim withdrawn");
@@ -251,8 +250,8 @@ impl QueueStore for BakeryStore {
     /// down), so the next claim's number is higher: the undone claim's attempt is given
     /// back by counting attempts from one later (`requeued_at + 1`), not by lowering it.
     /// That row write is skipped when a later claim has been recorded since (the row is
-    /// theirs now) or another claimer is drawing; then the undone claim counts as an
-    /// attempt. See `give_back`.
+    /// theirs now), another claimer is drawing, or the ticket's cells may be gone before it
+    /// lands; then the undone claim counts as an attempt. See `give_back`.
     async fn unclaim(
         &self,
         key: &ItemKey,

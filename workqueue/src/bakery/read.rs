@@ -36,10 +36,11 @@ impl BakeryStore {
             if let Some((id, number)) = recorded {
                 self.held.recorded(id, *number);
             }
-            // With `draws` (a candidate's peek), any live ticket of an unfinished attempt
-            // keeps the item from a new draw, the recorded holder named first.
+            // With `draws` (a candidate's peek), any live ticket keeps the item from a new
+            // draw, the recorded holder named first: the draw would step aside from it (a
+            // finished claim's leftover included) until it goes.
             let claim = match recorded {
-                None if draws => tickets.live.iter().find(|(_, number)| finished < *number),
+                None if draws => tickets.live.first(),
                 recorded => recorded,
             };
             item.claim = claim.map(|(id, _)| id.clone());

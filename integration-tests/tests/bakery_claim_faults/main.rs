@@ -1,5 +1,6 @@
-//! Guarantees of the LWT-free ("bakery") claim mode found missing by a review (findings
-//! F1-F4), each pinned by a test that failed on the code as reviewed. They drive the
+//! Guarantees of the LWT-free ("bakery") claim mode found missing by two reviews (findings
+//! F1-F4 of each; review 2's give-back findings in `give_back`), each pinned by a test
+//! that failed on the code as reviewed. They drive the
 //! embedded store on paused tokio time with fault injection, so they are fast and
 //! deterministic.
 
@@ -15,6 +16,9 @@ use cql_workqueue::{
     ClaimMode, ClaimOutcome, ItemClaim, ItemKey, JobState, QueueConfig, WorkQueue,
 };
 use integration_tests::conformance::queue::queue_config;
+
+mod give_back;
+mod slow_rows;
 
 fn bakery_queue(mem: &Arc<MemoryQueueStore>, name: &str, max_attempts: i32) -> WorkQueue {
     let config = QueueConfig {
@@ -268,5 +272,31 @@ async fn late_finish_never_overwrites_next_holders_completion() {
         item.state,
         String::from_utf8_lossy(&item.payload),
         item.last_error
+    );
+}
+
+/// Review 2, F4. A candidate whose number row holds a live number (here a finished claim's
+/// leftover whose withdrawal failed) is skipped by the claimer's look without a draw (no
+/// cell written), as the README says; it is claimable once that number's TTL runs out.
+#[tokio::test(start_paused = true)]
+async fn item_with_a_leftover_number_is_skipped_without_drawing() {
+    let mem = Arc::new(MemoryQueueStore::new());
+    let q = bakery_queue(&mem, "d", 3);
+    q.enqueue("work").await.expect("enqueue");
+    let job = q.claim("A").await.expect("claim").expect("a job for A");
+    // A's number cannot be deleted: its withdrawal fails, the cell lives until its TTL.
+    mem.cells()
+        .inject(Some(CellOp::Delete), Fault::Unavailable, Times::Always);
+    let state = job.fail("try again").await.expect("fail");
+    assert_eq!(state, JobState::Retryable);
+    mem.cells().clear_faults();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let writes = mem.cells().calls(CellOp::Write);
+    let b = q.claim("B").await.expect("claim B");
+    let drawn = mem.cells().calls(CellOp::Write) - writes;
+    assert!(
+        b.is_some() || drawn == 0,
+        "the item with a live (leftover) number was not skipped: B drew on it ({drawn} cell \
+         writes) and got nothing"
     );
 }
