@@ -18,6 +18,7 @@ use cql_workqueue::{
 use integration_tests::conformance::queue::queue_config;
 
 mod give_back;
+mod review3_findings;
 mod slow_rows;
 
 fn bakery_queue(mem: &Arc<MemoryQueueStore>, name: &str, max_attempts: i32) -> WorkQueue {

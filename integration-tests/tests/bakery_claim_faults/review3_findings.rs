@@ -1,0 +1,96 @@
+//! Review 3 findings on the give-back's floor (15b12e2): each test fails on the code as
+//! reviewed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cql_lease::CasOutcome;
+use cql_lease::cells::memory::CellOp;
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::MemoryQueueStore;
+use cql_workqueue::{ClaimOutcome, ItemClaim, ItemKey};
+
+use super::{arm_after_writes, bakery_queue};
+
+/// A give-back whose high-water mark never landed writes the row's attempt = its number
+/// and relies on the next draw's floor (the claimer's `seen_attempt`) to stay above it.
+/// But the floor comes from the claimer's peek, which may predate the give-back: B peeks
+/// (attempt 0, nothing live), then A draws 1, its mark is refused, A gives 1 back (row
+/// attempt 1) and withdraws; B's draw then reads mark 0, no live ticket, floor 0, takes 1
+/// = seen + 1 and is *granted* a claim whose token equals the row's attempt. B holds it
+/// throughout, yet its completion is refused (the row is "already finished" at 1): a
+/// valid holder's finish is lost and the job is delivered again.
+#[tokio::test(start_paused = true)]
+async fn finding_stale_peek_floor_grants_claim_on_given_back_number_then_refuses_its_finish() {
+    let mem = Arc::new(MemoryQueueStore::new());
+    let q = bakery_queue(&mem, "r3", 3);
+    let id = q.enqueue("work").await.expect("enqueue");
+    let key = ItemKey {
+        partition: "r3".into(),
+        id,
+    };
+    let store = Arc::clone(q.store());
+    // B's candidate look, just before A draws.
+    let peeked = store.peek(&key).await.expect("peek").expect("row");
+    assert!(peeked.claim.is_none(), "nobody holds the item yet");
+    let seen = peeked.attempt;
+    assert_eq!(seen, 0);
+
+    // A draws number 1; every send of its high-water mark is refused (never lands).
+    mem.cells().inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let base = mem.cells().calls(CellOp::Write);
+    let first = tokio::spawn({
+        let store = Arc::clone(&store);
+        let key = key.clone();
+        async move {
+            store
+                .claim(ItemClaim {
+                    key: &key,
+                    claim_id: "a/first-claim",
+                    seen_attempt: 0,
+                    ttl: Duration::from_secs(2),
+                })
+                .await
+        }
+    });
+    arm_after_writes(&mem, base, 2, Fault::Unavailable).await;
+    let outcome = first.await.expect("join");
+    mem.cells().clear_faults();
+    assert!(
+        matches!(outcome, Ok(ClaimOutcome::Lost) | Err(_)),
+        "A's claim must not count: {outcome:?}"
+    );
+    let row = store.read(&key).await.expect("read").expect("row");
+    assert_eq!(row.attempt, 1, "A's number was given back into the row");
+    // A withdrew: nothing is live, the mark is still 0.
+
+    // B goes on with what it peeked.
+    let b = store
+        .claim(ItemClaim {
+            key: &key,
+            claim_id: "b/second-claim",
+            seen_attempt: seen,
+            ttl: Duration::from_secs(2),
+        })
+        .await
+        .expect("claim");
+    if b != ClaimOutcome::Claimed {
+        return; // refused: B would re-peek and draw above the given-back number
+    }
+    let done = store
+        .complete(&key, "b/second-claim", Duration::from_secs(60))
+        .await;
+    let row = store.read(&key).await.expect("read").expect("row");
+    assert!(
+        matches!(done, Ok(CasOutcome::Applied)),
+        "B was granted the item (token {} = the given-back number, row attempt {}) and held \
+         it, yet its completion was refused: {done:?}; row now {:?}",
+        seen + 1,
+        row.attempt,
+        row.state
+    );
+}
