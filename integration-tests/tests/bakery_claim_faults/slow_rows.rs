@@ -40,7 +40,7 @@ impl PlainItemStore for SlowAnswers {
 
 /// A [`MemoryQueueStore`] whose bakery parts read item rows through [`SlowAnswers`].
 pub(crate) struct Wrapped {
-    inner: Arc<MemoryQueueStore>,
+    pub(crate) inner: Arc<MemoryQueueStore>,
     pub(crate) items: Arc<SlowAnswers>,
 }
 
