@@ -1,5 +1,6 @@
-//! Guarantees of the LWT-free ("bakery") claim mode found missing by two reviews (findings
-//! F1-F4 of each; review 2's give-back findings in `give_back`), each pinned by a test
+//! Guarantees of the LWT-free ("bakery") claim mode found missing by three reviews (review
+//! 1's F1-F4 here, review 2's give-back findings in `give_back`, review 3's in
+//! `stale_peek`), each pinned by a test
 //! that failed on the code as reviewed. They drive the
 //! embedded store on paused tokio time with fault injection, so they are fast and
 //! deterministic.
@@ -18,8 +19,8 @@ use cql_workqueue::{
 use integration_tests::conformance::queue::queue_config;
 
 mod give_back;
-mod review3_findings;
 mod slow_rows;
+mod stale_peek;
 
 fn bakery_queue(mem: &Arc<MemoryQueueStore>, name: &str, max_attempts: i32) -> WorkQueue {
     let config = QueueConfig {

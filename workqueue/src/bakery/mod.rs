@@ -184,6 +184,22 @@ impl QueueStore for BakeryStore {
             ticket.withdraw().await;
             return Ok(ClaimOutcome::Lost);
         }
+        // The peek read the row and the tickets separately, and a row read can answer late:
+        // read the row again now that the number is ours. A claimer before us finished (or
+        // gave its attempt back) before withdrawing its cells, so this read sees it.
+        match self.items.read_item(claim.key).await {
+            Ok(Some((row, _)))
+                if i64::from(row.attempt) < ticket.number() && row.state.is_claimable() => {}
+            Ok(_) => {
+                debug!(number = ticket.number(), "item finished since it was read");
+                ticket.withdraw().await;
+                return Ok(ClaimOutcome::Lost);
+            }
+            Err(error) => {
+                ticket.withdraw().await;
+                return Err(error);
+            }
+        }
         // Tracked before the mark's write, so an undo (future dropped) finds it.
         self.held.won(claim.claim_id, &ticket, self.standing());
         // The number counts only once recorded: a later claim must draw above it.

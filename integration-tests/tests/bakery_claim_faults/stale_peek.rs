@@ -1,5 +1,6 @@
-//! Review 3 findings on the bakery claim (checking 15b12e2/b1ff5e5: the give-back's floor and
-//! the peek): each test fails on the code as reviewed.
+//! A claimer's peek may be older than its draw (review 3): the claim re-reads the item row
+//! once its number is drawn, and withdraws if the row has moved on. Each test failed before
+//! that re-read.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -24,9 +25,10 @@ use super::{arm_after_writes, bakery_queue};
 /// attempt 1) and withdraws; B's draw then reads mark 0, no live ticket, floor 0, takes 1
 /// = seen + 1 and is *granted* a claim whose token equals the row's attempt. B holds it
 /// throughout, yet its completion is refused (the row is "already finished" at 1): a
-/// valid holder's finish is lost and the job is delivered again.
+/// valid holder's finish is lost and the job is delivered again. The re-read after the draw
+/// sees attempt 1 and withdraws: B's next claim draws 2.
 #[tokio::test(start_paused = true)]
-async fn finding_stale_peek_floor_grants_claim_on_given_back_number_then_refuses_its_finish() {
+async fn stale_peek_never_grants_a_given_back_number() {
     let mem = Arc::new(MemoryQueueStore::new());
     let q = bakery_queue(&mem, "r3", 3);
     let id = q.enqueue("work").await.expect("enqueue");
@@ -105,9 +107,9 @@ async fn finding_stale_peek_floor_grants_claim_on_given_back_number_then_refuses
 /// read runs after B withdrew: C sees the row `available` at attempt 0, mark 1, nothing
 /// live, so `seen_attempt` 1. Its draw takes 2 = seen + 1 and the claim is *granted* on an
 /// item already completed: the job runs again, and C's finish (row attempt 1 < 2) writes
-/// over the done row. Pre-existing (not from 15b12e2), found while checking its floor.
+/// over the done row. The re-read after the draw sees the item done and withdraws.
 #[tokio::test(start_paused = true)]
-async fn finding_peek_with_stale_row_and_fresh_tickets_claims_a_completed_item() {
+async fn stale_row_peek_never_claims_a_completed_item() {
     let store = wrapped(Duration::from_secs(1));
     let config = QueueConfig {
         claim_mode: ClaimMode::Bakery,
