@@ -101,7 +101,14 @@ impl Door {
                         let relay = tokio::spawn(admit(gate, driver, proxy)).abort_handle();
                         if let Ok(mut relays) = self.relays.lock() {
                             relays.retain(|r| !r.is_finished());
-                            relays.push(relay);
+                            relays.push(relay.clone());
+                        }
+                        // A shut that came between the accept and the push above found no
+                        // relay to close: close it here (pushed first, so a shut after
+                        // this check finds it).
+                        if self.listening.lock().is_ok_and(|l| l.is_none()) {
+                            relay.abort();
+                            return;
                         }
                     }
                     Err(e) => {
