@@ -139,8 +139,8 @@ impl WorkQueue {
         let attempt = item.attempt;
         let now = self.now();
         let run = self.entry(id, now, EntryKind::Run, true, attempt);
-        let placed_from = tokio::time::Instant::now();
-        self.place(&run).await?;
+        // Landed in time for its position before the requeue (see `placement`).
+        let (run, placed_from) = self.place_in_time(run).await?;
         let store = &self.store;
         // Applied (by this call or a concurrent requeue) iff requeued at this attempt: a
         // discarded row was claimed since its last requeue, so its `requeued_at` is lower.

@@ -11,7 +11,7 @@ use tracing::{info, instrument, warn};
 use crate::clock;
 use crate::config::{ClaimMode, MAX_PAYLOAD_LEN, micros};
 use crate::error::QueueError;
-use crate::item::{EntryKind, IndexEntry, ItemId, JobState};
+use crate::item::{EntryKind, ItemId, JobState};
 use crate::queue::WorkQueue;
 use crate::store::NewRow;
 
@@ -184,8 +184,9 @@ impl WorkQueue {
             .await
     }
 
-    /// Adds an item: one plain index write, one LWT (`IF NOT EXISTS` on the item's own
-    /// partition), one cursor read to prove the entry is not behind the cursor.
+    /// Adds an item: one plain index write (again if it landed too late for its position),
+    /// one LWT (`IF NOT EXISTS` on the item's own partition), one cursor read to prove the
+    /// entry is not behind the cursor.
     ///
     /// The index entry is written first, so the item is never without one. A lost answer is
     /// settled by sending the same insert again and reading back the row's origin.
@@ -198,12 +199,12 @@ impl WorkQueue {
     ///
     /// # Cancel safety
     ///
-    /// Dropped midway, the item may or may not exist; if it exists it is findable (its
-    /// index entry was written before it), with one known limit: if the entry's write took
-    /// longer than about `cursor_lag - 2 x max_clock_skew` (1 s), the cursor may already
-    /// have passed it, and only the cursor re-read at the end re-places it; a future
-    /// dropped (or a process crashing) after the row's write and before that re-read leaves
-    /// the item invisible to scans.
+    /// Dropped midway, the item may or may not exist; if it exists it is findable: its
+    /// index entry landed, in time for the cursor not to have passed it, before the row
+    /// was written (an entry whose write took longer than `cursor_lag - 2 x
+    /// max_clock_skew` is placed again first). This assumes clocks within
+    /// `max_clock_skew`; for an enqueuer further behind, only the cursor re-read at the end
+    /// re-places the entry.
     #[instrument(skip(self, item), fields(queue = %self.name()))]
     pub async fn enqueue_item(&self, item: NewItem) -> Result<Enqueued, QueueError> {
         item.check()?;
@@ -224,12 +225,16 @@ impl WorkQueue {
         let origin = uuid::Uuid::new_v4().simple().to_string();
         let now = self.now();
         let run_at = item.run_at.map_or(now, clock::micros_of);
-        // Never behind the cursor this process last saw. A delayed item sits at its run_at
-        // (eligible by the claimer's clock); one in the past is moved up by the cursor check.
-        let pos = run_at.max(self.dispatcher.cursor_hint());
-        let mut entry = self.entry(&id, pos, EntryKind::Run, item.run_at.is_none(), 0);
-        let mut written_from = Instant::now();
-        self.place(&entry).await?;
+        // Never behind the cursor this process last saw, nor behind our clock: a delayed
+        // item sits at its run_at (eligible by the claimer's clock), one due by our clock at
+        // now, where the cursor cannot have gone yet, as an immediate entry: eligible when
+        // seen (the claimer checks the row's run_at by its own clock), and moved back to the
+        // cursor if our clock is ahead.
+        let immediate = run_at <= now;
+        let pos = run_at.max(now).max(self.dispatcher.cursor_hint());
+        let entry = self.entry(&id, pos, EntryKind::Run, immediate, 0);
+        // Landed in time for its position before the row exists (see `placement`).
+        let (mut entry, mut written_from) = self.place_in_time(entry).await?;
         let row = NewRow {
             key: &key,
             payload: &item.payload,
@@ -261,18 +266,14 @@ impl WorkQueue {
                         if entry.attempt != existing.attempt {
                             let next = self.entry(
                                 &id,
-                                pos,
+                                pos.max(self.now()),
                                 EntryKind::Run,
-                                item.run_at.is_none(),
+                                immediate,
                                 existing.attempt,
                             );
-                            written_from = Instant::now();
-                            if let Err(error) = self.place(&next).await {
-                                self.remove(&entry).await;
-                                return Err(error);
-                            }
+                            let placed = self.place_in_time(next).await;
                             self.remove(&entry).await;
-                            entry = next;
+                            (entry, written_from) = placed?;
                         }
                         match self
                             .store
@@ -336,55 +337,18 @@ impl WorkQueue {
         if entry.pos < self.now() - self.enqueue_window() + 2 * skew {
             let again = self.entry(
                 &id,
-                entry.pos,
+                entry.pos.max(self.now()),
                 EntryKind::Run,
                 entry.immediate,
                 entry.attempt,
             );
-            written_from = Instant::now();
-            self.replace(&entry, &again).await?;
-            entry = again;
+            let placed = self.place_in_time(again).await?;
+            self.remove(&entry).await;
+            (entry, written_from) = placed;
         }
         self.keep_ahead_of_cursor(entry, written_from).await?;
         info!(queue = %self.name(), %id, "enqueued");
         self.count(cql_lease::metrics::ENQUEUED);
         Ok(Enqueued::New(id))
-    }
-
-    /// Re-places `entry` while the cursor could have passed it: the cursor only moves to
-    /// `scanner clock - lag`, so an entry written within `lag - 2 x skew` of a correct
-    /// clock's reading is safe; a slow write or a clock behind is caught here and the entry
-    /// moves to `cursor + lag`. An immediate entry far ahead of the cursor (a clock ahead)
-    /// moves back to `cursor + lag`, where scanners look now.
-    pub(crate) async fn keep_ahead_of_cursor(
-        &self,
-        mut entry: IndexEntry,
-        mut written_from: Instant,
-    ) -> Result<(), QueueError> {
-        let lag = micros(self.config.cursor_lag());
-        let skew = micros(self.config.claim.max_clock_skew);
-        // Scanners read up to their clock + `scan_ahead`; the cursor trails their clock by
-        // `lag` to `lag + cursor_refresh`.
-        let ahead_limit = 2 * lag + micros(self.config.cursor_refresh);
-        for _ in 0..3 {
-            let (cursor, cold) = self.read_cursor_cold().await?;
-            let elapsed = micros(written_from.elapsed());
-            let behind = entry.pos < cursor + lag - skew + elapsed.min(lag);
-            let ahead = !cold && entry.immediate && entry.pos > cursor + ahead_limit;
-            if !behind && !ahead {
-                return Ok(());
-            }
-            let pos = if ahead {
-                cursor + lag
-            } else {
-                self.now().max(cursor + lag)
-            };
-            let moved = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
-            warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry re-placed next to the cursor");
-            written_from = Instant::now();
-            self.replace(&entry, &moved).await?;
-            entry = moved;
-        }
-        Ok(())
     }
 }

@@ -402,10 +402,9 @@ impl WorkQueue {
             Some((state, run_at)) => {
                 let immediate = state == JobState::Available;
                 let run = self.entry(&check.id, run_at, EntryKind::Run, immediate, attempt);
-                let placed_from = Instant::now();
-                match self.place(&run).await {
+                match self.place_in_time(run).await {
                     // This worker's clock may be behind: never leave the entry under the cursor.
-                    Ok(()) => self.keep_ahead_of_cursor(run, placed_from).await,
+                    Ok((run, placed_from)) => self.keep_ahead_of_cursor(run, placed_from).await,
                     Err(error) => Err(error),
                 }
             }

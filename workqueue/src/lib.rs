@@ -35,9 +35,11 @@
 //!    entry it saw, and at most to its own clock minus `cursor_lag` (`1 s + 2 x skew`).
 //!    An entry whose write finished within `lag - 2 x skew` of its enqueuer's (correct within
 //!    `max_clock_skew`) clock reading lies above every cursor value any scanner that missed it
-//!    can write. An enqueuer whose clock is behind (or whose write was slow) re-reads the
-//!    cursor after writing and re-places its entry ahead of it ([`WorkQueue::enqueue_item`]).
-//!    Enqueues also never place below the cursor this process last saw.
+//!    can write. An entry that landed later is placed again, at a fresh position, before the
+//!    item's row is written, so a process dying at any later step leaves a findable entry.
+//!    An enqueuer whose clock is behind by more than the skew re-reads the cursor after
+//!    writing and re-places its entry ahead of it ([`WorkQueue::enqueue_item`]). Enqueues
+//!    also never place below the cursor this process last saw, nor below their own clock.
 //! 3. A process's own scan position can pass entries written behind it; it rescans from the
 //!    cursor every `cursor_refresh` and whenever its own position finds nothing.
 //!
@@ -94,6 +96,7 @@ mod job;
 pub mod memory;
 mod metered;
 mod orphans;
+mod placement;
 mod queue;
 pub mod scylla;
 mod slots;

@@ -251,3 +251,69 @@ pub async fn orphan_entry_goes_after_a_serial_read(b: &dyn Backend) {
     assert!(other.claim("w").await.expect("claim").is_none());
     assert_eq!(serial() - start, 1, "the orphan entry stayed");
 }
+
+/// An enqueue whose index write is applied late (after longer than `cursor_lag`), while
+/// another process's scan finds nothing and moves the cursor past the entry's position; the
+/// row is then written and the enqueuer dies before it re-reads the cursor (its future is
+/// dropped while it resends the row's lost answer). The item exists and must be claimable:
+/// an entry that took too long to land is re-placed before the row is written.
+pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend) {
+    let config = cql_workqueue::QueueConfig {
+        claim: cql_lease::LeaseConfig {
+            // A long pause before the resend: the window in which the enqueuer dies.
+            retry_interval: Duration::from_secs(1),
+            // Requests may take longer than the lag (else a slow write is cut and sent
+            // again, landing sooner).
+            request_timeout: Some(Duration::from_secs(2)),
+            ..queue_config().claim
+        },
+        ..queue_config()
+    };
+    let lag = config.cursor_lag();
+    let q = queue_with(b, "slow-entry", config);
+    let scanner = q.with_clock(WallClock::system());
+    // The enqueue's first index call (its entry) is applied after 1.5 x lag, its row's
+    // answer is lost after the row was written.
+    b.inject_queue(
+        Some(QueueOp::Index),
+        Fault::Latency(lag * 3 / 2),
+        Times::Next(1),
+    );
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    let id = ItemId::unique("slow-entry");
+    let key = cql_workqueue::ItemKey {
+        partition: q.name().to_owned(),
+        id: id.clone(),
+    };
+    let store = queue_store(b);
+    let enqueue = q.enqueue_item(NewItem::text("late").unique("slow-entry"));
+    let crash = async {
+        // While the entry is on its way, a scan finds nothing and moves the cursor to its
+        // clock minus the lag: past the entry's position.
+        b.sleep(lag + lag / 4).await;
+        assert!(scanner.claim("scanner").await.expect("claim").is_none());
+        // Dies as soon as the row exists.
+        loop {
+            if store.read(&key).await.expect("read").is_some() {
+                return;
+            }
+            b.sleep(Duration::from_millis(20)).await;
+        }
+    };
+    futures::pin_mut!(enqueue, crash);
+    let finished = futures::future::select(enqueue, crash).await;
+    b.clear_faults();
+    if let futures::future::Either::Left((outcome, _)) = finished {
+        panic!("the enqueue finished before it could be cut: {outcome:?}");
+    }
+    let job = claim_soon(b, &scanner, "w").await;
+    assert_eq!(
+        job.map(|j| j.id().clone()),
+        Some(id),
+        "an item whose entry landed late, and whose enqueuer died, cannot be found"
+    );
+}
