@@ -20,201 +20,14 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use async_trait::async_trait;
-use backon::BackoffBuilder;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::config::LeaseConfig;
 use crate::error::{LossReason, StoreError};
-use crate::store::CasOutcome;
-
-/// One claim on the store that a [`Hold`] keeps alive. Object safe.
-///
-/// Every method is conditional on the claim's unique id, so it can be sent again after a lost
-/// answer, and a read-back ([`Holdable::still_held`]) tells whether it applied.
-#[async_trait]
-pub trait Holdable: Send + Sync + 'static {
-    /// A short description for logs, e.g. `lease "scheduler"`.
-    fn describe(&self) -> String;
-
-    /// What kind of claim it is, a metrics label (see [`crate::metrics::HELD`]): `lease` by
-    /// default, `lock` for the plain-cell locks, `queue_claim` for a work-queue claim.
-    fn kind(&self) -> &'static str {
-        "lease"
-    }
-
-    /// Extends the claim if it is still this one's. One conditional write.
-    ///
-    /// # Errors
-    /// The store's error; [`StoreError::Unknown`] when it may or may not have applied.
-    ///
-    /// # Cancel safety
-    /// Dropping the future leaves the outcome unknown; being conditional on the claim's id,
-    /// it may be sent again and is settled by [`Holdable::still_held`].
-    async fn renew(&self) -> Result<CasOutcome, StoreError>;
-
-    /// Whether the store still holds this very claim (a linearizable read).
-    ///
-    /// # Errors
-    /// The store's error when the read failed; nothing changed.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a read.
-    async fn still_held(&self) -> Result<bool, StoreError>;
-
-    /// Ends the claim if it is still this one's. One conditional write.
-    ///
-    /// # Errors
-    /// As [`Holdable::renew`].
-    ///
-    /// # Cancel safety
-    /// As [`Holdable::renew`]; [`release_target`] settles it, and [`spawn_release`] runs it
-    /// where nobody awaits it.
-    async fn release(&self) -> Result<CasOutcome, StoreError>;
-
-    /// Called when this claim may be left in the store with nobody acting on it: a release
-    /// that did not end `Ok`, an attempt dropped or given up before hand-over, an attempt
-    /// whose answer was lost (a coordinator may still apply it after the read-back). An
-    /// implementation remembers the claim's id so that its owner releases it when it next
-    /// finds it, rather than taking it for another holder's (the lease client does). The
-    /// default does nothing: the claim then waits for its TTL.
-    fn orphaned(&self) {}
-
-    /// Whether user code may have acted on this claim (its guard, job or term handed out),
-    /// asked once when its [`Hold`] is lost at the deadline without a successful renewal.
-    /// `true` (the default, the safe answer) delays the background release to when the store
-    /// would let the claim lapse anyway (the deadline plus [`HoldTiming::ttl_margin`]), so a
-    /// holder slow to obey the stop signals keeps that margin to itself; the release still
-    /// frees a renewal that applied late. `false` releases at once, and must mean the claim
-    /// is never handed out from then on (a queue claim still parked in its worker).
-    fn handed_out(&self) -> bool {
-        true
-    }
-
-    /// How long one renewal may take with `left` before the holder's deadline (which cuts
-    /// it anyway). By default half of `left`, at least 50 ms, at most
-    /// [`HoldTiming::request_timeout`]: a renewal is one request, given up with time to send
-    /// it again. A claim whose renewal is several requests, each bounded and
-    /// sent again on its own (the plain-cell locks), may take all of `left`.
-    fn renewal_budget(&self, timing: &HoldTiming, left: Duration) -> Duration {
-        attempt_budget(timing.request_timeout, left)
-    }
-}
-
-/// Shortest time one request gets, however close its deadline: below this, attempts would
-/// only pile up.
-const MIN_ATTEMPT: Duration = Duration::from_millis(50);
-
-/// How long one request may wait when its answer is useless after `left`: half of that (so
-/// a request stuck on a frozen coordinator is given up with time to send it again, which
-/// goes elsewhere), at least [`MIN_ATTEMPT`], at most `request_timeout`. Shared by the
-/// renewals of every [`Hold`] and by every plain-cell request
-/// ([`Durable`](crate::cells::durable::Durable)).
-pub(crate) fn attempt_budget(request_timeout: Duration, left: Duration) -> Duration {
-    request_timeout.min((left / 2).max(MIN_ATTEMPT))
-}
-
-/// The timing a [`Hold`] runs on, all measured on the local monotonic clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HoldTiming {
-    /// How long the holder may act after sending the write that succeeded.
-    pub validity: Duration,
-    /// How often to renew.
-    pub renew_interval: Duration,
-    /// Pause between retries (jittered between half and all of it).
-    pub retry_interval: Duration,
-    /// How long to keep settling a lost answer before reporting it unknown.
-    pub resolve_timeout: Duration,
-    /// Longest wait for one request (a claim, a renewal, a read-back step): past it, the
-    /// request is given up as of unknown outcome and retried or read back, on another
-    /// coordinator. See [`LeaseConfig::effective_request_timeout`].
-    pub request_timeout: Duration,
-    /// How long past the holder's deadline the store keeps the claim when nothing else
-    /// happens: `ttl` − `validity`, one second plus the clock skew allowed. A claim that was
-    /// handed out and lost at its deadline is given back only this long after it
-    /// (see [`Holdable::handed_out`]).
-    pub ttl_margin: Duration,
-}
-
-impl From<&LeaseConfig> for HoldTiming {
-    fn from(config: &LeaseConfig) -> Self {
-        HoldTiming {
-            validity: config.validity(),
-            renew_interval: config.renew_interval,
-            retry_interval: config.retry_interval,
-            resolve_timeout: config.resolve_timeout,
-            request_timeout: config.effective_request_timeout(),
-            ttl_margin: config.ttl.saturating_sub(config.validity()),
-        }
-    }
-}
-
-impl From<LeaseConfig> for HoldTiming {
-    fn from(config: LeaseConfig) -> Self {
-        HoldTiming::from(&config)
-    }
-}
-
-impl HoldTiming {
-    /// Runs `request` for at most `request_timeout`. When time runs out the request is
-    /// dropped (a coordinator may still apply a write: its outcome is unknown) and
-    /// [`StoreError::Unknown`] is returned, so the caller reads back or asks again, which
-    /// the driver sends to the next coordinator.
-    ///
-    /// # Errors
-    /// The request's own error, or [`StoreError::Unknown`] when it timed out.
-    ///
-    /// # Cancel safety
-    /// As cancel-safe as `request`.
-    pub async fn bounded<T>(
-        &self,
-        what: &str,
-        request: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        match crate::scylla::suspects::bounded(self.request_timeout, request).await {
-            Ok(result) => result,
-            Err(_) => {
-                warn!(what, timeout = ?self.request_timeout, "request timed out; outcome unknown");
-                Err(StoreError::Unknown(format!(
-                    "{what}: no answer within {:?}",
-                    self.request_timeout
-                )))
-            }
-        }
-    }
-
-    /// Retry delays drawn uniformly between half and all of `retry_interval`: jitter keeps
-    /// contenders from moving in lockstep.
-    pub fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
-        jittered(self.retry_interval)
-    }
-}
-
-/// Delays drawn uniformly between half and all of `interval`: the one retry and polling
-/// delay policy of the workspace (hold renewals, read-backs, acquire polls, election follower
-/// and observer polls; other crates' pollers should use it too, so that `retry_interval`
-/// means the same bound everywhere, e.g. the failover bound "TTL + skew + one retry
-/// interval"). Jitter keeps contenders from moving in lockstep.
-///
-/// ```
-/// use std::time::Duration;
-/// let mut delays = cql_lease::hold::jittered(Duration::from_secs(2));
-/// let d = delays.next().unwrap_or_default();
-/// assert!(d >= Duration::from_secs(1) && d <= Duration::from_secs(2));
-/// ```
-pub fn jittered(interval: Duration) -> impl Iterator<Item = Duration> + Send + use<> {
-    backon::ConstantBuilder::default()
-        .with_delay(interval / 2)
-        .with_jitter()
-        .without_max_times()
-        .build()
-}
 
 /// Why a hold operation did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -512,12 +325,17 @@ impl Drop for Hold {
 
 mod accessors;
 mod attempt;
+mod holdable;
 mod renew;
 mod resolve;
 #[cfg(test)]
 mod tests;
+mod timing;
 
 pub(crate) use accessors::hold_accessors;
 pub use attempt::{AttemptGuard, Claimed, claim_attempt};
+pub use holdable::Holdable;
+pub(crate) use holdable::attempt_budget;
 use resolve::spawn_release_at;
 pub use resolve::{release_target, spawn_release, until_resolved, until_resolved_tracked};
+pub use timing::{HoldTiming, jittered};

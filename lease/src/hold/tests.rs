@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::*;
+use crate::store::CasOutcome;
 
 /// A claim whose answers the test scripts.
 #[derive(Default)]
