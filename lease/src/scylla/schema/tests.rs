@@ -1,0 +1,98 @@
+//! Tests of the schema options: validation, scope checks and the tablets fallback.
+
+use super::*;
+
+#[test]
+fn only_an_unknown_tablets_option_falls_back_to_vnodes() {
+    let db = |error: DbError, message: &str| {
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(error, message.into()))
+    };
+    assert!(is_unknown_tablets_option(&db(
+        DbError::SyntaxError,
+        "Unknown property 'tablets'"
+    )));
+    for other in [
+        db(
+            DbError::ConfigError,
+            "Tablets are only supported with NetworkTopologyStrategy",
+        ),
+        db(DbError::Invalid, "tablets: bad initial count"),
+        db(DbError::SyntaxError, "line 1: no viable alternative"),
+    ] {
+        assert!(!is_unknown_tablets_option(&other), "{other}");
+    }
+}
+
+#[test]
+fn the_default_scope_spans_every_data_centre() {
+    let options = ScyllaOptions::default();
+    assert_eq!(options.serial_consistency, SerialConsistency::Serial);
+    assert_eq!(options.consistency, Consistency::Quorum);
+    assert!(!options.per_datacenter_paxos);
+    assert!(options.validate().is_ok());
+}
+
+#[test]
+fn a_per_datacenter_scope_is_never_silent() {
+    let silent = ScyllaOptions {
+        serial_consistency: SerialConsistency::LocalSerial,
+        ..ScyllaOptions::default()
+    };
+    assert!(matches!(
+        silent.validate(),
+        Err(InvalidArgument::Invalid {
+            field: "serial_consistency",
+            ..
+        })
+    ));
+    let explicit = ScyllaOptions::default().per_datacenter();
+    assert_eq!(explicit.serial_consistency, SerialConsistency::LocalSerial);
+    assert_eq!(explicit.consistency, Consistency::LocalQuorum);
+    assert!(explicit.validate().is_ok());
+}
+
+#[test]
+fn per_datacenter_paxos_with_serial_is_refused() {
+    let meaningless = ScyllaOptions {
+        per_datacenter_paxos: true,
+        ..ScyllaOptions::default()
+    };
+    assert!(matches!(
+        meaningless.validate(),
+        Err(InvalidArgument::Invalid {
+            field: "per_datacenter_paxos",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn levels_that_make_polls_stale_are_flagged() {
+    let with = |consistency| ScyllaOptions {
+        consistency,
+        ..ScyllaOptions::default()
+    };
+    assert!(!ScyllaOptions::default().polls_may_lag());
+    assert!(!ScyllaOptions::default().per_datacenter().polls_may_lag());
+    for stale in [
+        Consistency::LocalQuorum,
+        Consistency::One,
+        Consistency::LocalOne,
+    ] {
+        assert!(with(stale).polls_may_lag(), "{stale:?} with SERIAL");
+        // Accepted (safety does not depend on polls), with a warning.
+        assert!(with(stale).validate().is_ok());
+    }
+    for fine in [
+        Consistency::Quorum,
+        Consistency::EachQuorum,
+        Consistency::All,
+    ] {
+        assert!(!with(fine).polls_may_lag(), "{fine:?} with SERIAL");
+    }
+    let local_one = ScyllaOptions {
+        consistency: Consistency::LocalOne,
+        ..ScyllaOptions::default().per_datacenter()
+    };
+    assert!(local_one.polls_may_lag());
+}
