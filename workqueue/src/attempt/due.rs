@@ -1,0 +1,147 @@
+//! What a candidate's item calls for before any claim: whether it is due, and otherwise the
+//! upkeep of its entry (dropped, moved ahead, or dead-lettered), each deletion that rests on
+//! a plain read settled by a SERIAL read first.
+
+use tracing::{info, warn};
+
+use crate::config::micros;
+use crate::error::QueueError;
+use crate::item::{EntryKind, IndexEntry, ItemKey, JobState, StoredItem};
+use crate::queue::WorkQueue;
+
+impl WorkQueue {
+    /// Whether the item behind a due entry may be claimed now; otherwise the entry is
+    /// dropped or moved to where the item next needs looking at (a run entry of an item
+    /// another claimer holds is left to that claimer, which replaces it).
+    pub(super) async fn due(
+        &self,
+        entry: &IndexEntry,
+        item: &StoredItem,
+    ) -> Result<bool, QueueError> {
+        match item.state {
+            // A recent run entry of a done row may be a unique key's next job whose revival
+            // is on its way (its entry goes in first): left alone until older than any
+            // enqueue's resolve time, as an entry without a row is.
+            JobState::Done
+                if entry.kind == EntryKind::Run
+                    && entry.pos >= self.now() - self.enqueue_window() =>
+            {
+                Ok(false)
+            }
+            JobState::Done => {
+                self.remove(entry).await;
+                Ok(false)
+            }
+            // A run entry naming the discarded attempt is a requeue's, placed before its LWT
+            // (no other path leaves one): while it may be in flight the entry stays, as a
+            // revival's does, else the requeued item would be left without an entry.
+            JobState::Discarded
+                if entry.kind == EntryKind::Run
+                    && entry.attempt == item.attempt
+                    && entry.pos >= self.now() - self.enqueue_window() =>
+            {
+                Ok(false)
+            }
+            // A requeue's entry older than its window: its LWT may have been given up as of
+            // unknown outcome, its Paxos proposal accepted but not committed. A SERIAL read
+            // completes such a proposal: the entry goes only if the item stays discarded.
+            JobState::Discarded
+                if entry.kind == EntryKind::Run && entry.attempt == item.attempt =>
+            {
+                let current = self.serial_read(&item.key).await?;
+                if current
+                    .is_some_and(|c| c.state == JobState::Discarded && c.attempt == item.attempt)
+                {
+                    self.dead_letter(entry).await?;
+                }
+                Ok(false)
+            }
+            JobState::Discarded => {
+                self.dead_letter(entry).await?;
+                Ok(false)
+            }
+            // An entry left by an earlier job of this row (its removal failed, or its
+            // claimer crashed first): the row was revived or requeued since, and its current
+            // job has its own entry (attempt `requeued_at` or later), which may lie ahead (a
+            // delayed job). Acting on this one would start it early. A check entry names the
+            // claim's attempt, a run entry the attempts already used. Not in the bakery
+            // mode: it has no revivals, its requeues are available at once, and it moves
+            // `requeued_at` when it gives an undone claim's attempt back, which would make
+            // the item's own entry look stale and leave it without one.
+            _ if self.config.claim_mode == crate::ClaimMode::Lwt
+                && (entry.attempt < item.requeued_at
+                    || (entry.kind == EntryKind::Check && entry.attempt == item.requeued_at)) =>
+            {
+                self.remove(entry).await;
+                Ok(false)
+            }
+            _ if item.claim.is_some() => {
+                if entry.kind == EntryKind::Check {
+                    // Still held: look again when this claim could have lapsed.
+                    let later = self.check_entry(&item.key.id, item.attempt);
+                    self.replace(entry, &later).await?;
+                }
+                Ok(false)
+            }
+            // Not due yet by our clock: a retry's back-off, or a delayed item met through an
+            // entry that is not its own (a duplicate enqueue's, placed before its LWT found
+            // the row). Immediate items store run_at `AT_ONCE`, so their enqueuer's clock
+            // never holds them back.
+            _ if item.run_at > self.now() => {
+                let run = self.entry(
+                    &item.key.id,
+                    item.run_at,
+                    EntryKind::Run,
+                    false,
+                    item.attempt,
+                );
+                self.replace(entry, &run).await?;
+                Ok(false)
+            }
+            _ => Ok(true),
+        }
+    }
+
+    /// An entry whose item does not exist: an enqueue may still be writing it, so only an
+    /// entry older than any enqueue's resolve time goes.
+    /// The plain read that found no row does not settle it: an enqueue given up as of
+    /// unknown outcome may have left a Paxos proposal accepted but not committed, which a
+    /// later Paxos round completes. A SERIAL read completes it now, so a row it does not
+    /// find cannot appear afterwards.
+    pub(super) async fn drop_orphan(&self, entry: &IndexEntry) {
+        if entry.pos >= self.now() - self.enqueue_window() {
+            return;
+        }
+        match self.serial_read(&self.key(entry.id.clone())).await {
+            Ok(None) => {
+                info!(id = %entry.id, "orphan index entry removed");
+                self.remove(entry).await;
+            }
+            Ok(Some(_)) => info!(id = %entry.id, "index entry's row found by a SERIAL read; kept"),
+            Err(error) => warn!(id = %entry.id, %error, "orphan index entry kept for now"),
+        }
+    }
+
+    /// A linearizable (SERIAL) read of one item.
+    async fn serial_read(&self, key: &ItemKey) -> Result<Option<StoredItem>, QueueError> {
+        self.store
+            .read(key)
+            .await
+            .map_err(|source| QueueError::Store {
+                operation: "read item",
+                source,
+            })
+    }
+
+    /// How long after its position an entry may still be an enqueue's in progress.
+    pub(crate) fn enqueue_window(&self) -> i64 {
+        micros(self.config.claim.resolve_timeout) + micros(self.config.cursor_lag())
+    }
+
+    /// Moves a discarded item's entry to the dead letters.
+    pub(crate) async fn dead_letter(&self, entry: &IndexEntry) -> Result<(), QueueError> {
+        self.put_dead(&entry.id).await?;
+        self.remove(entry).await;
+        Ok(())
+    }
+}
