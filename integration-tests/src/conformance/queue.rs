@@ -1,22 +1,16 @@
 //! Work-queue scenarios: order, claims as leases, retries, lost answers, crashes.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use cql_lease::InvalidArgument;
 use cql_lease::memory::{Fault, Times};
-use cql_lease::{CasOutcome, FencingToken, InvalidArgument};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{
-    ClaimOutcome, ItemClaim, JobState, MAX_PAYLOAD_LEN, QueueConfig, QueueError, WorkQueue,
-};
-use rand::Rng;
+use cql_workqueue::{JobState, MAX_PAYLOAD_LEN, QueueConfig, QueueError, WorkQueue};
 use tokio::time::Instant;
 
 use super::test_config;
 use crate::backend::Backend;
-use crate::history::{Tenure, check_exclusive};
 
 /// Settings for the suite: the lease timing of [`test_config`], fast retries.
 pub fn queue_config() -> QueueConfig {
@@ -210,137 +204,6 @@ pub async fn failures_retry_with_backoff_then_discard(b: &dyn Backend) {
     assert_eq!(items[0].last_error.as_deref(), Some("boom 3"));
 }
 
-/// Lost answers to claim, complete and enqueue are settled by reading back.
-pub async fn lost_answers_are_resolved(b: &dyn Backend) {
-    let q = queue_with(
-        b,
-        "lost",
-        QueueConfig {
-            choice: 1,
-            ..queue_config()
-        },
-    );
-    b.inject_queue(
-        Some(QueueOp::Enqueue),
-        Fault::TimeoutAfterApply,
-        Times::Next(1),
-    );
-    q.enqueue("one")
-        .await
-        .expect("enqueue settles an applied insert");
-    b.inject_queue(
-        Some(QueueOp::Enqueue),
-        Fault::TimeoutWithoutApply,
-        Times::Next(1),
-    );
-    q.enqueue("two")
-        .await
-        .expect("enqueue settles an unapplied insert");
-    assert_eq!(q.items().await.expect("items").len(), 2);
-
-    b.inject_queue(
-        Some(QueueOp::Claim),
-        Fault::TimeoutAfterApply,
-        Times::Next(1),
-    );
-    let one = q
-        .claim("w")
-        .await
-        .expect("claim")
-        .expect("applied claim is known");
-    assert_eq!((one.payload(), one.attempt()), ("one", 1));
-    b.inject_queue(
-        Some(QueueOp::Claim),
-        Fault::TimeoutWithoutApply,
-        Times::Next(1),
-    );
-    // The unapplied claim on "two" is known as such; "two" stays free and is found again
-    // (by this pass's rescan from the cursor, or the next pass).
-    let two = match q.claim("w").await.expect("claim") {
-        Some(two) => two,
-        None => {
-            b.sleep(queue_config().cursor_refresh).await;
-            q.claim("w")
-                .await
-                .expect("claim")
-                .expect("two is still free")
-        }
-    };
-    assert_eq!((two.payload(), two.attempt()), ("two", 1));
-
-    b.inject_queue(
-        Some(QueueOp::Complete),
-        Fault::TimeoutAfterApply,
-        Times::Next(1),
-    );
-    one.complete().await.expect("applied complete is known");
-    b.inject_queue(
-        Some(QueueOp::Complete),
-        Fault::TimeoutWithoutApply,
-        Times::Next(1),
-    );
-    two.complete()
-        .await
-        .expect("unapplied complete is sent again");
-    assert!(q.items().await.expect("items").is_empty());
-}
-
-/// The store's claim condition on its own: a live claim, a stale attempt number or a missing
-/// item each refuse a claim (the client filters these out before asking, the store decides).
-pub async fn store_refuses_claims_it_must(b: &dyn Backend) {
-    let store = queue_store(b);
-    let q = WorkQueue::new(Arc::clone(&store), "conditions", queue_config()).expect("queue");
-    q.enqueue("x").await.expect("enqueue");
-    let key = q.items().await.expect("items")[0].key.clone();
-    let ttl = test_config().store_ttl();
-    let claim = |claim_id: &'static str, seen_attempt: i32| ItemClaim {
-        key: &key,
-        claim_id,
-        seen_attempt,
-        ttl,
-    };
-    assert_eq!(
-        store.claim(claim("a", 0)).await.expect("claim"),
-        ClaimOutcome::Claimed
-    );
-    // Held: refused even with the right attempt number.
-    assert_eq!(
-        store.claim(claim("b", 1)).await.expect("claim"),
-        ClaimOutcome::Lost
-    );
-    // Stale number: refused once the claim is gone too.
-    b.advance_store_clock(test_config().takeover_bound()).await;
-    assert_eq!(
-        store.claim(claim("c", 0)).await.expect("claim"),
-        ClaimOutcome::Lost
-    );
-    assert_eq!(
-        store.claim(claim("d", 1)).await.expect("claim"),
-        ClaimOutcome::Claimed
-    );
-    assert_eq!(
-        store
-            .complete(&key, "a", Duration::from_secs(60))
-            .await
-            .expect("complete"),
-        CasOutcome::NotApplied
-    );
-    assert_eq!(
-        store
-            .complete(&key, "d", Duration::from_secs(60))
-            .await
-            .expect("complete"),
-        CasOutcome::Applied
-    );
-    // Done: a claim does not bring it back, and the attempt number stays.
-    assert_eq!(
-        store.claim(claim("e", 2)).await.expect("claim"),
-        ClaimOutcome::Lost
-    );
-    let done = store.read(&key).await.expect("read").expect("done marker");
-    assert_eq!((done.state, done.attempt), (JobState::Done, 2));
-}
-
 /// Bad input and settings are typed errors and write nothing.
 pub async fn bad_queue_input_is_rejected(b: &dyn Backend) {
     let store = queue_store(b);
@@ -371,115 +234,8 @@ pub async fn bad_queue_input_is_rejected(b: &dyn Backend) {
     assert!(q.items().await.expect("items").is_empty());
 }
 
-/// Many workers, random crashes and failures: no item is ever worked on by two workers at
-/// once, tokens grow per item, and every item ends completed or discarded.
-pub async fn claims_are_exclusive_under_contention(b: &dyn Backend) {
-    let q = queue(b, "contended");
-    let items = if b.simulated_time() { 60 } else { 12 };
-    for n in 0..items {
-        q.enqueue(&format!("job {n}")).await.expect("enqueue");
-    }
-    if b.supports_faults() {
-        // Some claims lapse mid-work: their workers must stop before anyone else claims.
-        let stall = Fault::Latency(test_config().ttl);
-        b.inject_queue(Some(QueueOp::Heartbeat), stall, Times::Random(0.2));
-        b.inject_queue(
-            Some(QueueOp::Claim),
-            Fault::TimeoutAfterApply,
-            Times::Random(0.05),
-        );
-    }
-    let history: Arc<Mutex<HashMap<String, Vec<Tenure>>>> = Arc::default();
-    let finished = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for w in 0..8 {
-        let (q, history, finished) = (q.clone(), Arc::clone(&history), Arc::clone(&finished));
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let Ok(Some(job)) = q.claim(&format!("w{w}")).await else {
-                    // Done when every item left is discarded (a crashed last attempt is
-                    // discarded inside `claim`).
-                    let left = q.items().await.unwrap_or_default();
-                    if left.iter().all(|i| i.state == JobState::Discarded) {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                let start = Instant::now();
-                let (work, roll) = {
-                    let mut rng = rand::rng();
-                    (
-                        Duration::from_millis(rng.random_range(0..3000)),
-                        rng.random_range(0..10),
-                    )
-                };
-                let stop = job.cancellation_token();
-                tokio::select! {
-                    _ = tokio::time::sleep(work) => {}
-                    _ = stop.cancelled() => {}
-                }
-                let id = job.id().to_string();
-                let token = job.token();
-                let end = match roll {
-                    0 => job.abandon(),
-                    1 => {
-                        let at = Instant::now();
-                        if let Ok(JobState::Discarded) = job.fail("unlucky").await {
-                            finished.fetch_add(1, Ordering::SeqCst);
-                        }
-                        at
-                    }
-                    _ => {
-                        let at = Instant::now();
-                        if job.complete().await.is_ok() {
-                            finished.fetch_add(1, Ordering::SeqCst);
-                        }
-                        at
-                    }
-                };
-                record(&history, id, format!("w{w}"), token, start, end);
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.expect("worker");
-    }
-    b.clear_faults();
-    let history = history.lock().expect("history").clone();
-    for (id, tenures) in &history {
-        if let Err(violation) = check_exclusive(tenures) {
-            panic!("{}: item {id}: {violation}", b.name());
-        }
-    }
-    let left = q.items().await.expect("items");
-    assert!(
-        left.iter().all(|i| i.state == JobState::Discarded),
-        "{left:?}"
-    );
-    // Every item was completed or discarded at least once (delivery is at least once).
-    assert!(finished.load(Ordering::SeqCst) + left.len() >= items);
-    assert!(
-        history.len() >= items,
-        "only {} items were ever worked on",
-        history.len()
-    );
-}
+mod exclusive;
+mod lost_answers;
 
-fn record(
-    history: &Mutex<HashMap<String, Vec<Tenure>>>,
-    id: String,
-    holder: String,
-    token: FencingToken,
-    start: Instant,
-    end: Instant,
-) {
-    if let Ok(mut history) = history.lock() {
-        history.entry(id).or_default().push(Tenure {
-            holder,
-            token,
-            start,
-            end,
-        });
-    }
-}
+pub use exclusive::claims_are_exclusive_under_contention;
+pub use lost_answers::{lost_answers_are_resolved, store_refuses_claims_it_must};
