@@ -4,155 +4,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cql_lease::LeaseStore;
 use cql_lease::memory::{CallCounts, Fault, Op, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
-use cql_lease::{CountingStore, LeaseStore};
 use cql_workqueue::ClaimMode;
 use cql_workqueue::QueueStore;
 use cql_workqueue::memory::{QueueOp, StoreCounts};
 use cql_workqueue::scylla::ScyllaQueueStore;
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 
 use crate::backend::Backend;
-use crate::golden;
-use cql_lease::scylla::cql;
-use cql_test_server::{CqlTestServer, Flavor, ServerOptions, Target, WireFault};
-
-/// The label the CQL test server counts and targets a lease operation by.
-pub fn op_label(op: Op) -> &'static str {
-    match op {
-        Op::TryAcquire => "lease.try_acquire",
-        Op::Renew => "lease.renew",
-        Op::Release => "lease.release",
-        Op::Read => "lease.read",
-        Op::Peek => "lease.peek",
-    }
-}
-
-/// Teaches `server` every statement of the lease backend for `keyspace.table`, from the
-/// golden list (not from the backend's own `cql::ALL`).
-pub fn register_lease(server: &CqlTestServer, keyspace: &str, table: &str) {
-    for (label, template) in golden::LEASE {
-        let rendered = cql::render(template, keyspace, table);
-        match rendered.split_once(cql::REPLICATION) {
-            Some((prefix, _)) => server.register_prefix(label, prefix),
-            None => server.register(label, &rendered),
-        }
-    }
-}
-
-/// The server's fault for a store fault.
-pub fn wire_fault(f: Fault) -> WireFault {
-    match f {
-        Fault::Latency(d) => WireFault::Latency(d),
-        Fault::Unavailable => WireFault::Unavailable,
-        Fault::TimeoutAfterApply => WireFault::CasTimeoutAfterApply,
-        Fault::TimeoutWithoutApply => WireFault::CasTimeoutWithoutApply,
-    }
-}
-
-/// The server's count for a store count.
-pub fn wire_times(t: Times) -> cql_test_server::Times {
-    match t {
-        Times::Always => cql_test_server::Times::Always,
-        Times::Next(n) => cql_test_server::Times::Next(n),
-        Times::Random(p) => cql_test_server::Times::Random(p),
-    }
-}
-
-/// The requests of `ops`' labels (all of `all` when `None`).
-pub fn target(op: Option<&'static str>, all: &[&'static str]) -> Target {
-    match op {
-        Some(label) => Target::Label(label.into()),
-        None => Target::AnyLabel(all.iter().map(|l| (*l).to_owned()).collect()),
-    }
-}
-
-/// The label the CQL test server counts and targets a work-queue operation by.
-pub fn queue_label(op: QueueOp) -> &'static str {
-    match op {
-        QueueOp::Enqueue => "queue.enqueue",
-        QueueOp::Revive => "queue.revive",
-        QueueOp::Claim => "queue.claim",
-        QueueOp::Heartbeat => "queue.heartbeat",
-        QueueOp::Complete => "queue.complete",
-        QueueOp::Reschedule => "queue.reschedule",
-        QueueOp::Unclaim => "queue.unclaim",
-        QueueOp::Read => "queue.read",
-        QueueOp::Index => "queue.index",
-    }
-}
-
-/// Teaches `server` every statement of the work-queue backend for `keyspace.table`, from
-/// the golden list.
-pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
-    for (label, template) in golden::QUEUE {
-        server.register(label, &cql::render(template, keyspace, table));
-    }
-    // The bakery mode's cells.
-    crate::wire_lock_backend::register_cells(server, keyspace, &format!("{table}_cells"));
-}
-
-const QUEUE_OPS: [&str; 11] = [
-    "queue.enqueue",
-    "queue.revive",
-    "queue.claim",
-    "queue.heartbeat",
-    "queue.complete",
-    "queue.reschedule",
-    "queue.unclaim",
-    "queue.read",
-    "queue.index",
-    "queue.scan",
-    "queue.index_read",
-];
-
-/// The target of `op`: the index fault covers scans and cursor reads too.
-fn queue_target(op: Option<QueueOp>) -> Target {
-    match op {
-        Some(QueueOp::Index) => Target::AnyLabel(
-            ["queue.index", "queue.scan", "queue.index_read"]
-                .map(str::to_owned)
-                .to_vec(),
-        ),
-        op => target(op.map(queue_label), &QUEUE_OPS),
-    }
-}
-
-/// The bakery mode's statements doing `op`'s work (see `inject_bakery` in the backend
-/// module): a claim writes cells, a finish writes the row, an undo deletes cells.
-fn bakery_target(op: Option<QueueOp>) -> Target {
-    let labels: &[&str] = match op {
-        None => &[
-            "cells.write",
-            "cells.delete",
-            "cells.read_row",
-            "cells.read_cell",
-            "queue.plain_write",
-            "queue.plain_read",
-            "queue.index",
-            "queue.scan",
-            "queue.index_read",
-        ],
-        Some(QueueOp::Index) => &["queue.index", "queue.scan", "queue.index_read"],
-        Some(QueueOp::Claim | QueueOp::Heartbeat) => &["cells.write"],
-        Some(QueueOp::Unclaim) => &["cells.delete"],
-        Some(QueueOp::Read) => &["queue.plain_read"],
-        Some(QueueOp::Enqueue | QueueOp::Revive | QueueOp::Complete | QueueOp::Reschedule) => {
-            &["queue.plain_write"]
-        }
-    };
-    Target::AnyLabel(labels.iter().map(|l| (*l).to_owned()).collect())
-}
-
-const LEASE_OPS: [&str; 5] = [
-    "lease.try_acquire",
-    "lease.renew",
-    "lease.release",
-    "lease.read",
-    "lease.peek",
-];
+use cql_test_server::{CqlTestServer, Flavor, ServerOptions, WireFault};
 
 /// Options every wire test uses: one replica, and a client-side timeout so a lost answer
 /// surfaces quickly.
@@ -369,79 +231,11 @@ impl Backend for WireBackend {
     }
 }
 
-/// Why the real-cluster tests are ignored by default; run them with `SCYLLA_URI=host:port
-/// cargo test --workspace -- --include-ignored`.
-pub const NEEDS_SCYLLA_URI: &str =
-    "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored";
+mod real_cluster;
+mod targets;
 
-/// The scylla backend on the cluster named by `SCYLLA_URI` (`host:port`), in fresh tables.
-#[derive(Debug)]
-pub struct RealCluster {
-    store: Arc<CountingStore<ScyllaLeaseStore>>,
-    queue: Arc<ScyllaQueueStore>,
-}
-
-impl RealCluster {
-    /// Connects to `SCYLLA_URI`. Panics when it is not set: these tests are `#[ignore]`d, and
-    /// one that was asked to run must not pass without a cluster.
-    pub async fn from_env() -> RealCluster {
-        let uri = std::env::var("SCYLLA_URI")
-            .unwrap_or_else(|_| panic!("SCYLLA_URI is not set: {NEEDS_SCYLLA_URI}"));
-        let session = SessionBuilder::new()
-            .known_node(&uri)
-            .build()
-            .await
-            .expect("connect to SCYLLA_URI");
-        let session = Arc::new(session);
-        let suffix = uuid::Uuid::new_v4().simple();
-        let options = test_options("cql_lease_tests", &format!("leases_{suffix}"));
-        options.create_schema(&session).await.expect("schema");
-        let queue = queue_store(
-            &session,
-            test_options("cql_lease_tests", &format!("items_{suffix}")),
-        )
-        .await;
-        let store = ScyllaLeaseStore::new(session, options)
-            .await
-            .expect("prepare");
-        RealCluster {
-            store: Arc::new(CountingStore::new(Arc::new(store))),
-            queue,
-        }
-    }
-}
-
-#[async_trait]
-impl Backend for RealCluster {
-    fn name(&self) -> String {
-        "scylla backend on SCYLLA_URI".into()
-    }
-    fn store(&self) -> Arc<dyn LeaseStore> {
-        self.store.clone()
-    }
-    async fn advance_store_clock(&self, by: Duration) {
-        tokio::time::sleep(by).await;
-    }
-    fn supports_faults(&self) -> bool {
-        false
-    }
-    fn inject(&self, op: Option<Op>, fault: Fault, _: Times) {
-        // Fault scenarios are not generated for this backend (see `lease_suite!`): a call
-        // here is a scenario that would pass without its fault.
-        panic!("no fault injection on a real cluster ({op:?}, {fault:?})");
-    }
-    fn inject_queue(&self, op: Option<QueueOp>, fault: Fault, _: Times) {
-        panic!("no fault injection on a real cluster ({op:?}, {fault:?})");
-    }
-    fn clear_faults(&self) {}
-    fn calls(&self) -> CallCounts {
-        // Store calls, not LWTs: the extra round of a brand-new name is inside one call.
-        self.store.calls()
-    }
-    fn simulated_time(&self) -> bool {
-        false
-    }
-    fn queue_store(&self) -> Option<Arc<dyn QueueStore>> {
-        Some(self.queue.clone())
-    }
-}
+pub use real_cluster::{NEEDS_SCYLLA_URI, RealCluster};
+use targets::{LEASE_OPS, bakery_target, queue_target};
+pub use targets::{
+    op_label, queue_label, register_lease, register_queue, target, wire_fault, wire_times,
+};
