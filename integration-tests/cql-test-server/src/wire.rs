@@ -3,18 +3,12 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use scylla_cql::frame::protocol_features::ProtocolFeatures;
-use scylla_cql::frame::request::RequestV2;
 use scylla_cql::frame::response::error::DbError;
-use scylla_cql::frame::types::RawValue;
 use scylla_proxy::{RequestFrame, RequestOpcode, ResponseFrame, ResponseOpcode};
 
-use super::consistency::check_consistency;
 use super::engine::{DbErr, Engine};
-use super::exec::{Outcome, Request};
-use super::frames::encode;
 use super::parser::{Statement, parse};
-use super::registry::{Needles, Registry, statement_id};
+use super::registry::{Needles, Registry};
 use super::stats::ConsistencyUse;
 use super::values::push_string;
 
@@ -196,9 +190,6 @@ pub fn handle(
     }
 }
 
-/// A statement of a request: its id, text, parsed form and bound values.
-type Resolved = (Vec<u8>, String, Statement, Vec<Option<Vec<u8>>>);
-
 pub(super) enum Answer {
     /// A result body, with the warnings for the client.
     Body(Vec<u8>, Vec<String>),
@@ -217,185 +208,13 @@ fn error_frame(frame: &RequestFrame, e: &DbErr) -> ResponseFrame {
     )
 }
 
-fn bound(values: &scylla_cql::serialize::row::SerializedValues) -> Vec<Option<Vec<u8>>> {
-    values
-        .iter()
-        .map(|v| match v {
-            RawValue::Value(b) => Some(b.to_vec()),
-            RawValue::Null | RawValue::Unset => None,
-        })
-        .collect()
-}
-
-fn run(
-    shared: &Shared,
-    node: usize,
-    frame: &RequestFrame,
-    reaction: &Reaction,
-) -> Result<Answer, DbErr> {
-    let request = frame
-        .deserialize(&ProtocolFeatures::default())
-        .map_err(|e| DbErr {
-            error: DbError::ProtocolError,
-            message: e.to_string(),
-        })?;
-    let lookup = |id: &[u8]| -> Result<(Vec<u8>, String, Statement), DbErr> {
-        let prepared = lock(&shared.prepared)?;
-        let (text, statement) = prepared.get(id).ok_or_else(|| DbErr {
-            error: DbError::Unprepared {
-                statement_id: bytes::Bytes::copy_from_slice(id),
-            },
-            message: "unknown prepared statement".into(),
-        })?;
-        Ok((id.to_vec(), text.clone(), statement.clone()))
-    };
-    *lock(&shared.per_node)?.entry(node).or_default() += 1;
-    let mut statements: Vec<Resolved> = Vec::new();
-    let is_batch = matches!(request, RequestV2::Batch(_));
-    match &request {
-        RequestV2::Query(q) => {
-            let statement = shared.parse_known(&q.contents)?;
-            statements.push((
-                statement_id(&q.contents),
-                q.contents.to_string(),
-                statement,
-                bound(&q.parameters.values),
-            ));
-        }
-        RequestV2::Execute(e) => {
-            let (id, text, statement) = lookup(e.id.as_ref())?;
-            statements.push((id, text, statement, bound(&e.parameters.values)));
-        }
-        RequestV2::Batch(b) => {
-            for (s, values) in b.statements.iter().zip(b.values.iter()) {
-                let (id, text, statement) = match s {
-                    scylla_cql::frame::request::batch::BatchStatement::Query { text } => (
-                        statement_id(text),
-                        text.to_string(),
-                        shared.parse_known(text)?,
-                    ),
-                    scylla_cql::frame::request::batch::BatchStatement::Prepared { id } => {
-                        lookup(id)?
-                    }
-                };
-                statements.push((id, text, statement, bound(values)));
-            }
-        }
-        _ => {
-            return Err(DbErr {
-                error: DbError::ProtocolError,
-                message: "unsupported request".into(),
-            });
-        }
-    }
-    let (consistency, serial, timestamp, page_size, paging_state) = match &request {
-        RequestV2::Query(q) => params_of(&q.parameters),
-        RequestV2::Execute(e) => params_of(&e.parameters),
-        RequestV2::Batch(b) => (b.consistency, b.serial_consistency, b.timestamp, None, None),
-        _ => (scylla_cql::Consistency::One, None, None, None, None),
-    };
-    let mut context = Request {
-        text: String::new(),
-        serial_read: matches!(
-            consistency,
-            scylla_cql::Consistency::Serial | scylla_cql::Consistency::LocalSerial
-        ),
-        page_size,
-        paging_state,
-        timestamp,
-        consistency,
-        serial,
-    };
-    if let Some((id, text, ..)) = statements.first() {
-        shared.count(id, text);
-        context.text = text.clone();
-        lock(&shared.consistencies)?.push(ConsistencyUse {
-            statement: text.clone(),
-            consistency,
-            serial,
-        });
-    }
-    let parsed: Vec<&Statement> = statements.iter().map(|(_, _, s, _)| s).collect();
-    check_consistency(&parsed, consistency)?;
-    let execute = || -> Result<Outcome, DbErr> {
-        let mut engine = lock(&shared.engine)?;
-        engine.node = node;
-        lock(&shared.executed)?.extend(statements.iter().map(|(_, text, ..)| text.clone()));
-        if is_batch {
-            let refs: Vec<(&Statement, &[Option<Vec<u8>>])> = statements
-                .iter()
-                .map(|(_, _, s, b)| (s, b.as_slice()))
-                .collect();
-            engine.batch(&refs, true, &context)
-        } else {
-            let (_, _, s, b) = &statements[0];
-            engine.execute(s, b, &context)
-        }
-    };
-    // An injected CAS timeout carries the level of the request's Paxos phase.
-    let injected = |error: &DbError| match error {
-        DbError::WriteTimeout {
-            received,
-            required,
-            write_type,
-            ..
-        } => DbError::WriteTimeout {
-            consistency: context.paxos_consistency(),
-            received: *received,
-            required: *required,
-            write_type: write_type.clone(),
-        },
-        other => other.clone(),
-    };
-    match reaction {
-        Reaction::Normal => {
-            let outcome = execute()?;
-            let warnings = match &outcome {
-                Outcome::Rows(rows) => rows.warnings.clone(),
-                _ => Vec::new(),
-            };
-            Ok(Answer::Body(encode(outcome), warnings))
-        }
-        Reaction::Fail(error) => Err(DbErr {
-            error: injected(error),
-            message: "injected by the CQL test server".into(),
-        }),
-        Reaction::ApplyThenFail(error) => {
-            execute()?;
-            Err(DbErr {
-                error: injected(error),
-                message: "injected by the CQL test server after applying".into(),
-            })
-        }
-        Reaction::Break => Ok(Answer::Break),
-        Reaction::ApplyThenBreak => {
-            execute()?;
-            Ok(Answer::Break)
-        }
-    }
-}
-
-type Params = (
-    scylla_cql::Consistency,
-    Option<scylla_cql::frame::types::SerialConsistency>,
-    Option<i64>,
-    Option<i32>,
-    Option<Vec<u8>>,
-);
-
-fn params_of(p: &scylla_cql::frame::request::query::QueryParameters<'_>) -> Params {
-    (
-        p.consistency,
-        p.serial_consistency,
-        p.timestamp,
-        p.page_size,
-        p.paging_state.as_bytes_slice().map(|b| b.to_vec()),
-    )
-}
-
 pub(super) fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>, DbErr> {
     m.lock().map_err(|_| DbErr {
         error: DbError::ServerError,
         message: "poisoned".into(),
     })
 }
+
+mod request;
+
+use request::run;
