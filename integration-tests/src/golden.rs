@@ -88,6 +88,14 @@ pub const QUEUE: &[(&str, &str)] = &[
         "INSERT INTO {keyspace}.{table} (key, payload, state, attempt, run_at, origin) VALUES (?, ?, 'available', 0, ?, ?) IF NOT EXISTS",
     ),
     (
+        "queue.enqueue",
+        "INSERT INTO {keyspace}.{table} (key, attempt, run_at, origin) VALUES (?, 0, 0, ?) IF NOT EXISTS",
+    ),
+    (
+        "queue.revive",
+        "UPDATE {keyspace}.{table} SET origin = ? WHERE key = ? IF attempt = ? AND origin = ?",
+    ),
+    (
         "queue.revive",
         "UPDATE {keyspace}.{table} SET state = 'available', payload = ?, run_at = ?, origin = ?, last_error = null, requeued_at = ? WHERE key = ? IF state = null AND attempt = ? AND origin = ?",
     ),

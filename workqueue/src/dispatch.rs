@@ -89,6 +89,8 @@ struct ScanState {
     /// Immediate entries placed ahead of this process's clock already handed out.
     ahead: HashSet<String>,
     last_restart: Option<Instant>,
+    /// When this process last wrote its clock into the fleet clock.
+    clock_noted: Option<Instant>,
     /// The last rescan from the cursor took as many of others' entries as it keeps: more may
     /// lag, so the next refill rescans at once instead of after `STEAL_AGE`.
     steal_more: bool,

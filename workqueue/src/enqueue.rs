@@ -13,7 +13,7 @@ use crate::config::{ClaimMode, MAX_PAYLOAD_LEN, micros};
 use crate::error::QueueError;
 use crate::item::{EntryKind, ItemId, JobState};
 use crate::queue::WorkQueue;
-use crate::store::NewRow;
+use crate::store::{NewRow, SWEPT};
 
 /// Longest unique key, in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 256;
@@ -195,7 +195,11 @@ impl WorkQueue {
     ///
     /// [`QueueError::InvalidArgument`] for an empty or oversized payload or a bad unique key
     /// (nothing sent); [`QueueError::OutcomeUnknown`] when a lost answer could not be settled
-    /// in `resolve_timeout` (the item may exist); [`QueueError::Store`] otherwise.
+    /// in `resolve_timeout` (the item may exist, findable; or its row may yet land, and is
+    /// then refused by the sealing of its entry's sweep); [`QueueError::Store`] otherwise:
+    /// before the row was written nothing was enqueued (including an enqueue slower than
+    /// its window, refused by that sealing), after it (only the final cursor re-read, or
+    /// a lost revival's upkeep) the item exists and is findable.
     ///
     /// # Cancel safety
     ///
@@ -255,6 +259,18 @@ impl WorkQueue {
                     // This very enqueue applied (an earlier send whose answer was lost),
                     // even if its item has been completed since: never brought back.
                     Ok(Some(existing)) if existing.origin == origin => break,
+                    // Index upkeep took this enqueue's entry for an orphan (it outlived any
+                    // enqueue's window) and sealed the row against it: nothing was enqueued.
+                    Ok(Some(existing)) if existing.origin == SWEPT && item.unique_key.is_none() => {
+                        self.remove(&entry).await;
+                        return Err(QueueError::Store {
+                            operation: "enqueue",
+                            source: StoreError::Unavailable(
+                                "slower than any enqueue's window: refused, nothing enqueued"
+                                    .into(),
+                            ),
+                        });
+                    }
                     Ok(Some(existing))
                         if item.unique_key.is_some() && existing.state == JobState::Done =>
                     {
@@ -263,7 +279,8 @@ impl WorkQueue {
                         // attempt the revival is conditioned on (the row's `requeued_at`
                         // then), so entries left by earlier jobs (lower attempts) are told
                         // apart; placed before the LWT, so the revived job always has one.
-                        if entry.attempt != existing.attempt {
+                        // A sealed row's entry was swept: a fresh one goes in too.
+                        if entry.attempt != existing.attempt || existing.origin == SWEPT {
                             let next = self.entry(
                                 &id,
                                 pos.max(self.now()),
@@ -285,6 +302,12 @@ impl WorkQueue {
                             // the key started the next job first: report what is there now.
                             Ok(CasOutcome::NotApplied) => match self.store.read(&key).await {
                                 Ok(Some(now)) if now.origin == origin => break,
+                                // Sealed by index upkeep meanwhile: revive it instead.
+                                Ok(Some(now))
+                                    if now.origin == SWEPT && now.state == JobState::Done =>
+                                {
+                                    StoreError::Unavailable("sealed while reviving".into())
+                                }
                                 Ok(Some(now)) => {
                                     self.remove(&entry).await;
                                     info!(%id, state = ?now.state, "duplicate enqueue");

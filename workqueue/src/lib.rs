@@ -42,6 +42,12 @@
 //!    also never place below the cursor this process last saw, nor below their own clock.
 //! 3. A process's own scan position can pass entries written behind it; it rescans from the
 //!    cursor every `cursor_refresh` and whenever its own position finds nothing.
+//! 4. Entries only move forward. An enqueuer whose clock is ahead of the *fleet clock* (the
+//!    latest clock reading any scanner noted) places a copy of an immediate entry where
+//!    scanners read and keeps the original: a scan already past the copy cannot lose it.
+//! 5. Index upkeep deletes an item's last entry only once the row is sealed against writes
+//!    still on their way ([`QueueStore::seal`]): a late enqueue or revival is refused rather
+//!    than creating an item without an entry.
 //!
 //! - **Bucket directory**: an entry placed beyond the next bucket (a delayed item, a long
 //!   back-off) also records its bucket, TTL'd until scans from the cursor reach it, so
@@ -114,5 +120,5 @@ pub use item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 pub use job::Job;
 pub use queue::WorkQueue;
 pub use stats::QueueStats;
-pub use store::{AT_ONCE, ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+pub use store::{AT_ONCE, ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, SWEPT};
 pub use worker::{Drain, DrainReport, Worker};

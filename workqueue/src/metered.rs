@@ -107,6 +107,14 @@ impl QueueStore for MeteredStore {
         timed(STORE, "purge", self.0.purge(key, retention), applied).await
     }
 
+    async fn seal(
+        &self,
+        key: &ItemKey,
+        seen: Option<(i32, &str)>,
+    ) -> Result<CasOutcome, StoreError> {
+        timed(STORE, "seal", self.0.seal(key, seen), applied).await
+    }
+
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
         timed(STORE, "read", self.0.read(key), answered).await
     }

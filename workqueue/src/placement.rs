@@ -12,7 +12,7 @@
 
 use cql_lease::StoreError;
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::config::micros;
 use crate::error::QueueError;
@@ -73,8 +73,8 @@ impl WorkQueue {
     /// Re-places `entry` while the cursor could have passed it: the cursor only moves to
     /// `scanner clock - lag`, so an entry written within `lag - 2 x skew` of a correct
     /// clock's reading is safe; a slow write or a clock behind is caught here and the entry
-    /// moves to `cursor + lag`. An immediate entry far ahead of the cursor (a clock ahead)
-    /// moves back to `cursor + lag`, where scanners look now.
+    /// moves forward to `cursor + lag`. An immediate entry far ahead of where scanners read
+    /// (this clock ahead of the fleet's) gets a copy there: see [`Self::copy_back`].
     pub(crate) async fn keep_ahead_of_cursor(
         &self,
         mut entry: IndexEntry,
@@ -82,28 +82,77 @@ impl WorkQueue {
     ) -> Result<(), QueueError> {
         let lag = micros(self.config.cursor_lag());
         let skew = micros(self.config.claim.max_clock_skew);
-        // Scanners read up to their clock + `scan_ahead`; the cursor trails their clock by
-        // `lag` to `lag + cursor_refresh`.
-        let ahead_limit = 2 * lag + micros(self.config.cursor_refresh);
         for _ in 0..3 {
             let (cursor, cold) = self.read_cursor_cold().await?;
             let elapsed = micros(written_from.elapsed());
-            let behind = entry.pos < cursor + lag - skew + elapsed.min(lag);
-            let ahead = !cold && entry.immediate && entry.pos > cursor + ahead_limit;
-            if !behind && !ahead {
+            if entry.pos >= cursor + lag - skew + elapsed.min(lag) {
+                if !cold && entry.immediate && entry.pos > cursor + self.ahead_limit() {
+                    self.copy_back(&entry, cursor).await?;
+                }
                 return Ok(());
             }
-            let pos = if ahead {
-                cursor + lag
-            } else {
-                self.now().max(cursor + lag)
-            };
+            let pos = self.now().max(cursor + lag);
             let moved = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
-            warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry re-placed next to the cursor");
+            warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry moved ahead of the cursor");
             written_from = Instant::now();
             self.replace(&entry, &moved).await?;
             entry = moved;
         }
         Ok(())
+    }
+
+    /// How far above the cursor (or the fleet clock) an immediate entry may lie and still
+    /// be read soon: scanners read up to their clock plus `lag + cursor_refresh`, the cursor
+    /// trails their clock by at least `lag`, and the fleet clock trails it by up to
+    /// `cursor_refresh` (and as much again between its writes).
+    fn ahead_limit(&self) -> i64 {
+        2 * micros(self.config.cursor_lag()) + 2 * micros(self.config.cursor_refresh)
+    }
+
+    /// An immediate entry far above the cursor: either the cursor is old (a backlog holds
+    /// it, or nobody rescanned for a while) and the entry is where it belongs, or this
+    /// clock is ahead of the scanners' and they will not read that far for a while. The
+    /// fleet clock (the latest clock reading of any scanner) tells them apart. Only in the
+    /// second case is a copy placed next to where scanners read, and the original stays:
+    /// moving an entry backwards could put it where a scan already in progress has read,
+    /// which would then move the cursor past it, so the copy only makes the item found
+    /// sooner and never decides whether it is found.
+    async fn copy_back(&self, entry: &IndexEntry, cursor: i64) -> Result<(), QueueError> {
+        let fleet = self.read_fleet_clock().await?;
+        if fleet <= 0 || entry.pos <= fleet + self.ahead_limit() {
+            return Ok(());
+        }
+        let pos = fleet.max(cursor) + micros(self.config.cursor_lag());
+        let copy = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
+        warn!(id = %entry.id, at = entry.pos, copy = pos, fleet, "entry ahead of the fleet's clocks; a copy placed where scanners read");
+        self.place(&copy).await
+    }
+
+    /// The fleet clock's cell: a cursor cell under a name no queue can have (queue names
+    /// refuse control characters), so it shares the cursor's never-decreasing write.
+    fn fleet_clock_name(&self) -> String {
+        format!("{}\u{1f}clock", self.name())
+    }
+
+    /// Records `now` (this process's clock, read before a rescan from the cursor) in the
+    /// fleet clock. Advisory: a failure only makes enqueuers whose clock is ahead wait
+    /// longer, so it is logged, not returned.
+    pub(crate) async fn note_fleet_clock(&self, now: i64) {
+        let name = self.fleet_clock_name();
+        match self.store.advance_cursor(&name, now).await {
+            Ok(()) => debug!(queue = %self.name(), now, "fleet clock noted"),
+            Err(error) => warn!(queue = %self.name(), %error, "fleet clock not noted"),
+        }
+    }
+
+    /// The latest clock reading any scanner noted (0 if none did).
+    async fn read_fleet_clock(&self) -> Result<i64, QueueError> {
+        self.store
+            .read_cursor(&self.fleet_clock_name())
+            .await
+            .map_err(|source| QueueError::Store {
+                operation: "read fleet clock",
+                source,
+            })
     }
 }

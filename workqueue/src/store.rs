@@ -12,6 +12,10 @@ use cql_lease::{CasOutcome, StoreError};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 
+/// The origin of a row written (or taken over) by index upkeep to refuse an enqueue or
+/// revival still on its way ([`QueueStore::seal`]): no enqueue call has it.
+pub const SWEPT: &str = "~swept";
+
 /// The run_at stored for an item available at once (an immediate enqueue, a hand-back, a
 /// requeue): never ahead of any clock, so no clock holds it back.
 pub const AT_ONCE: i64 = 0;
@@ -134,6 +138,19 @@ pub trait QueueStore: Send + Sync + 'static {
 
     /// A discarded item becomes done, only if discarded.
     async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError>;
+
+    /// Fences off writes to an item still on their way, for index upkeep that is about to
+    /// delete the item's last entry. `seen: None` (no row was found): writes an empty done
+    /// row with origin [`SWEPT`] only if no row exists, so an enqueue arriving later is
+    /// refused. `Some((attempt, origin))` (a done row): sets its origin to [`SWEPT`] only
+    /// if it still has that attempt and origin, so a revival conditioned on them arriving
+    /// later is refused. `Applied` when the fence stands; `NotApplied` when the row is not
+    /// as seen (the write arrived first: keep the entry).
+    async fn seal(
+        &self,
+        key: &ItemKey,
+        seen: Option<(i32, &str)>,
+    ) -> Result<CasOutcome, StoreError>;
 
     /// Linearizable read of one item (SERIAL), to settle lost answers.
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError>;

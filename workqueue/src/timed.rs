@@ -115,6 +115,15 @@ impl QueueStore for TimedQueueStore {
         bounded("purge", Conditional, self.timeout, call).await
     }
 
+    async fn seal(
+        &self,
+        key: &ItemKey,
+        seen: Option<(i32, &str)>,
+    ) -> Result<CasOutcome, StoreError> {
+        let call = || self.inner.seal(key, seen);
+        bounded("seal", Conditional, self.timeout, call).await
+    }
+
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
         bounded("read", Resendable, self.timeout, || self.inner.read(key)).await
     }

@@ -226,7 +226,7 @@ macro_rules! queue_suite {
             queue_review::past_run_at_enqueue_in_flight_keeps_its_entry,
             queue_review::duplicate_enqueue_entry_does_not_start_delayed_job,
             queue_review::dead_letter_lost_answers_are_settled,
-            queue_review::orphan_entry_goes_after_a_serial_read,
+            queue_review::orphan_entry_goes_after_its_row_is_sealed,
             queue_review::slow_index_write_then_crash_keeps_the_item_findable,
         );
     };

@@ -214,11 +214,10 @@ pub async fn dead_letter_lost_answers_are_settled(b: &dyn Backend) {
 }
 
 /// An index entry without a row, older than any enqueue's window (an enqueue given up as of
-/// unknown outcome may have left a Paxos proposal accepted but not committed): a scanner
-/// deletes it only after a SERIAL read of the row, which completes such a proposal. Neither
-/// backend can apply a write late, so this checks the read is made: the memory store counts
-/// SERIAL reads, the wire server a Paxos round on the row's partition (no LWT touched it).
-pub async fn orphan_entry_goes_after_a_serial_read(b: &dyn Backend) {
+/// unknown outcome may still have a write on its way): a scanner deletes it only after
+/// sealing the row (`IF NOT EXISTS`, counted as an enqueue LWT), so such a write is refused
+/// afterwards; the row left is the fence.
+pub async fn orphan_entry_goes_after_its_row_is_sealed(b: &dyn Backend) {
     let config = queue_config();
     let q = queue_with(b, "orphan-serial", config);
     let width = i64::try_from(config.bucket_width.as_micros()).expect("width");
@@ -235,21 +234,27 @@ pub async fn orphan_entry_goes_after_a_serial_read(b: &dyn Backend) {
         .put_entry(q.name(), &orphan, now)
         .await
         .expect("entry");
-    let serial = || {
-        let c = b.queue_counts().expect("counts");
-        c.serial_reads + c.lwt_partitions
-    };
-    let start = serial();
+    let fences = || b.queue_counts().expect("counts").enqueue_lwts;
+    let start = fences();
     assert!(q.claim("w").await.expect("claim").is_none());
     assert_eq!(
-        serial() - start,
+        fences() - start,
         1,
-        "the orphan entry went on a plain read alone"
+        "the orphan entry went without sealing its row"
+    );
+    let key = cql_workqueue::ItemKey {
+        partition: q.name().to_owned(),
+        id: ItemId::unique("gave-up"),
+    };
+    let fence = queue_store(b).read(&key).await.expect("read");
+    assert_eq!(
+        fence.map(|row| row.origin),
+        Some(cql_workqueue::SWEPT.to_owned())
     );
     // Gone: another process's scan from the cursor does not meet it again.
     let other = q.with_clock(WallClock::system());
     assert!(other.claim("w").await.expect("claim").is_none());
-    assert_eq!(serial() - start, 1, "the orphan entry stayed");
+    assert_eq!(fences() - start, 1, "the orphan entry stayed");
 }
 
 /// An enqueue whose index write is applied late (after longer than `cursor_lag`), while

@@ -1,6 +1,6 @@
 //! What a candidate's item calls for before any claim: whether it is due, and otherwise the
 //! upkeep of its entry (dropped, moved ahead, or dead-lettered), each deletion that rests on
-//! a plain read settled by a SERIAL read first.
+//! a plain read fenced (the row sealed) or settled by a SERIAL read first.
 
 use tracing::{info, warn};
 
@@ -26,6 +26,18 @@ impl WorkQueue {
                 if entry.kind == EntryKind::Run
                     && entry.pos >= self.now() - self.enqueue_window() =>
             {
+                Ok(false)
+            }
+            // An older run entry of a unique key's done row: a revival may still be on its
+            // way (given up as of unknown outcome, or its Paxos round still retrying). The
+            // row's origin is taken over first, so such a revival can no longer apply.
+            JobState::Done
+                if entry.kind == EntryKind::Run && entry.id.as_str().starts_with("u:") =>
+            {
+                let seen = Some((item.attempt, item.origin.as_str()));
+                if self.sealed(&item.key, seen).await {
+                    self.remove(entry).await;
+                }
                 Ok(false)
             }
             JobState::Done => {
@@ -103,22 +115,33 @@ impl WorkQueue {
     }
 
     /// An entry whose item does not exist: an enqueue may still be writing it, so only an
-    /// entry older than any enqueue's resolve time goes.
-    /// The plain read that found no row does not settle it: an enqueue given up as of
-    /// unknown outcome may have left a Paxos proposal accepted but not committed, which a
-    /// later Paxos round completes. A SERIAL read completes it now, so a row it does not
-    /// find cannot appear afterwards.
+    /// entry older than any enqueue's window goes, and only once the row is sealed: a plain
+    /// (or even SERIAL) read that finds no row does not stop an enqueue still on its way
+    /// (a coordinator retrying its Paxos round, a cut plain write landing late) from
+    /// writing it afterwards, which would leave an item with no entry.
     pub(super) async fn drop_orphan(&self, entry: &IndexEntry) {
         if entry.pos >= self.now() - self.enqueue_window() {
             return;
         }
-        match self.serial_read(&self.key(entry.id.clone())).await {
-            Ok(None) => {
-                info!(id = %entry.id, "orphan index entry removed");
-                self.remove(entry).await;
+        if self.sealed(&self.key(entry.id.clone()), None).await {
+            info!(id = %entry.id, "orphan index entry removed, its row sealed");
+            self.remove(entry).await;
+        }
+    }
+
+    /// Whether [`QueueStore::seal`](crate::QueueStore::seal) stands (logged otherwise: the
+    /// entry stays for a later look).
+    async fn sealed(&self, key: &ItemKey, seen: Option<(i32, &str)>) -> bool {
+        match self.store.seal(key, seen).await {
+            Ok(cql_lease::CasOutcome::Applied) => true,
+            Ok(cql_lease::CasOutcome::NotApplied) => {
+                info!(id = %key.id, "the row changed before it was sealed; its entry kept");
+                false
             }
-            Ok(Some(_)) => info!(id = %entry.id, "index entry's row found by a SERIAL read; kept"),
-            Err(error) => warn!(id = %entry.id, %error, "orphan index entry kept for now"),
+            Err(error) => {
+                warn!(id = %key.id, %error, "row not sealed; its entry kept for now");
+                false
+            }
         }
     }
 
@@ -133,9 +156,16 @@ impl WorkQueue {
             })
     }
 
-    /// How long after its position an entry may still be an enqueue's in progress.
+    /// How long after its position an entry may still be an enqueue's in progress: its
+    /// entry placement and its row's resends may each take up to `resolve_timeout`, the
+    /// last send two request timeouts (sent twice) after a pause, and clocks differ by up
+    /// to the skew (in the lag).
     pub(crate) fn enqueue_window(&self) -> i64 {
-        micros(self.config.claim.resolve_timeout) + micros(self.config.cursor_lag())
+        let claim = &self.config.claim;
+        2 * micros(claim.resolve_timeout)
+            + 2 * micros(claim.effective_request_timeout())
+            + micros(claim.retry_interval)
+            + micros(self.config.cursor_lag())
     }
 
     /// Moves a discarded item's entry to the dead letters.

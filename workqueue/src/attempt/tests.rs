@@ -1,8 +1,8 @@
-//! Index upkeep that deletes an entry because of what a plain read showed reads the item
-//! SERIAL first: that completes a Paxos proposal still in progress (an enqueue or requeue
-//! given up as of unknown outcome), which could otherwise apply after the entry is gone and
-//! leave the item without one. The memory store cannot apply a write late, so these check
-//! that the SERIAL read is made (its call count) and what happens to the entry.
+//! Index upkeep that deletes an entry because of what a plain read showed first fences the
+//! row (an orphan's: sealed against a late enqueue) or reads the item SERIAL (a requeue's:
+//! that completes a Paxos proposal still in progress), so a write given up as of unknown
+//! outcome cannot apply after the entry is gone and leave the item without one. These check
+//! that the fence or the SERIAL read is made (call counts) and what happens to the entry.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 use std::sync::Arc;
@@ -23,20 +23,39 @@ async fn old_entry(store: &MemoryQueueStore, queue: &WorkQueue, id: ItemId) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_orphan_entry_goes_only_after_a_serial_read() {
+async fn an_orphan_entry_goes_only_after_its_row_is_sealed() {
     let store = Arc::new(MemoryQueueStore::new());
-    let queue = WorkQueue::new(store.clone(), "orphan-serial", QueueConfig::default()).unwrap();
-    old_entry(&store, &queue, ItemId::unique("died")).await;
-    let before = store.counts().serial_reads;
+    let queue = WorkQueue::new(store.clone(), "orphan-seal", QueueConfig::default()).unwrap();
+    let id = ItemId::unique("died");
+    old_entry(&store, &queue, id.clone()).await;
+    let before = store.counts().enqueue_lwts;
     assert!(queue.claim("w").await.unwrap().is_none());
     assert_eq!(
-        store.counts().serial_reads - before,
+        store.counts().enqueue_lwts - before,
         1,
-        "the orphan entry was judged by a plain read alone"
+        "the orphan entry went without a fence against a late enqueue"
     );
     assert!(
         queue.live_entries().await.unwrap().is_empty(),
         "the orphan entry stays"
+    );
+    let row = store
+        .read(&queue.key(id))
+        .await
+        .unwrap()
+        .expect("the fence");
+    assert_eq!(row.origin, crate::store::SWEPT);
+    // A late enqueue of the same row is refused.
+    let key = queue.key(ItemId::unique("died"));
+    let late = crate::store::NewRow {
+        key: &key,
+        payload: b"late",
+        run_at: crate::store::AT_ONCE,
+        origin: "late",
+    };
+    assert_eq!(
+        store.enqueue(late).await.unwrap(),
+        cql_lease::CasOutcome::NotApplied
     );
 }
 

@@ -218,6 +218,35 @@ impl QueueStore for BakeryStore {
         Ok(self.current(key, false).await?.map(|(item, _)| item))
     }
 
+    /// Plain rows cannot be written conditionally: the fence is an empty done row written
+    /// at this clock. Index upkeep seals only entries older than any enqueue's window, so
+    /// a row write landing later is one its enqueuer gave up on, and it carries an older
+    /// timestamp (taken when it was first sent): the fence wins. There are no revivals.
+    async fn seal(
+        &self,
+        key: &ItemKey,
+        seen: Option<(i32, &str)>,
+    ) -> Result<CasOutcome, StoreError> {
+        if seen.is_some() {
+            return Ok(CasOutcome::Applied);
+        }
+        let fence = StoredItem {
+            key: key.clone(),
+            payload: Vec::new(),
+            state: JobState::Done,
+            attempt: 0,
+            claim: None,
+            run_at: crate::store::AT_ONCE,
+            last_error: None,
+            origin: crate::store::SWEPT.to_owned(),
+            requeued_at: 0,
+        };
+        self.items
+            .write_item(&fence, crate::clock::next_micros())
+            .await?;
+        Ok(CasOutcome::Applied)
+    }
+
     /// The claim path's look at a candidate: any live ticket shows as its `claim`, a draw
     /// still under way included. A draw started now would be beaten by it (its number is
     /// lower) or find the item moved on, so the claimer skips the item as held by another

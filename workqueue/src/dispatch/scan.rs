@@ -39,6 +39,13 @@ impl WorkQueue {
             None => {
                 let cursor = self.read_cursor().await?;
                 state.last_restart = Some(Instant::now());
+                if state
+                    .clock_noted
+                    .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh / 2)
+                {
+                    state.clock_noted = Some(Instant::now());
+                    self.note_fleet_clock(now).await;
+                }
                 state.ahead.clear();
                 self.dispatcher.slots.fade(self.config.cursor_refresh * 3);
                 (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))

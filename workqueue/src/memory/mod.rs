@@ -9,6 +9,7 @@ mod calls;
 mod counts;
 mod plain;
 mod queue_store;
+mod seal;
 mod tables;
 
 pub use calls::QueueOp;

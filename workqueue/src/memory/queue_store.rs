@@ -218,6 +218,18 @@ impl QueueStore for MemoryQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn seal(
+        &self,
+        key: &ItemKey,
+        seen: Option<(i32, &str)>,
+    ) -> Result<CasOutcome, StoreError> {
+        match seen {
+            None => self.seal_absent(key).await,
+            Some((attempt, origin)) => self.seal_done(key, attempt, origin).await,
+        }
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
         self.call(QueueOp::Read, |tables, counter, now| {
             counter.counts.serial_reads += 1;

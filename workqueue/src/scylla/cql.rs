@@ -89,6 +89,15 @@ pub const REQUEUE: &str = "UPDATE {keyspace}.{table} SET state = 'available', ru
 /// Purges a dead letter. Binds: ttl, key.
 pub const PURGE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE key = ? IF state = 'discarded'";
 
+/// Fences off an enqueue still on its way: an empty row whose state is already gone (done,
+/// retention over), written only if no row exists. Binds: key, origin.
+pub const SEAL_ABSENT: &str = "INSERT INTO {keyspace}.{table} (key, attempt, run_at, origin) VALUES (?, 0, 0, ?) IF NOT EXISTS";
+
+/// Fences off a revival still on its way: a done row's origin taken over. Binds: origin,
+/// key, seen attempt, seen origin.
+pub const SEAL_DONE: &str =
+    "UPDATE {keyspace}.{table} SET origin = ? WHERE key = ? IF attempt = ? AND origin = ?";
+
 /// Reads one item (SERIAL for `read`, the consistency level for `peek`). Binds: key.
 pub const READ: &str = "SELECT key, payload, state, attempt, claim, run_at, last_error, origin, requeued_at FROM {keyspace}.{table} WHERE key = ?";
 
@@ -149,6 +158,8 @@ pub const ALL: &[&str] = &[
     UNCLAIM,
     REQUEUE,
     PURGE,
+    SEAL_ABSENT,
+    SEAL_DONE,
     READ,
     PUT_ENTRY,
     DELETE_ENTRY,

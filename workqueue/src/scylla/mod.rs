@@ -20,7 +20,7 @@ use scylla::statement::prepared::PreparedStatement;
 use tracing::instrument;
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
-use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, SWEPT};
 
 /// The default table name.
 pub const DEFAULT_TABLE: &str = "work_items";
@@ -240,6 +240,24 @@ impl QueueStore for ScyllaQueueStore {
     async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
         let values = (ttl_secs(retention), row_key(key));
         self.cas(&self.s.purge, values).await
+    }
+
+    #[instrument(level = "debug", skip(self), fields(id = %key.id))]
+    async fn seal(
+        &self,
+        key: &ItemKey,
+        seen: Option<(i32, &str)>,
+    ) -> Result<CasOutcome, StoreError> {
+        match seen {
+            None => {
+                let values = (row_key(key), SWEPT);
+                self.cas(&self.s.seal_absent, values).await
+            }
+            Some((attempt, origin)) => {
+                let values = (SWEPT, row_key(key), attempt, origin);
+                self.cas(&self.s.seal_done, values).await
+            }
+        }
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]

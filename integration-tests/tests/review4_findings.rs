@@ -1,0 +1,625 @@
+//! Review 4 of the work queue (placement of index entries, slot sharing): each test was a
+//! finding that failed on the code it was written against, for the reason in its doc
+//! comment, and now guards the fix: the fleet clock and copies that never replace the
+//! original (`workqueue/src/placement.rs`), the row sealed before index upkeep deletes an
+//! item's last entry (`QueueStore::seal`), and an enqueue window that covers every send of
+//! an enqueue (the orphan scenario with a slow LWT now passes by the window alone).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cql_lease::{CasOutcome, StoreError};
+use cql_workqueue::bakery::{BakeryParts, PlainItemStore};
+use cql_workqueue::{
+    ClaimOutcome, IndexEntry, ItemClaim, ItemId, ItemKey, JobState, NewRow, QueueConfig,
+    QueueStore, Reschedule, StoredItem, WallClock, WorkQueue,
+};
+use integration_tests::backend::{Backend, MemoryBackend};
+use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
+
+/// A process's view of the store with one quirk, everything else passing straight through:
+/// - `slow_above`: its index reads of buckets above this one take `delay` (under the request
+///   timeout), so a scan that walks several buckets is spread over time, as any multi-bucket
+///   scan is on a real cluster (one request per bucket);
+/// - `late_revive`: its first revive LWT answers "unknown" at once and is applied that much
+///   later (a Paxos proposal accepted but committed only by a later round), its later ones
+///   fail before they are sent (the partition's replicas unreachable from it);
+/// - `late_enqueue`: the same for the enqueue LWT;
+/// - `late_plain_write` (bakery mode): the same for the plain item-row writes.
+#[derive(Default)]
+struct Tweaked {
+    inner: Option<Arc<dyn QueueStore>>,
+    slow_above: Option<i64>,
+    delay: Duration,
+    late_revive: Option<Duration>,
+    revives: AtomicUsize,
+    /// Like `late_revive`, for the enqueue LWT.
+    late_enqueue: Option<Duration>,
+    enqueues: AtomicUsize,
+    /// Bakery mode: the inner store's plain item rows with the first write landing this
+    /// much later (answer lost at once), the later ones failing before they are sent.
+    late_plain_write: Option<Duration>,
+}
+
+/// Plain item rows whose first write answers "unknown" at once and lands `delay` later (a
+/// cut write a coordinator still applies, or a hint delivered late); later writes fail
+/// before they are sent.
+struct LatePlainWrite {
+    inner: Arc<dyn PlainItemStore>,
+    delay: Duration,
+    writes: AtomicUsize,
+}
+
+#[async_trait]
+impl PlainItemStore for LatePlainWrite {
+    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
+        if self.writes.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Err(StoreError::Unavailable("replicas unreachable".into()));
+        }
+        let (inner, item, delay) = (Arc::clone(&self.inner), item.clone(), self.delay);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = inner.write_item(&item, ts).await;
+        });
+        Err(StoreError::Unknown("write timed out".into()))
+    }
+    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
+        self.inner.read_item(key).await
+    }
+}
+
+impl Tweaked {
+    fn inner(&self) -> &Arc<dyn QueueStore> {
+        self.inner.as_ref().expect("inner store")
+    }
+}
+
+#[async_trait]
+impl QueueStore for Tweaked {
+    fn bakery_parts(&self) -> Option<BakeryParts> {
+        let parts = self.inner().bakery_parts()?;
+        Some(match self.late_plain_write {
+            None => parts,
+            Some(delay) => BakeryParts {
+                items: Arc::new(LatePlainWrite {
+                    inner: parts.items,
+                    delay,
+                    writes: AtomicUsize::new(0),
+                }),
+                cells: parts.cells,
+            },
+        })
+    }
+    async fn scan_index(
+        &self,
+        q: &str,
+        b: i64,
+        after: &str,
+        before: &str,
+        limit: u32,
+    ) -> Result<Vec<IndexEntry>, StoreError> {
+        if self.slow_above.is_some_and(|above| b > above) {
+            tokio::time::sleep(self.delay).await;
+        }
+        self.inner().scan_index(q, b, after, before, limit).await
+    }
+    async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
+        self.inner().claim(claim).await
+    }
+    async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
+        let Some(delay) = self.late_enqueue else {
+            return self.inner().enqueue(row).await;
+        };
+        if self.enqueues.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Err(StoreError::Unavailable("replicas unreachable".into()));
+        }
+        let inner = Arc::clone(self.inner());
+        let (key, payload, origin) = (row.key.clone(), row.payload.to_vec(), row.origin.to_owned());
+        let run_at = row.run_at;
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let row = NewRow {
+                key: &key,
+                payload: &payload,
+                run_at,
+                origin: &origin,
+            };
+            let _ = inner.enqueue(row).await;
+        });
+        Err(StoreError::Unknown("coordinator timed out".into()))
+    }
+    async fn revive(&self, row: NewRow<'_>, a: i32, o: &str) -> Result<CasOutcome, StoreError> {
+        let Some(delay) = self.late_revive else {
+            return self.inner().revive(row, a, o).await;
+        };
+        if self.revives.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Err(StoreError::Unavailable("replicas unreachable".into()));
+        }
+        let inner = Arc::clone(self.inner());
+        let (key, payload, origin) = (row.key.clone(), row.payload.to_vec(), row.origin.to_owned());
+        let (run_at, seen_origin) = (row.run_at, o.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let row = NewRow {
+                key: &key,
+                payload: &payload,
+                run_at,
+                origin: &origin,
+            };
+            let _ = inner.revive(row, a, &seen_origin).await;
+        });
+        Err(StoreError::Unknown("coordinator timed out".into()))
+    }
+    async fn heartbeat(&self, k: &ItemKey, c: &str, t: Duration) -> Result<CasOutcome, StoreError> {
+        self.inner().heartbeat(k, c, t).await
+    }
+    async fn complete(&self, k: &ItemKey, c: &str, r: Duration) -> Result<CasOutcome, StoreError> {
+        self.inner().complete(k, c, r).await
+    }
+    async fn reschedule(
+        &self,
+        k: &ItemKey,
+        c: &str,
+        to: Reschedule<'_>,
+    ) -> Result<CasOutcome, StoreError> {
+        self.inner().reschedule(k, c, to).await
+    }
+    async fn unclaim(
+        &self,
+        k: &ItemKey,
+        c: &str,
+        s: JobState,
+        a: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        self.inner().unclaim(k, c, s, a).await
+    }
+    async fn requeue(&self, k: &ItemKey, r: i64, a: i32) -> Result<CasOutcome, StoreError> {
+        self.inner().requeue(k, r, a).await
+    }
+    async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
+        self.inner().purge(k, r).await
+    }
+    async fn seal(&self, k: &ItemKey, s: Option<(i32, &str)>) -> Result<CasOutcome, StoreError> {
+        self.inner().seal(k, s).await
+    }
+    async fn read(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.inner().read(k).await
+    }
+    async fn peek(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
+        self.inner().peek(k).await
+    }
+    async fn put_entry(&self, q: &str, e: &IndexEntry, ts: i64) -> Result<(), StoreError> {
+        self.inner().put_entry(q, e, ts).await
+    }
+    async fn delete_entry(&self, q: &str, b: i64, s: &str, ts: i64) -> Result<(), StoreError> {
+        self.inner().delete_entry(q, b, s, ts).await
+    }
+    async fn read_cursor(&self, q: &str) -> Result<i64, StoreError> {
+        self.inner().read_cursor(q).await
+    }
+    async fn advance_cursor(&self, q: &str, pos: i64) -> Result<(), StoreError> {
+        self.inner().advance_cursor(q, pos).await
+    }
+    async fn put_bucket(&self, q: &str, b: i64, t: Duration, ts: i64) -> Result<(), StoreError> {
+        self.inner().put_bucket(q, b, t, ts).await
+    }
+    async fn list_buckets(&self, q: &str, a: i64, l: u32) -> Result<Vec<i64>, StoreError> {
+        self.inner().list_buckets(q, a, l).await
+    }
+    async fn put_dead(&self, q: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.inner().put_dead(q, id, ts).await
+    }
+    async fn delete_dead(&self, q: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
+        self.inner().delete_dead(q, id, ts).await
+    }
+    async fn list_dead(&self, q: &str, a: &str, l: u32) -> Result<Vec<ItemId>, StoreError> {
+        self.inner().list_dead(q, a, l).await
+    }
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).expect("micros")
+}
+
+/// The next job of `q`, looked for over a few seconds (several rescans from the cursor).
+/// How long after its position an entry may still be an enqueue's in progress (the
+/// queue's `enqueue_window`): a write landing later than this after its entry is one its
+/// enqueuer gave up on, and index upkeep may seal the row against it.
+fn enqueue_window(config: &QueueConfig) -> Duration {
+    let claim = &config.claim;
+    claim.resolve_timeout * 2
+        + claim.effective_request_timeout() * 2
+        + claim.retry_interval
+        + config.cursor_lag()
+}
+
+/// Claims with `scanner` every 100 ms until `until` has passed since the call.
+async fn scan_for(scanner: &WorkQueue, until: Duration) {
+    let start = tokio::time::Instant::now();
+    while start.elapsed() < until {
+        assert!(scanner.claim("s").await.expect("claim").is_none());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The fix's invariant: an item whose row reads available has an entry a scan finds.
+async fn available_is_findable(scanner: &WorkQueue, key: &ItemKey) -> Option<StoredItem> {
+    let row = scanner.store().read(key).await.expect("read");
+    if row.as_ref().is_some_and(|r| r.state == JobState::Available) {
+        let found = claim_within(scanner, "w", 60).await.map(|j| j.id().clone());
+        assert_eq!(
+            found.as_ref(),
+            Some(&key.id),
+            "the item is available but has no index entry"
+        );
+    }
+    row
+}
+
+async fn claim_within(q: &WorkQueue, worker: &str, rounds: usize) -> Option<cql_workqueue::Job> {
+    for _ in 0..rounds {
+        if let Some(job) = q.claim(worker).await.expect("claim") {
+            return Some(job);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
+/// SAFETY: an item is lost with correct clocks, no fault and no crash.
+///
+/// `keep_ahead_of_cursor` moves an immediate entry whose position is more than
+/// `2 x cursor_lag + cursor_refresh` above the stored cursor *back* to `cursor + lag`. That
+/// is meant for enqueuers whose clock is ahead, but the stored cursor is also that far back
+/// whenever nobody rescanned for a few seconds (all workers busy, or none running) or a
+/// backlog holds it at its oldest entry. Interleaving (skew 0, lag 1 s, refresh 1 s):
+/// 1. a scan at t0 leaves the cursor at C = t0 - lag; nobody scans for 20 s;
+/// 2. process S starts a rescan from C: it reads the bucket of C + lag (empty), then the
+///    later buckets one request each;
+/// 3. meanwhile the enqueuer E places its entry at its clock (t0 + 20 s, in time), writes the
+///    row, reads the cursor (still C), finds its entry "ahead", places a copy at C + lag (in
+///    the bucket S already read) and removes the original (in a bucket S has not read yet);
+///    its second cursor read still shows C, so it returns `Ok`;
+/// 4. S reads the later buckets (empty now), finds nothing live and moves the cursor to its
+///    clock minus lag, past C + lag.
+///
+/// The item's row is available and its only entry lies below the cursor: no scan ever
+/// reads it again. The same move runs after a requeue and after a hand-back
+/// (`after_finish`), with the same race.
+#[tokio::test(start_paused = true)]
+async fn finding_entry_moved_back_to_stale_cursor_is_passed_and_item_lost() {
+    let b = MemoryBackend::new();
+    let config = queue_config();
+    let name = "moved-back";
+    let e = queue_with(&b, name, config);
+    // t0: a scan finds nothing and writes the cursor (t0 - lag).
+    assert!(e.claim("warm").await.expect("claim").is_none());
+    let cursor = queue_store(&b).read_cursor(name).await.expect("cursor");
+    assert!(cursor > 0, "the cursor was written");
+    // Nobody scans for a while (workers busy, or none running).
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let width = micros(config.bucket_width);
+    let moved_to = cursor + micros(config.cursor_lag());
+    // Another process whose reads of the buckets after the one E moves into take 100 ms each.
+    let slow = Tweaked {
+        inner: Some(queue_store(&b)),
+        slow_above: Some(moved_to / width),
+        delay: Duration::from_millis(100),
+        ..Tweaked::default()
+    };
+    let s = WorkQueue::new(Arc::new(slow), name, config).expect("queue");
+    let enqueue = async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        e.enqueue("lost?").await
+    };
+    let (scanned, enqueued) = tokio::join!(s.claim("s"), enqueue);
+    let id = enqueued.expect("the enqueue returned Ok");
+    if let Some(job) = scanned.expect("scan") {
+        // The scan found it after all: not lost.
+        assert_eq!(job.id(), &id);
+        return;
+    }
+    let key = ItemKey {
+        partition: name.to_owned(),
+        id: id.clone(),
+    };
+    let row = queue_store(&b)
+        .read(&key)
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(row.state, JobState::Available);
+    let after = queue_store(&b).read_cursor(name).await.expect("cursor");
+    // Any process, old or new, looks for it for 6 s.
+    let fresh = e.with_clock(WallClock::system());
+    let found = claim_within(&fresh, "w", 60).await.map(|j| j.id().clone());
+    assert_eq!(
+        found,
+        Some(id),
+        "an enqueued, available item is never found: its entry was moved back to {moved_to} \
+         and the cursor went on to {after}"
+    );
+}
+
+/// DOCS/ORDER: with `choice = 1` items come out in position order, and the README says
+/// immediate items are placed at their enqueue time and that only items of an enqueuer whose
+/// clock is ahead by more than `2 x cursor_lag + cursor_refresh` are moved back to the cursor
+/// (and may run before older items). But the move back compares with the *stored* cursor,
+/// not with the clock: after a few seconds without a rescan (or under a backlog older than
+/// that, which holds the cursor at its oldest entry), every new immediate item of a correct
+/// clock is moved in front of items enqueued before it.
+#[tokio::test(start_paused = true)]
+async fn finding_correct_clock_item_jumps_ahead_of_older_items() {
+    let b = MemoryBackend::new();
+    let config = QueueConfig {
+        choice: 1,
+        ..queue_config()
+    };
+    let q = queue_with(&b, "order", config);
+    assert!(q.claim("warm").await.expect("claim").is_none());
+    let first = q.enqueue("first").await.expect("enqueue");
+    // No rescan for 10 s (workers busy with long jobs, say).
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let second = q.enqueue("second").await.expect("enqueue");
+    let job = claim_within(&q, "w", 10).await.expect("a job");
+    assert_eq!(
+        job.id(),
+        &first,
+        "the item enqueued 10 s later ({second}) came out first"
+    );
+}
+
+/// SAFETY (cancel safety of `enqueue_item`): an enqueue whose row LWT applies later than
+/// `enqueue_window` after its entry's position, dropped (a caller's timeout) or crashing while
+/// it places the entry again, leaves an existing, available item with no index entry.
+///
+/// The docs say: "Dropped midway, the item may or may not exist; if it exists it is findable"
+/// and the README: "a crash at any later step leaves the item findable". Interleaving (LWT
+/// mode, resolve 2 s, lag 1 s, so `enqueue_window` = 3 s):
+/// 1. E places its entry at t0 (in time) and sends the row's `IF NOT EXISTS`, which is slow
+///    (a coordinator queue; it has not reached Paxos yet);
+/// 2. at its next rescan after t0 + 3 s a scanner finds the entry older than
+///    `enqueue_window` with no row; its SERIAL read finds none (no proposal was accepted
+///    yet), so it deletes the entry;
+/// 3. at t0 + 4.8 s the LWT applies: E sees the entry is old and places it again
+///    (`place_in_time`), but is dropped before that write lands.
+///
+/// Nothing else holds an entry for the item. (A sweep that fences the row before deleting
+/// the entry, e.g. its own `IF NOT EXISTS` done marker, would make the late LWT fail.)
+#[tokio::test(start_paused = true)]
+async fn finding_orphan_sweep_then_late_lwt_then_drop_loses_item() {
+    use cql_lease::memory::{Fault, Times};
+    use cql_workqueue::NewItem;
+    use cql_workqueue::memory::QueueOp;
+
+    let b = MemoryBackend::new();
+    let base = queue_config();
+    let config = QueueConfig {
+        claim: cql_lease::LeaseConfig {
+            // The slow LWT is not cut by the request timeout (with the default one, the
+            // last resend before `resolve_timeout` can apply as late).
+            request_timeout: Some(Duration::from_secs(5)),
+            ..base.claim
+        },
+        ..base
+    };
+    let name = "late-lwt";
+    let e = queue_with(&b, name, config);
+    let scanner = e.with_clock(WallClock::system());
+    let id = ItemId::unique("late-lwt");
+    let key = ItemKey {
+        partition: name.to_owned(),
+        id: id.clone(),
+    };
+    let store = queue_store(&b);
+    b.inject_queue(
+        Some(QueueOp::Enqueue),
+        Fault::Latency(Duration::from_millis(4800)),
+        Times::Next(1),
+    );
+    let enqueue = e.enqueue_item(NewItem::text("x").unique("late-lwt"));
+    let other = async {
+        let start = tokio::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(4500) {
+            assert!(scanner.claim("s").await.expect("claim").is_none());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // From now on index writes take 500 ms: E's fresh entry is still on its way when
+        // E is dropped.
+        b.inject_queue(
+            Some(QueueOp::Index),
+            Fault::Latency(Duration::from_millis(500)),
+            Times::Always,
+        );
+        loop {
+            if store.read(&key).await.expect("read").is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    futures::pin_mut!(enqueue, other);
+    let finished = futures::future::select(enqueue, other).await;
+    b.clear_faults();
+    if let futures::future::Either::Left((outcome, _)) = finished {
+        panic!("the enqueue finished before it could be dropped: {outcome:?}");
+    }
+    let row = store
+        .read(&key)
+        .await
+        .expect("read")
+        .expect("the item exists");
+    assert_eq!(row.state, JobState::Available);
+    let found = claim_within(&scanner, "w", 60)
+        .await
+        .map(|j| j.id().clone());
+    assert_eq!(
+        found,
+        Some(id),
+        "the item exists but has no index entry: the scanner swept its entry as an orphan \
+         before the slow LWT applied, and the enqueuer was dropped while re-placing it"
+    );
+}
+
+/// SAFETY (unique-key revival): a revival whose LWT outcome is unknown, committed after a
+/// scanner removed its run entry, leaves a live job that no scan finds; the next enqueue of
+/// the key is told `Duplicate { state: Available }` and removes its own entry too.
+///
+/// `due` leaves a done row's run entry alone for `enqueue_window` (a revival may be on its
+/// way), then removes it on a plain read that still shows `done`. Unlike `drop_orphan` (no
+/// row) and the discarded-row rule, there is no SERIAL read first, so a revival proposal
+/// accepted but not yet committed is not completed before the entry goes. Interleaving
+/// (resolve 2 s, lag 1 s, `done_retention` 1 s):
+/// 1. the key's first job completes; its done marker expires;
+/// 2. E enqueues the key again: places its run entry, sends the revive LWT, whose answer is
+///    lost (accepted, not committed); its resends fail (replicas unreachable), so after
+///    `resolve_timeout` it returns `OutcomeUnknown`, leaving the entry;
+/// 3. a scanner meets the entry older than `enqueue_window` on a row that reads `done`, and
+///    removes it;
+/// 4. the revival is committed (here at +4.5 s): the row is available, with no entry.
+#[tokio::test(start_paused = true)]
+async fn finding_revival_committed_after_done_entry_swept_is_lost() {
+    use cql_workqueue::{Enqueued, NewItem, QueueError};
+
+    let b = MemoryBackend::new();
+    let config = QueueConfig {
+        done_retention: Duration::from_secs(1),
+        ..queue_config()
+    };
+    let name = "late-revival";
+    let plain = queue_with(&b, name, config);
+    let first = plain
+        .enqueue_item(NewItem::text("one").unique("k"))
+        .await
+        .expect("enqueue");
+    let id = first.id().clone();
+    let job = claim_within(&plain, "w", 10).await.expect("the first job");
+    job.complete().await.expect("complete");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // E: its first revive is committed after the enqueue window (a Paxos round still
+    // retrying), its resends do not get through.
+    let late_by = enqueue_window(&config) + Duration::from_secs(2);
+    let late = Tweaked {
+        inner: Some(queue_store(&b)),
+        late_revive: Some(late_by),
+        ..Tweaked::default()
+    };
+    let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
+    let scanner = plain.with_clock(WallClock::system());
+    let enqueue = e.enqueue_item(NewItem::text("two").unique("k"));
+    let scan = scan_for(&scanner, late_by + Duration::from_secs(1));
+    let (outcome, ()) = tokio::join!(enqueue, scan);
+    assert!(
+        matches!(outcome, Err(QueueError::OutcomeUnknown { .. })),
+        "{outcome:?}"
+    );
+    let key = ItemKey {
+        partition: name.to_owned(),
+        id: id.clone(),
+    };
+    let row = available_is_findable(&scanner, &key).await.expect("row");
+    // The scanner sealed the row before removing the entry: the late revival was refused.
+    assert_eq!(
+        (row.state, row.origin.as_str()),
+        (JobState::Done, cql_workqueue::SWEPT)
+    );
+    // The key's next enqueue starts its job, and a scan finds it.
+    let again = plain
+        .enqueue_item(NewItem::text("three").unique("k"))
+        .await
+        .expect("enqueue");
+    assert!(matches!(again, Enqueued::New(_)), "{again:?}");
+    let job = claim_within(&scanner, "w", 60).await.expect("the next job");
+    assert_eq!((job.id(), job.payload()), (&id, "three"));
+}
+
+/// SAFETY (bakery mode, "nothing lost (every item keeps an index entry)"): an enqueue whose
+/// plain row write is cut, and applied after the scanner's orphan sweep, leaves an item with
+/// no entry; no crash needed.
+///
+/// `drop_orphan` settles "no row" with a SERIAL read in the LWT mode; in the bakery mode that
+/// read is a plain read, which cannot stop a write already on its way. Interleaving (resolve
+/// 2 s, lag 1 s): E places its entry at t0 and writes the row; the write's answer is lost
+/// (the write is still with a coordinator, or only a hint holds it) and E's resends fail, so
+/// E returns `OutcomeUnknown` at t0 + 2 s ("the item may exist"; the docs promise it is
+/// findable if it does); at its next rescan after t0 + 3 s a scanner reads no row and removes
+/// the entry; at t0 + 4.5 s the first write lands.
+#[tokio::test(start_paused = true)]
+async fn finding_bakery_enqueue_row_landing_after_orphan_sweep_is_lost() {
+    use cql_workqueue::{ClaimMode, QueueError};
+
+    let b = MemoryBackend::bakery();
+    let config = QueueConfig {
+        claim_mode: ClaimMode::Bakery,
+        ..queue_config()
+    };
+    let name = "late-row";
+    let late_by = enqueue_window(&config) + Duration::from_secs(2);
+    let late = Tweaked {
+        inner: Some(queue_store(&b)),
+        late_plain_write: Some(late_by),
+        ..Tweaked::default()
+    };
+    let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
+    let scanner = queue_with(&b, name, config);
+    let scan = scan_for(&scanner, late_by + Duration::from_secs(1));
+    let (outcome, ()) = tokio::join!(e.enqueue("x"), scan);
+    let Err(QueueError::OutcomeUnknown { id, .. }) = outcome else {
+        panic!("expected an unknown outcome: {outcome:?}");
+    };
+    let key = ItemKey {
+        partition: name.to_owned(),
+        id,
+    };
+    let row = available_is_findable(&scanner, &key).await.expect("row");
+    // The sweep's fence (a later timestamp) won over the late row.
+    assert_eq!(
+        (row.state, row.origin.as_str()),
+        (JobState::Done, cql_workqueue::SWEPT)
+    );
+}
+
+/// SAFETY (LWT mode, no crash): the sweep of
+/// `finding_orphan_sweep_then_late_lwt_then_drop_loses_item`, with an enqueue LWT that a
+/// coordinator applies after its answer was lost. The enqueuer's resends fail until
+/// `resolve_timeout`, so it returns `OutcomeUnknown` ("the item may exist"; findable if it
+/// does, say its docs) and never re-places its entry; a scanner's SERIAL read after
+/// `enqueue_window` (3 s) finds no row (the proposal has not been made yet) and removes the
+/// entry; the LWT applies at 4.5 s. With the default timing a send the client itself still
+/// waits for can apply that late: the last send before `resolve_timeout` (10 s) may take the
+/// request timeout (validity / 3 = 4.5 s), past `enqueue_window` = 10 s + `cursor_lag` (2 s).
+#[tokio::test(start_paused = true)]
+async fn finding_enqueue_lwt_applied_after_orphan_sweep_is_lost() {
+    use cql_workqueue::QueueError;
+
+    let b = MemoryBackend::new();
+    let config = queue_config();
+    let name = "late-enqueue";
+    let late_by = enqueue_window(&config) + Duration::from_secs(2);
+    let late = Tweaked {
+        inner: Some(queue_store(&b)),
+        late_enqueue: Some(late_by),
+        ..Tweaked::default()
+    };
+    let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
+    let scanner = queue_with(&b, name, config);
+    let scan = scan_for(&scanner, late_by + Duration::from_secs(1));
+    let (outcome, ()) = tokio::join!(e.enqueue("x"), scan);
+    let Err(QueueError::OutcomeUnknown { id, .. }) = outcome else {
+        panic!("expected an unknown outcome: {outcome:?}");
+    };
+    let key = ItemKey {
+        partition: name.to_owned(),
+        id,
+    };
+    let row = available_is_findable(&scanner, &key).await.expect("row");
+    // The sweep's `IF NOT EXISTS` fence came first: the late LWT was refused.
+    assert_eq!(
+        (row.state, row.origin.as_str()),
+        (JobState::Done, cql_workqueue::SWEPT)
+    );
+}

@@ -1,0 +1,60 @@
+//! [`QueueStore::seal`](crate::QueueStore::seal) on the embedded store: the fences index
+//! upkeep puts up before deleting an item's last entry.
+
+use cql_lease::{CasOutcome, StoreError};
+
+use super::MemoryQueueStore;
+use super::calls::{QueueOp, count_lwt};
+use super::tables::Row;
+use crate::item::{ItemKey, JobState, StoredItem};
+use crate::store::SWEPT;
+
+impl MemoryQueueStore {
+    /// An empty done row if none exists (counted as an enqueue LWT, which it refuses).
+    pub(super) async fn seal_absent(&self, key: &ItemKey) -> Result<CasOutcome, StoreError> {
+        self.call(QueueOp::Enqueue, |tables, counter, now| {
+            count_lwt(counter, QueueOp::Enqueue, key);
+            let slot = (key.partition.clone(), key.id.clone());
+            if tables.items.contains_key(&slot) {
+                return CasOutcome::NotApplied;
+            }
+            let item = StoredItem {
+                key: key.clone(),
+                payload: Vec::new(),
+                state: JobState::Done,
+                attempt: 0,
+                claim: None,
+                run_at: crate::store::AT_ONCE,
+                last_error: None,
+                origin: SWEPT.to_owned(),
+                requeued_at: 0,
+            };
+            // Its state cell already expired, as a done marker past its retention.
+            let row = Row {
+                item,
+                claim_expires_at: None,
+                done_expires_at: Some(now),
+            };
+            tables.items.insert(slot, row);
+            CasOutcome::Applied
+        })
+        .await
+    }
+
+    /// A done row's origin taken over, if it still has `attempt` and `origin` (counted as a
+    /// revival LWT, which it refuses).
+    pub(super) async fn seal_done(
+        &self,
+        key: &ItemKey,
+        attempt: i32,
+        origin: &str,
+    ) -> Result<CasOutcome, StoreError> {
+        self.lwt(
+            QueueOp::Revive,
+            key,
+            |row, _| row.item.attempt == attempt && row.item.origin == origin,
+            |row, _| row.item.origin = SWEPT.to_owned(),
+        )
+        .await
+    }
+}
