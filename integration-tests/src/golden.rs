@@ -93,7 +93,11 @@ pub const QUEUE: &[(&str, &str)] = &[
     ),
     (
         "queue.revive",
-        "UPDATE {keyspace}.{table} SET origin = ? WHERE key = ? IF attempt = ? AND origin = ?",
+        "UPDATE {keyspace}.{table} SET attempt = ? WHERE key = ? IF attempt = ? AND origin = ?",
+    ),
+    (
+        "queue.reschedule",
+        "UPDATE {keyspace}.{table} SET attempt = ? WHERE key = ? IF state = 'discarded' AND attempt = ?",
     ),
     (
         "queue.revive",

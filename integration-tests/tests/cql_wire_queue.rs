@@ -164,23 +164,45 @@ async fn seal_both_ways(b: &WireBackend) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     job.complete().await.expect("complete");
+    // A dead letter whose requeue's entry is left over.
+    q.enqueue_item(NewItem::text("poison").unique("poison"))
+        .await
+        .expect("enqueue");
+    let job = loop {
+        if let Some(job) = q.claim("w").await.expect("claim") {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    job.discard("bad").await.expect("discard");
     let store = b.queue_store().expect("store");
     let width = i64::try_from(queue_config().bucket_width.as_micros()).expect("width");
     let now = cql_workqueue::clock::now_micros();
-    for id in ["once", "gave-up"].map(ItemId::unique) {
-        let entry = IndexEntry::new(id, now, EntryKind::Run, true, 0, width);
+    for (id, attempt) in [("once", 0), ("gave-up", 0), ("poison", 1)] {
+        let entry = IndexEntry::new(
+            ItemId::unique(id),
+            now,
+            EntryKind::Run,
+            true,
+            attempt,
+            width,
+        );
         store.put_entry("seals", &entry, now).await.expect("entry");
     }
     let later = q.with_clock(WallClock::skewed(120_000_000));
     assert!(later.claim("w").await.expect("claim").is_none());
-    for id in ["once", "gave-up"].map(ItemId::unique) {
+    let row = |id: &str| {
         let key = cql_workqueue::ItemKey {
             partition: "seals".into(),
-            id,
+            id: ItemId::unique(id),
         };
-        let row = store.read(&key).await.expect("read").expect("row");
-        assert_eq!(row.origin, cql_workqueue::SWEPT, "{row:?}");
-    }
+        let store = store.clone();
+        async move { store.read(&key).await.expect("read").expect("row") }
+    };
+    assert_eq!(row("gave-up").await.origin, cql_workqueue::SWEPT);
+    // The done row's attempt was raised (1 claim, then the seal).
+    assert_eq!(row("once").await.attempt, 2);
+    assert_eq!(row("poison").await.attempt, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -351,6 +351,16 @@ impl WorkQueue {
             }
             warn!(%id, %error, "enqueue answer lost; sending it again");
             tokio::time::sleep(self.config.claim.retry_interval / 2).await;
+            // A process paused in the sleep must not send after its window: index upkeep
+            // may have sealed the row meanwhile, and a late send could not be told apart
+            // from a fresh one (the bakery mode's row timestamp is forgotten by then).
+            if Instant::now() >= give_up_at {
+                return Err(QueueError::OutcomeUnknown {
+                    operation: "enqueue",
+                    id,
+                    source: error,
+                });
+            }
         }
         // An entry at a run_at long past, met by a scanner before the row existed, reads as
         // the leftover of an enqueue that died (`drop_orphan`, or a done row's stale entry)

@@ -120,5 +120,5 @@ pub use item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 pub use job::Job;
 pub use queue::WorkQueue;
 pub use stats::QueueStats;
-pub use store::{AT_ONCE, ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, SWEPT};
+pub use store::{AT_ONCE, ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, SWEPT, Seal};
 pub use worker::{Drain, DrainReport, Worker};

@@ -9,7 +9,7 @@ use cql_lease::metrics::timed;
 use cql_lease::{CasOutcome, StoreError};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
-use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, Seal};
 
 /// Wraps a queue store; each call is recorded under `store="queue"` and its operation.
 pub(crate) struct MeteredStore(Arc<dyn QueueStore>);
@@ -107,11 +107,7 @@ impl QueueStore for MeteredStore {
         timed(STORE, "purge", self.0.purge(key, retention), applied).await
     }
 
-    async fn seal(
-        &self,
-        key: &ItemKey,
-        seen: Option<(i32, &str)>,
-    ) -> Result<CasOutcome, StoreError> {
+    async fn seal(&self, key: &ItemKey, seen: Seal<'_>) -> Result<CasOutcome, StoreError> {
         timed(STORE, "seal", self.0.seal(key, seen), applied).await
     }
 

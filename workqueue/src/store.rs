@@ -12,6 +12,25 @@ use cql_lease::{CasOutcome, StoreError};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
 
+/// What index upkeep saw of an item before deleting its last entry ([`QueueStore::seal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seal<'a> {
+    /// No row: an enqueue may still be on its way.
+    Absent,
+    /// A unique key's done row: a revival (conditioned on both) may still be on its way.
+    Done {
+        /// The row's attempt number.
+        attempt: i32,
+        /// The row's origin (a revival changes it).
+        origin: &'a str,
+    },
+    /// A discarded row: a requeue (conditioned on both) may still be on its way.
+    Discarded {
+        /// The row's attempt number.
+        attempt: i32,
+    },
+}
+
 /// The origin of a row written (or taken over) by index upkeep to refuse an enqueue or
 /// revival still on its way ([`QueueStore::seal`]): no enqueue call has it.
 pub const SWEPT: &str = "~swept";
@@ -140,17 +159,14 @@ pub trait QueueStore: Send + Sync + 'static {
     async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError>;
 
     /// Fences off writes to an item still on their way, for index upkeep that is about to
-    /// delete the item's last entry. `seen: None` (no row was found): writes an empty done
-    /// row with origin [`SWEPT`] only if no row exists, so an enqueue arriving later is
-    /// refused. `Some((attempt, origin))` (a done row): sets its origin to [`SWEPT`] only
-    /// if it still has that attempt and origin, so a revival conditioned on them arriving
-    /// later is refused. `Applied` when the fence stands; `NotApplied` when the row is not
-    /// as seen (the write arrived first: keep the entry).
-    async fn seal(
-        &self,
-        key: &ItemKey,
-        seen: Option<(i32, &str)>,
-    ) -> Result<CasOutcome, StoreError>;
+    /// delete the item's last entry. [`Seal::Absent`]: writes an empty done row with origin
+    /// [`SWEPT`] only if no row exists, so an enqueue arriving later is refused.
+    /// [`Seal::Done`] and [`Seal::Discarded`]: raise the row's attempt number by one only if
+    /// it is still as seen, so a revival or requeue conditioned on the attempt arriving
+    /// later is refused (a fencing token is skipped, never reused; the origin stays, so a
+    /// resent enqueue still knows its own row). `Applied` when the fence stands;
+    /// `NotApplied` when the row is not as seen (the write arrived first: keep the entry).
+    async fn seal(&self, key: &ItemKey, seen: Seal<'_>) -> Result<CasOutcome, StoreError>;
 
     /// Linearizable read of one item (SERIAL), to settle lost answers.
     async fn read(&self, key: &ItemKey) -> Result<Option<StoredItem>, StoreError>;

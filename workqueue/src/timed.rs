@@ -15,7 +15,7 @@ use cql_lease::timed::{Call, bounded};
 use cql_lease::{CasOutcome, StoreError};
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
-use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, Seal};
 
 /// Bounds every call of `inner`: an LWT cut by the timeout has an unknown outcome (its
 /// caller settles it by reading back, as after a lost answer); a read or a plain write
@@ -115,11 +115,7 @@ impl QueueStore for TimedQueueStore {
         bounded("purge", Conditional, self.timeout, call).await
     }
 
-    async fn seal(
-        &self,
-        key: &ItemKey,
-        seen: Option<(i32, &str)>,
-    ) -> Result<CasOutcome, StoreError> {
+    async fn seal(&self, key: &ItemKey, seen: Seal<'_>) -> Result<CasOutcome, StoreError> {
         let call = || self.inner.seal(key, seen);
         bounded("seal", Conditional, self.timeout, call).await
     }

@@ -109,7 +109,11 @@ impl QueueStore for TimedReads {
     async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
         self.inner.purge(k, r).await
     }
-    async fn seal(&self, k: &ItemKey, s: Option<(i32, &str)>) -> Result<CasOutcome, StoreError> {
+    async fn seal(
+        &self,
+        k: &ItemKey,
+        s: cql_workqueue::Seal<'_>,
+    ) -> Result<CasOutcome, StoreError> {
         self.inner.seal(k, s).await
     }
     async fn read(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
@@ -159,7 +163,7 @@ impl QueueStore for TimedReads {
 }
 
 /// Jobs enqueued before the freeze; the worker claims and completes them one by one, a
-/// round every 50 ms, while node [`FROZEN`] is frozen for 1.5 claim TTLs, and reads the
+/// round every 50 ms, while node `FROZEN` is frozen for 1.5 claim TTLs, and reads the
 /// queue's stats each round.
 /// It completes several, no read waits past the request timeout (plus scheduling slack),
 /// and some request did reach the frozen node (else the scenario proved nothing).

@@ -84,7 +84,11 @@ impl QueueStore for LateClaim {
     async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
         self.inner.purge(k, r).await
     }
-    async fn seal(&self, k: &ItemKey, s: Option<(i32, &str)>) -> Result<CasOutcome, StoreError> {
+    async fn seal(
+        &self,
+        k: &ItemKey,
+        s: cql_workqueue::Seal<'_>,
+    ) -> Result<CasOutcome, StoreError> {
         self.inner.seal(k, s).await
     }
     async fn read(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {

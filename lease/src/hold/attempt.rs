@@ -45,7 +45,7 @@ pub enum Claimed<T> {
 /// 1. sends `request` through `guard` ([`AttemptGuard::send`]), so that a drop of the
 ///    caller's future gives the claim back only after the request has been answered;
 /// 2. if the answer is lost ([`StoreError::is_unknown`]), runs `read_back` through
-///    [`until_resolved`] (so for at most `resolve_timeout`): `Ok(Some(outcome))` is what the
+///    [`until_resolved`](super::resolve::until_resolved) (so for at most `resolve_timeout`): `Ok(Some(outcome))` is what the
 ///    store holds, `Ok(None)` means no trace of the claim;
 /// 3. asks `won` whether the outcome makes the claim this attempt's, and if so whether the
 ///    answer came before `sent_at + timing.validity` (else it is given back: nothing is

@@ -3,7 +3,7 @@
 //! choosing, read every number, write max + 1 under your id, stop choosing, wait while
 //! anyone is choosing, then compare with the live numbers (lower number, then lower id,
 //! wins). Cells carry a TTL and are rewritten by the [`hold`](crate::hold) machine through
-//! the contender's [`Cells`].
+//! the contender's cells.
 //!
 //! A [`TicketBakery`] never waits for lower tickets to go: the caller decides (the queue
 //! withdraws and tries another item). A name may also keep a **high-water mark**, a cell of

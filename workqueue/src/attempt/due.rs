@@ -8,6 +8,7 @@ use crate::config::micros;
 use crate::error::QueueError;
 use crate::item::{EntryKind, IndexEntry, ItemKey, JobState, StoredItem};
 use crate::queue::WorkQueue;
+use crate::store::Seal;
 
 impl WorkQueue {
     /// Whether the item behind a due entry may be claimed now; otherwise the entry is
@@ -19,22 +20,27 @@ impl WorkQueue {
         item: &StoredItem,
     ) -> Result<bool, QueueError> {
         match item.state {
-            // A recent run entry of a done row may be a unique key's next job whose revival
-            // is on its way (its entry goes in first): left alone until older than any
-            // enqueue's resolve time, as an entry without a row is.
+            // A recent run entry of a unique key's done row may be its next job's, whose
+            // revival is on its way (its entry goes in first): left alone until older than
+            // any enqueue's window, as an entry without a row is. Other rows are never
+            // revived: their leftover entries (a copy's twin, a failed removal) go at once.
             JobState::Done
                 if entry.kind == EntryKind::Run
+                    && entry.id.as_str().starts_with("u:")
                     && entry.pos >= self.now() - self.enqueue_window() =>
             {
                 Ok(false)
             }
             // An older run entry of a unique key's done row: a revival may still be on its
             // way (given up as of unknown outcome, or its Paxos round still retrying). The
-            // row's origin is taken over first, so such a revival can no longer apply.
+            // row's attempt number is raised first, so such a revival can no longer apply.
             JobState::Done
                 if entry.kind == EntryKind::Run && entry.id.as_str().starts_with("u:") =>
             {
-                let seen = Some((item.attempt, item.origin.as_str()));
+                let seen = Seal::Done {
+                    attempt: item.attempt,
+                    origin: &item.origin,
+                };
                 if self.sealed(&item.key, seen).await {
                     self.remove(entry).await;
                 }
@@ -55,15 +61,17 @@ impl WorkQueue {
                 Ok(false)
             }
             // A requeue's entry older than its window: its LWT may have been given up as of
-            // unknown outcome, its Paxos proposal accepted but not committed. A SERIAL read
-            // completes such a proposal: the entry goes only if the item stays discarded.
+            // unknown outcome and still be on its way (a Paxos round retrying, a proposal
+            // accepted but not committed). The row's attempt number is raised first (its
+            // Paxos round completes any accepted proposal), so such a requeue can no longer
+            // apply; the entry goes only if the item stayed discarded.
             JobState::Discarded
                 if entry.kind == EntryKind::Run && entry.attempt == item.attempt =>
             {
-                let current = self.serial_read(&item.key).await?;
-                if current
-                    .is_some_and(|c| c.state == JobState::Discarded && c.attempt == item.attempt)
-                {
+                let seen = Seal::Discarded {
+                    attempt: item.attempt,
+                };
+                if self.sealed(&item.key, seen).await {
                     self.dead_letter(entry).await?;
                 }
                 Ok(false)
@@ -123,7 +131,7 @@ impl WorkQueue {
         if entry.pos >= self.now() - self.enqueue_window() {
             return;
         }
-        if self.sealed(&self.key(entry.id.clone()), None).await {
+        if self.sealed(&self.key(entry.id.clone()), Seal::Absent).await {
             info!(id = %entry.id, "orphan index entry removed, its row sealed");
             self.remove(entry).await;
         }
@@ -131,7 +139,7 @@ impl WorkQueue {
 
     /// Whether [`QueueStore::seal`](crate::QueueStore::seal) stands (logged otherwise: the
     /// entry stays for a later look).
-    async fn sealed(&self, key: &ItemKey, seen: Option<(i32, &str)>) -> bool {
+    async fn sealed(&self, key: &ItemKey, seen: Seal<'_>) -> bool {
         match self.store.seal(key, seen).await {
             Ok(cql_lease::CasOutcome::Applied) => true,
             Ok(cql_lease::CasOutcome::NotApplied) => {
@@ -143,17 +151,6 @@ impl WorkQueue {
                 false
             }
         }
-    }
-
-    /// A linearizable (SERIAL) read of one item.
-    async fn serial_read(&self, key: &ItemKey) -> Result<Option<StoredItem>, QueueError> {
-        self.store
-            .read(key)
-            .await
-            .map_err(|source| QueueError::Store {
-                operation: "read item",
-                source,
-            })
     }
 
     /// How long after its position an entry may still be an enqueue's in progress: its

@@ -1,8 +1,8 @@
 //! Index upkeep that deletes an entry because of what a plain read showed first fences the
-//! row (an orphan's: sealed against a late enqueue) or reads the item SERIAL (a requeue's:
-//! that completes a Paxos proposal still in progress), so a write given up as of unknown
-//! outcome cannot apply after the entry is gone and leave the item without one. These check
-//! that the fence or the SERIAL read is made (call counts) and what happens to the entry.
+//! row (an orphan's: sealed against a late enqueue; a dead letter's: its attempt number
+//! raised against a late requeue), so a write given up as of unknown outcome cannot apply
+//! after the entry is gone and leave the item without one. These check that the fence is
+//! made (call counts), that it refuses the late write, and what happens to the entry.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 use std::sync::Arc;
@@ -60,7 +60,7 @@ async fn an_orphan_entry_goes_only_after_its_row_is_sealed() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_old_requeue_entry_goes_only_after_a_serial_read() {
+async fn an_old_requeue_entry_goes_only_after_its_row_is_sealed() {
     let store = Arc::new(MemoryQueueStore::new());
     let queue = WorkQueue::new(store.clone(), "requeue-serial", QueueConfig::default()).unwrap();
     let id = queue.enqueue("poison").await.unwrap();
@@ -74,13 +74,21 @@ async fn an_old_requeue_entry_goes_only_after_a_serial_read() {
     let entry = IndexEntry::new(id.clone(), now, EntryKind::Run, true, 1, width);
     store.put_entry(queue.name(), &entry, now).await.unwrap();
     let later = queue.with_clock(WallClock::skewed(queue.enqueue_window() + 10_000_000));
-    let before = store.counts().serial_reads;
+    let before = store.counts().finish_lwts;
     assert!(later.claim("w").await.unwrap().is_none());
     assert_eq!(
-        store.counts().serial_reads - before,
+        store.counts().finish_lwts - before,
         1,
-        "the requeue's entry was judged by a plain read alone"
+        "the requeue's entry went without a fence against a late requeue"
     );
+    // The fence: the attempt number raised, which a late requeue is conditioned on.
+    let row = store.read(&queue.key(id.clone())).await.unwrap().unwrap();
+    assert_eq!(row.attempt, 2);
+    let late = store
+        .requeue(&queue.key(id.clone()), crate::store::AT_ONCE, 1)
+        .await
+        .unwrap();
+    assert_eq!(late, cql_lease::CasOutcome::NotApplied);
     assert!(
         queue.live_entries().await.unwrap().is_empty(),
         "the entry stays"

@@ -13,7 +13,7 @@ use tracing::{debug, info, instrument, warn};
 
 use super::{BakeryStore, POLL, index_name, lock_error, ticket_name};
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
-use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, Seal};
 
 const NO_UNIQUE: &str = "unique keys are not available in the bakery claim mode";
 
@@ -221,13 +221,11 @@ impl QueueStore for BakeryStore {
     /// Plain rows cannot be written conditionally: the fence is an empty done row written
     /// at this clock. Index upkeep seals only entries older than any enqueue's window, so
     /// a row write landing later is one its enqueuer gave up on, and it carries an older
-    /// timestamp (taken when it was first sent): the fence wins. There are no revivals.
-    async fn seal(
-        &self,
-        key: &ItemKey,
-        seen: Option<(i32, &str)>,
-    ) -> Result<CasOutcome, StoreError> {
-        if seen.is_some() {
+    /// timestamp (taken when it was first sent): the fence wins. There are no revivals; a
+    /// requeue's row write landing after its entry was dead-lettered is not fenced (a
+    /// limit stated in the README).
+    async fn seal(&self, key: &ItemKey, seen: Seal<'_>) -> Result<CasOutcome, StoreError> {
+        if seen != Seal::Absent {
             return Ok(CasOutcome::Applied);
         }
         let fence = StoredItem {

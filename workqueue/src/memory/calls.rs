@@ -14,21 +14,25 @@ use crate::item::{ItemKey, JobState};
 /// A work-queue store operation, for aiming faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QueueOp {
-    /// [`QueueStore::enqueue`]
+    /// [`QueueStore::enqueue`](crate::QueueStore::enqueue), and the seal of a row that has
+    /// none ([`QueueStore::seal`](crate::QueueStore::seal))
     Enqueue,
-    /// [`QueueStore::revive`]
+    /// [`QueueStore::revive`](crate::QueueStore::revive), and the seal of a done row
     Revive,
-    /// [`QueueStore::claim`]
+    /// [`QueueStore::claim`](crate::QueueStore::claim)
     Claim,
-    /// [`QueueStore::heartbeat`]
+    /// [`QueueStore::heartbeat`](crate::QueueStore::heartbeat)
     Heartbeat,
-    /// [`QueueStore::complete`]
+    /// [`QueueStore::complete`](crate::QueueStore::complete)
     Complete,
-    /// [`QueueStore::reschedule`], [`QueueStore::requeue`], [`QueueStore::purge`]
+    /// [`QueueStore::reschedule`](crate::QueueStore::reschedule),
+    /// [`QueueStore::requeue`](crate::QueueStore::requeue),
+    /// [`QueueStore::purge`](crate::QueueStore::purge)
     Reschedule,
-    /// [`QueueStore::unclaim`]
+    /// [`QueueStore::unclaim`](crate::QueueStore::unclaim)
     Unclaim,
-    /// [`QueueStore::read`] and [`QueueStore::peek`]
+    /// [`QueueStore::read`](crate::QueueStore::read) and
+    /// [`QueueStore::peek`](crate::QueueStore::peek)
     Read,
     /// Index, cursor and dead-letter reads and writes.
     Index,

@@ -12,7 +12,7 @@ use super::calls::count_lwt;
 use super::tables::{Row, scan, write};
 use super::{MemoryQueueStore, QueueOp};
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
-use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, Seal};
 
 #[async_trait]
 impl QueueStore for MemoryQueueStore {
@@ -218,15 +218,8 @@ impl QueueStore for MemoryQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn seal(
-        &self,
-        key: &ItemKey,
-        seen: Option<(i32, &str)>,
-    ) -> Result<CasOutcome, StoreError> {
-        match seen {
-            None => self.seal_absent(key).await,
-            Some((attempt, origin)) => self.seal_done(key, attempt, origin).await,
-        }
+    async fn seal(&self, key: &ItemKey, seen: Seal<'_>) -> Result<CasOutcome, StoreError> {
+        self.seal_row(key, seen).await
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]

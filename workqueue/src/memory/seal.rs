@@ -7,11 +7,11 @@ use super::MemoryQueueStore;
 use super::calls::{QueueOp, count_lwt};
 use super::tables::Row;
 use crate::item::{ItemKey, JobState, StoredItem};
-use crate::store::SWEPT;
+use crate::store::{SWEPT, Seal};
 
 impl MemoryQueueStore {
     /// An empty done row if none exists (counted as an enqueue LWT, which it refuses).
-    pub(super) async fn seal_absent(&self, key: &ItemKey) -> Result<CasOutcome, StoreError> {
+    async fn seal_absent(&self, key: &ItemKey) -> Result<CasOutcome, StoreError> {
         self.call(QueueOp::Enqueue, |tables, counter, now| {
             count_lwt(counter, QueueOp::Enqueue, key);
             let slot = (key.partition.clone(), key.id.clone());
@@ -41,19 +41,28 @@ impl MemoryQueueStore {
         .await
     }
 
-    /// A done row's origin taken over, if it still has `attempt` and `origin` (counted as a
-    /// revival LWT, which it refuses).
-    pub(super) async fn seal_done(
+    /// A row's attempt number raised by one if it is still as seen (counted as the LWT it
+    /// refuses: a revival, or a requeue).
+    pub(super) async fn seal_row(
         &self,
         key: &ItemKey,
-        attempt: i32,
-        origin: &str,
+        seen: Seal<'_>,
     ) -> Result<CasOutcome, StoreError> {
+        let (op, attempt) = match seen {
+            Seal::Absent => return self.seal_absent(key).await,
+            Seal::Done { attempt, .. } => (QueueOp::Revive, attempt),
+            Seal::Discarded { attempt } => (QueueOp::Reschedule, attempt),
+        };
         self.lwt(
-            QueueOp::Revive,
+            op,
             key,
-            |row, _| row.item.attempt == attempt && row.item.origin == origin,
-            |row, _| row.item.origin = SWEPT.to_owned(),
+            |row, _| match seen {
+                Seal::Done { origin, .. } => {
+                    row.item.attempt == attempt && row.item.origin == origin
+                }
+                _ => row.item.state == JobState::Discarded && row.item.attempt == attempt,
+            },
+            |row, _| row.item.attempt = attempt.saturating_add(1),
         )
         .await
     }

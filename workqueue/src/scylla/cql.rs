@@ -93,10 +93,14 @@ pub const PURGE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done
 /// retention over), written only if no row exists. Binds: key, origin.
 pub const SEAL_ABSENT: &str = "INSERT INTO {keyspace}.{table} (key, attempt, run_at, origin) VALUES (?, 0, 0, ?) IF NOT EXISTS";
 
-/// Fences off a revival still on its way: a done row's origin taken over. Binds: origin,
-/// key, seen attempt, seen origin.
+/// Fences off a revival still on its way: a done row's attempt number raised by one.
+/// Binds: attempt + 1, key, seen attempt, seen origin.
 pub const SEAL_DONE: &str =
-    "UPDATE {keyspace}.{table} SET origin = ? WHERE key = ? IF attempt = ? AND origin = ?";
+    "UPDATE {keyspace}.{table} SET attempt = ? WHERE key = ? IF attempt = ? AND origin = ?";
+
+/// Fences off a requeue still on its way: a discarded row's attempt number raised by one.
+/// Binds: attempt + 1, key, seen attempt.
+pub const SEAL_DISCARDED: &str = "UPDATE {keyspace}.{table} SET attempt = ? WHERE key = ? IF state = 'discarded' AND attempt = ?";
 
 /// Reads one item (SERIAL for `read`, the consistency level for `peek`). Binds: key.
 pub const READ: &str = "SELECT key, payload, state, attempt, claim, run_at, last_error, origin, requeued_at FROM {keyspace}.{table} WHERE key = ?";
@@ -160,6 +164,7 @@ pub const ALL: &[&str] = &[
     PURGE,
     SEAL_ABSENT,
     SEAL_DONE,
+    SEAL_DISCARDED,
     READ,
     PUT_ENTRY,
     DELETE_ENTRY,

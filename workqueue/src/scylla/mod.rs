@@ -20,7 +20,7 @@ use scylla::statement::prepared::PreparedStatement;
 use tracing::instrument;
 
 use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
-use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, SWEPT};
+use crate::store::{ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, SWEPT, Seal};
 
 /// The default table name.
 pub const DEFAULT_TABLE: &str = "work_items";
@@ -243,19 +243,19 @@ impl QueueStore for ScyllaQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn seal(
-        &self,
-        key: &ItemKey,
-        seen: Option<(i32, &str)>,
-    ) -> Result<CasOutcome, StoreError> {
+    async fn seal(&self, key: &ItemKey, seen: Seal<'_>) -> Result<CasOutcome, StoreError> {
         match seen {
-            None => {
+            Seal::Absent => {
                 let values = (row_key(key), SWEPT);
                 self.cas(&self.s.seal_absent, values).await
             }
-            Some((attempt, origin)) => {
-                let values = (SWEPT, row_key(key), attempt, origin);
+            Seal::Done { attempt, origin } => {
+                let values = (attempt.saturating_add(1), row_key(key), attempt, origin);
                 self.cas(&self.s.seal_done, values).await
+            }
+            Seal::Discarded { attempt } => {
+                let values = (attempt.saturating_add(1), row_key(key), attempt);
+                self.cas(&self.s.seal_discarded, values).await
             }
         }
     }
