@@ -47,6 +47,8 @@ struct Tweaked {
     lost_enqueue_answer: bool,
     /// Its index deletes fail (the index replicas unreachable from it).
     fail_deletes: bool,
+    /// Its first requeue LWT arrives just after index upkeep sealed the dead letter.
+    seal_before_requeue: bool,
 }
 
 impl Tweaked {
@@ -219,6 +221,10 @@ impl QueueStore for Tweaked {
         self.inner().unclaim(k, c, s, a).await
     }
     async fn requeue(&self, k: &ItemKey, r: i64, a: i32) -> Result<CasOutcome, StoreError> {
+        if self.seal_before_requeue && self.requeues.fetch_add(1, Ordering::SeqCst) == 0 {
+            let seen = cql_workqueue::Seal::Discarded { attempt: a };
+            self.inner().seal(k, seen).await?;
+        }
         let Some(delay) = self.late_requeue else {
             return self.inner().requeue(k, r, a).await;
         };
@@ -809,5 +815,42 @@ async fn finding_requeue_applied_after_its_entry_was_dead_lettered_is_lost() {
         "the requeued item ({:?}, {dead} dead-letter records) is findable by no scan: its \
          run entry was removed on a SERIAL read before the late requeue applied",
         row.state
+    );
+}
+
+/// A dead letter's requeue whose condition (the attempt number it read) is overtaken by
+/// index upkeep sealing the row against an older, given-up requeue: the row still reads
+/// discarded, so the requeue is tried again with the new number (not reported as "not a
+/// dead letter").
+#[tokio::test(start_paused = true)]
+async fn requeue_overtaken_by_a_seal_is_tried_again() {
+    let b = MemoryBackend::new();
+    let config = queue_config();
+    let name = "requeue-sealed";
+    let worker = queue_with(&b, name, config);
+    let id = worker.enqueue("poison").await.expect("enqueue");
+    let job = claim_within(&worker, "w", 10).await.expect("the job");
+    job.discard("poison").await.expect("discard");
+    let sealing = Tweaked {
+        inner: Some(queue_store(&b)),
+        seal_before_requeue: true,
+        ..Tweaked::default()
+    };
+    let e = WorkQueue::new(Arc::new(sealing), name, config).expect("queue");
+    assert!(
+        e.requeue_dead(&id).await.expect("requeue"),
+        "reported not a dead letter"
+    );
+    let job = claim_within(&worker, "w", 60)
+        .await
+        .expect("the requeued job");
+    // Attempt 1 was discarded, 2 skipped by the seal: the next token is 3.
+    assert_eq!((job.id(), job.attempt()), (&id, 3));
+    assert!(
+        worker
+            .dead_letters()
+            .await
+            .expect("dead letters")
+            .is_empty()
     );
 }

@@ -130,11 +130,29 @@ impl WorkQueue {
     /// Dropped midway, the item is a dead letter or requeued, and findable either way.
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn requeue_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
+        // Index upkeep may raise a dead letter's attempt number while this requeue is
+        // conditioned on the old one (it seals the row against a requeue given up long
+        // ago): the row reads discarded still, so the requeue is tried again.
+        for _ in 0..3 {
+            if let Some(requeued) = self.requeue_once(id).await? {
+                return Ok(requeued);
+            }
+        }
+        Err(QueueError::Store {
+            operation: "requeue",
+            source: cql_lease::StoreError::Unavailable(
+                "the dead letter's attempt number kept changing".into(),
+            ),
+        })
+    }
+
+    /// One try of [`Self::requeue_dead`]; `None` when its condition was overtaken by a seal.
+    async fn requeue_once(&self, id: &ItemId) -> Result<Option<bool>, QueueError> {
         let key = self.key(id.clone());
         let item = self.store.read(&key).await.map_err(store_error("read"))?;
         let Some(item) = item.filter(|i| i.state == JobState::Discarded) else {
             self.drop_stale_dead(id).await?;
-            return Ok(false);
+            return Ok(Some(false));
         };
         let attempt = item.attempt;
         let now = self.now();
@@ -160,7 +178,11 @@ impl WorkQueue {
             Ok(true) => {}
             Ok(false) => {
                 self.remove(&run).await;
-                return Ok(false);
+                let now = self.store.read(&key).await.map_err(store_error("read"))?;
+                if now.is_some_and(|c| c.state == JobState::Discarded && c.attempt != attempt) {
+                    return Ok(None);
+                }
+                return Ok(Some(false));
             }
             // Unsettled: the run entry stays, so the item is findable either way.
             Err(error @ QueueError::OutcomeUnknown { .. }) => return Err(error),
@@ -175,7 +197,7 @@ impl WorkQueue {
             .map_err(store_error("remove dead letter"))?;
         self.keep_ahead_of_cursor(run, placed_from).await?;
         info!(%id, "dead letter requeued");
-        Ok(true)
+        Ok(Some(true))
     }
 
     /// Deletes a dead letter for good (the row stays as a done marker). Returns `false` if
