@@ -18,7 +18,8 @@ pub struct DeadLetter {
     pub id: ItemId,
     /// Its payload.
     pub payload: Vec<u8>,
-    /// Claims it had.
+    /// Its last attempt number: its claims, plus any number a seal of index upkeep took
+    /// (see [`StoredItem::attempt`](crate::StoredItem::attempt)).
     pub attempt: i32,
     /// Why it was discarded.
     pub last_error: Option<String>,
@@ -219,17 +220,20 @@ impl WorkQueue {
             self.drop_stale_dead(id).await?;
             return Ok(false);
         };
-        let attempt = item.attempt;
+        let (attempt, origin) = (item.attempt, item.origin);
         let retention = self.config.done_retention;
         let store = &self.store;
-        // Only a purge makes a dead letter done without a claim, so without a new attempt.
+        // Only a purge makes a dead letter done without a claim and keeps its origin (a
+        // revival changes it); index upkeep may have raised its attempt number since.
         let purged = self
             .settle(
                 "purge",
                 &key,
                 |current| match current {
                     Some(c) if c.state == JobState::Discarded => None,
-                    Some(c) => Some(c.state == JobState::Done && c.attempt == attempt),
+                    Some(c) => Some(
+                        c.state == JobState::Done && c.origin == origin && c.attempt >= attempt,
+                    ),
                     None => Some(false),
                 },
                 || store.purge(&key, retention),

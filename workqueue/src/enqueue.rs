@@ -292,6 +292,17 @@ impl WorkQueue {
                             self.remove(&entry).await;
                             (entry, written_from) = placed?;
                         }
+                        // Never sent after the window (an earlier revival of this call
+                        // may still be pending: its entry stays).
+                        if Instant::now() >= give_up_at {
+                            return Err(QueueError::OutcomeUnknown {
+                                operation: "enqueue",
+                                id,
+                                source: StoreError::Unavailable(
+                                    "resolve_timeout passed before the revival was sent".into(),
+                                ),
+                            });
+                        }
                         match self
                             .store
                             .revive(row, existing.attempt, &existing.origin)
@@ -302,9 +313,13 @@ impl WorkQueue {
                             // the key started the next job first: report what is there now.
                             Ok(CasOutcome::NotApplied) => match self.store.read(&key).await {
                                 Ok(Some(now)) if now.origin == origin => break,
-                                // Sealed by index upkeep meanwhile: revive it instead.
+                                // Sealed by index upkeep meanwhile (the attempt number
+                                // raised, or an orphan's fence): revive it as it is now.
                                 Ok(Some(now))
-                                    if now.origin == SWEPT && now.state == JobState::Done =>
+                                    if now.state == JobState::Done
+                                        && (now.origin == SWEPT
+                                            || (now.origin == existing.origin
+                                                && now.attempt > existing.attempt)) =>
                                 {
                                     StoreError::Unavailable("sealed while reviving".into())
                                 }

@@ -104,8 +104,9 @@ pub struct StoredItem {
     pub payload: Vec<u8>,
     /// Its state.
     pub state: JobState,
-    /// How many claims it has had: each claim takes the next number, which is that claim's
-    /// fencing token. Never deleted, so never issued twice.
+    /// Its last attempt number: each claim takes the next number, which is that claim's
+    /// fencing token. Never deleted, so never issued twice. Index upkeep's seals (a late
+    /// revival or requeue refused) also take a number, so it counts claims plus seals.
     pub attempt: i32,
     /// The live claim's unique id, if a worker holds the item now.
     pub claim: Option<String>,
@@ -122,7 +123,8 @@ pub struct StoredItem {
 }
 
 impl StoredItem {
-    /// Claims since the item was enqueued or last requeued.
+    /// Attempt numbers used since the item was enqueued or last requeued: its claims, plus
+    /// any number a seal took (see [`StoredItem::attempt`]).
     pub fn attempts_used(&self) -> i32 {
         self.attempt - self.requeued_at
     }

@@ -24,9 +24,13 @@ impl WorkQueue {
             // revival is on its way (its entry goes in first): left alone until older than
             // any enqueue's window, as an entry without a row is. Other rows are never
             // revived: their leftover entries (a copy's twin, a failed removal) go at once.
+            // A revival's entry names the attempt it is conditioned on, the row's current
+            // one; an entry naming an older attempt (a duplicate enqueue's, a copy's twin)
+            // cannot be a revival that may still apply.
             JobState::Done
                 if entry.kind == EntryKind::Run
                     && entry.id.as_str().starts_with("u:")
+                    && entry.attempt >= item.attempt
                     && entry.pos >= self.now() - self.enqueue_window() =>
             {
                 Ok(false)
@@ -35,7 +39,9 @@ impl WorkQueue {
             // way (given up as of unknown outcome, or its Paxos round still retrying). The
             // row's attempt number is raised first, so such a revival can no longer apply.
             JobState::Done
-                if entry.kind == EntryKind::Run && entry.id.as_str().starts_with("u:") =>
+                if entry.kind == EntryKind::Run
+                    && entry.id.as_str().starts_with("u:")
+                    && entry.attempt >= item.attempt =>
             {
                 let seen = Seal::Done {
                     attempt: item.attempt,
