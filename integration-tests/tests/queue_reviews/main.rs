@@ -1,19 +1,28 @@
-//! Reviews 4 and 5 of the work queue (placement of index entries, seals, enqueue windows),
-//! each test a finding that failed on the code it was written against, for the reason in
-//! its doc comment, and now guards the fix: review 4's in `review4`, review 5's in
+//! Reviews 4, 5 and 6 of the work queue (placement of index entries, seals, enqueue
+//! windows), each test a finding that failed on the code it was written against, for the
+//! reason in its doc comment, and now guards the fix: review 4's in `review4`, review 5's in
 //! `review5_upkeep` (seals and index upkeep) and `review5_paused` (an enqueuer paused past
-//! its window). They drive the embedded store on paused tokio time through `Tweaked`, a
+//! its window), review 6's in `review6`. They drive the embedded store on paused tokio time through `Tweaked`, a
 //! store with a few quirks, so they are fast and deterministic.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use cql_workqueue::{ItemKey, JobState, QueueConfig, StoredItem, WorkQueue};
+use cql_workqueue::{
+    ItemId, ItemKey, JobState, NewItem, QueueConfig, QueueError, StoredItem, WorkQueue,
+};
+use integration_tests::backend::MemoryBackend;
+use integration_tests::conformance::queue::queue_with;
 
+use tweaked::Tweaked;
+
+mod plain_items;
 mod review4;
 mod review5_paused;
 mod review5_upkeep;
+mod review6;
 mod tweaked;
 
 fn micros(d: Duration) -> i64 {
@@ -64,4 +73,43 @@ async fn claim_within(q: &WorkQueue, worker: &str, rounds: usize) -> Option<cql_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
+}
+
+fn key_of(name: &str, id: &ItemId) -> ItemKey {
+    ItemKey {
+        partition: name.to_owned(),
+        id: id.clone(),
+    }
+}
+
+/// A discarded item with a requeue's run entry (attempt = the row's) left behind by a
+/// `requeue_dead` given up as of unknown outcome (its LWT never reached a replica), and no
+/// scan since. Returns the item's id and the token its only claim had.
+async fn dead_letter_with_a_given_up_requeue(
+    b: &MemoryBackend,
+    name: &str,
+    config: QueueConfig,
+    item: NewItem,
+) -> (ItemId, i32) {
+    let worker = queue_with(b, name, config);
+    let id = worker
+        .enqueue_item(item)
+        .await
+        .expect("enqueue")
+        .id()
+        .clone();
+    let job = claim_within(&worker, "w", 10).await.expect("the job");
+    let token = job.attempt();
+    job.discard("poison").await.expect("discard");
+    let lost = Tweaked {
+        lost_requeues: true,
+        ..Tweaked::over(b)
+    };
+    let e1 = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
+    let outcome = e1.requeue_dead(&id).await;
+    assert!(
+        matches!(outcome, Err(QueueError::OutcomeUnknown { .. })),
+        "{outcome:?}"
+    );
+    (id, token)
 }

@@ -12,7 +12,8 @@ use cql_workqueue::{ItemId, ItemKey, JobState, QueueConfig, WallClock, WorkQueue
 use integration_tests::backend::{Backend, MemoryBackend};
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
-use super::tweaked::{LatePlainWrite, Tweaked};
+use super::plain_items::LatePlainWrite;
+use super::tweaked::Tweaked;
 use super::{available_is_findable, claim_within, enqueue_window, micros, scan_for};
 
 /// SAFETY: an item is lost with correct clocks, no fault and no crash.

@@ -9,7 +9,8 @@ use cql_workqueue::{ItemId, ItemKey, QueueConfig, WorkQueue};
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
-use super::tweaked::{AppliedAnswerLost, LostFirstWrite, SlowMiss, Tweaked};
+use super::plain_items::{AppliedAnswerLost, LostFirstWrite, SlowMiss};
+use super::tweaked::Tweaked;
 use super::{claim_within, enqueue_window, scan_for};
 
 /// SAFETY (bakery mode): an enqueue reported `Ok` whose item never runs: the sweep's fence

@@ -1,24 +1,26 @@
-//! `Tweaked`: a process's view of the store with a few quirks (late or lost LWTs, slow index
-//! scans, failing deletes, a seal before a requeue), and the plain item-row wrappers of the
-//! bakery mode (late, lost or slow writes and reads).
+//! `Tweaked`: a process's view of the store with a few quirks (late, slow or lost LWTs and
+//! answers, slow index scans and writes, failing deletes, a seal before a requeue); the
+//! plain item-row wrappers of the bakery mode are in `plain_items`.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cql_lease::{CasOutcome, StoreError};
-use cql_workqueue::bakery::{BakeryParts, PlainItemStore};
+use cql_workqueue::bakery::BakeryParts;
 use cql_workqueue::{
     ClaimOutcome, IndexEntry, ItemClaim, ItemId, ItemKey, JobState, NewRow, QueueStore, Reschedule,
     StoredItem,
 };
+use integration_tests::backend::MemoryBackend;
+use integration_tests::conformance::queue::queue_store;
+use tokio::time::Instant;
 
-/// Wraps the inner store's plain item rows (bakery mode).
-pub(crate) type WrapItems =
-    Box<dyn Fn(Arc<dyn PlainItemStore>) -> Arc<dyn PlainItemStore> + Send + Sync>;
+use super::plain_items::WrapItems;
 
-/// A process's view of the store with one quirk, everything else passing straight through:
+/// A process's view of the store with one quirk, everything else passing straight through
+/// (every quirk is off by default):
 /// - `slow_above`: its index reads of buckets above this one take `delay` (under the request
 ///   timeout), so a scan that walks several buckets is spread over time, as any multi-bucket
 ///   scan is on a real cluster (one request per bucket);
@@ -26,8 +28,8 @@ pub(crate) type WrapItems =
 ///   later (a Paxos proposal accepted but committed only by a later round), its later ones
 ///   fail before they are sent (the partition's replicas unreachable from it);
 /// - `late_enqueue`, `late_requeue`: the same for the enqueue and requeue LWTs;
-/// - `lost_enqueue_answer`, `fail_deletes`, `seal_before_requeue`: see the fields;
-/// - `wrap_items` (bakery mode): the plain item rows seen through a wrapper.
+/// - `wrap_items` (bakery mode): the plain item rows seen through a wrapper;
+/// - the others: see the fields.
 #[derive(Default)]
 pub(crate) struct Tweaked {
     pub(crate) inner: Option<Arc<dyn QueueStore>>,
@@ -47,118 +49,36 @@ pub(crate) struct Tweaked {
     pub(crate) fail_deletes: bool,
     /// Its first requeue LWT arrives just after index upkeep sealed the dead letter.
     pub(crate) seal_before_requeue: bool,
+    /// Each revive LWT reaches the store this much later (a slow coordinator).
+    pub(crate) slow_revive: Option<Duration>,
+    /// Each requeue LWT reaches the store this much later.
+    pub(crate) slow_requeue: Option<Duration>,
+    /// Requeue LWTs never reach a replica; their answers are "unknown".
+    pub(crate) lost_requeues: bool,
+    /// Purge LWTs apply, and their answers are lost (after a while, within the request
+    /// timeout).
+    pub(crate) lost_purge_answers: bool,
+    /// Enqueue LWTs fail before they are sent (replicas unreachable) until this instant.
+    pub(crate) enqueues_fail_until: Option<Instant>,
+    /// The first index write of an entry naming an attempt above 0 lands this much later
+    /// (within the request timeout).
+    pub(crate) slow_first_revival_entry: Option<Duration>,
+    pub(crate) slowed: AtomicBool,
+    /// When each revive LWT was sent.
+    pub(crate) revives_sent: Mutex<Vec<Instant>>,
 }
 
 impl Tweaked {
+    /// No quirk, over the memory backend's store.
+    pub(crate) fn over(b: &MemoryBackend) -> Self {
+        Tweaked {
+            inner: Some(queue_store(b)),
+            ..Tweaked::default()
+        }
+    }
+
     fn inner(&self) -> &Arc<dyn QueueStore> {
         self.inner.as_ref().expect("inner store")
-    }
-}
-
-/// Plain item rows whose first write answers "unknown" at once and lands `delay` later (a
-/// cut write a coordinator still applies, or a hint delivered late); later writes fail
-/// before they are sent.
-pub(crate) struct LatePlainWrite {
-    inner: Arc<dyn PlainItemStore>,
-    delay: Duration,
-    writes: AtomicUsize,
-}
-
-impl LatePlainWrite {
-    /// `Tweaked::wrap_items` for plain item rows whose first write lands `delay` late.
-    pub(crate) fn wrapper(delay: Duration) -> WrapItems {
-        Box::new(move |inner| {
-            Arc::new(Self {
-                inner,
-                delay,
-                writes: AtomicUsize::new(0),
-            })
-        })
-    }
-}
-
-#[async_trait]
-impl PlainItemStore for LatePlainWrite {
-    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
-        if self.writes.fetch_add(1, Ordering::SeqCst) > 0 {
-            return Err(StoreError::Unavailable("replicas unreachable".into()));
-        }
-        let (inner, item, delay) = (Arc::clone(&self.inner), item.clone(), self.delay);
-        tokio::spawn(async move {
-            tokio::time::sleep(delay).await;
-            let _ = inner.write_item(&item, ts).await;
-        });
-        Err(StoreError::Unknown("write timed out".into()))
-    }
-    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
-        self.inner.read_item(key).await
-    }
-}
-
-/// Plain item rows whose first write is lost before it reaches any replica (answered
-/// "unknown"); later writes pass through.
-pub(crate) struct LostFirstWrite {
-    pub(crate) inner: Arc<dyn PlainItemStore>,
-    pub(crate) writes: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl PlainItemStore for LostFirstWrite {
-    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
-        if self.writes.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Err(StoreError::Unknown("write timed out".into()));
-        }
-        self.inner.write_item(item, ts).await
-    }
-    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
-        self.inner.read_item(key).await
-    }
-}
-
-/// Plain item rows whose first write applies and its answer is lost; later writes pass
-/// through.
-pub(crate) struct AppliedAnswerLost {
-    pub(crate) inner: Arc<dyn PlainItemStore>,
-    pub(crate) writes: Arc<AtomicUsize>,
-}
-
-#[async_trait]
-impl PlainItemStore for AppliedAnswerLost {
-    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
-        let first = self.writes.fetch_add(1, Ordering::SeqCst) == 0;
-        self.inner.write_item(item, ts).await?;
-        if first {
-            return Err(StoreError::Unknown("answer lost".into()));
-        }
-        Ok(())
-    }
-    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
-        self.inner.read_item(key).await
-    }
-}
-
-/// Plain item rows whose reads, once `armed`, answer "no row" `delay` after the replicas
-/// were read (an answer slow on its way back): the process acts on a read that was true
-/// when it was served.
-pub(crate) struct SlowMiss {
-    pub(crate) inner: Arc<dyn PlainItemStore>,
-    pub(crate) armed: Arc<AtomicBool>,
-    pub(crate) missed: Arc<AtomicBool>,
-    pub(crate) delay: Duration,
-}
-
-#[async_trait]
-impl PlainItemStore for SlowMiss {
-    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
-        self.inner.write_item(item, ts).await
-    }
-    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
-        let read = self.inner.read_item(key).await?;
-        if read.is_none() && self.armed.load(Ordering::SeqCst) {
-            self.missed.store(true, Ordering::SeqCst);
-            tokio::time::sleep(self.delay).await;
-        }
-        Ok(read)
     }
 }
 
@@ -191,6 +111,12 @@ impl QueueStore for Tweaked {
         self.inner().claim(claim).await
     }
     async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
+        if self
+            .enqueues_fail_until
+            .is_some_and(|until| Instant::now() < until)
+        {
+            return Err(StoreError::Unavailable("replicas unreachable".into()));
+        }
         if self.lost_enqueue_answer && self.enqueues.fetch_add(1, Ordering::SeqCst) == 0 {
             self.inner().enqueue(row).await?;
             return Err(StoreError::Unknown("answer lost".into()));
@@ -217,6 +143,10 @@ impl QueueStore for Tweaked {
         Err(StoreError::Unknown("coordinator timed out".into()))
     }
     async fn revive(&self, row: NewRow<'_>, a: i32, o: &str) -> Result<CasOutcome, StoreError> {
+        self.revives_sent.lock().expect("lock").push(Instant::now());
+        if let Some(delay) = self.slow_revive {
+            tokio::time::sleep(delay).await;
+        }
         let Some(delay) = self.late_revive else {
             return self.inner().revive(row, a, o).await;
         };
@@ -262,6 +192,12 @@ impl QueueStore for Tweaked {
         self.inner().unclaim(k, c, s, a).await
     }
     async fn requeue(&self, k: &ItemKey, r: i64, a: i32) -> Result<CasOutcome, StoreError> {
+        if self.lost_requeues {
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
+        if let Some(delay) = self.slow_requeue {
+            tokio::time::sleep(delay).await;
+        }
         if self.seal_before_requeue && self.requeues.fetch_add(1, Ordering::SeqCst) == 0 {
             let seen = cql_workqueue::Seal::Discarded { attempt: a };
             self.inner().seal(k, seen).await?;
@@ -280,7 +216,12 @@ impl QueueStore for Tweaked {
         Err(StoreError::Unknown("coordinator timed out".into()))
     }
     async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
-        self.inner().purge(k, r).await
+        let outcome = self.inner().purge(k, r).await?;
+        if self.lost_purge_answers {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
+        Ok(outcome)
     }
     async fn seal(
         &self,
@@ -296,6 +237,12 @@ impl QueueStore for Tweaked {
         self.inner().peek(k).await
     }
     async fn put_entry(&self, q: &str, e: &IndexEntry, ts: i64) -> Result<(), StoreError> {
+        if let Some(delay) = self.slow_first_revival_entry
+            && e.attempt > 0
+            && !self.slowed.swap(true, Ordering::SeqCst)
+        {
+            tokio::time::sleep(delay).await;
+        }
         self.inner().put_entry(q, e, ts).await
     }
     async fn delete_entry(&self, q: &str, b: i64, s: &str, ts: i64) -> Result<(), StoreError> {
