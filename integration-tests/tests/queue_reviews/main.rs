@@ -14,7 +14,7 @@ use cql_workqueue::{
     ItemId, ItemKey, JobState, NewItem, QueueConfig, QueueError, StoredItem, WorkQueue,
 };
 use integration_tests::backend::MemoryBackend;
-use integration_tests::conformance::queue::queue_with;
+use integration_tests::conformance::queue::{queue_config, queue_with};
 
 use tweaked::Tweaked;
 
@@ -47,6 +47,29 @@ async fn scan_for(scanner: &WorkQueue, until: Duration) {
         assert!(scanner.claim("s").await.expect("claim").is_none());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// `queue_config()` with the library's default resolve timeout: `enqueue_window` about 22 s
+/// here (32 s with every default).
+fn config_with_default_resolve() -> QueueConfig {
+    let base = queue_config();
+    QueueConfig {
+        claim: cql_lease::LeaseConfig {
+            resolve_timeout: Duration::from_secs(10),
+            ..base.claim
+        },
+        ..base
+    }
+}
+
+/// The fleet clock and the cursor noted by a scan of `worker`, then an idle fleet (long
+/// enough for the next enqueue to get a copy next to the stale fleet clock).
+async fn scan_then_idle(worker: &WorkQueue, config: &QueueConfig) {
+    assert!(worker.claim("w").await.expect("claim").is_none());
+    tokio::time::sleep(
+        2 * config.cursor_lag() + 2 * config.cursor_refresh + Duration::from_secs(2),
+    )
+    .await;
 }
 
 /// The fix's invariant: an item whose row reads available has an entry a scan finds.

@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_workqueue::{ItemId, ItemKey, JobState, QueueConfig, WallClock, WorkQueue};
+use cql_workqueue::{ItemId, JobState, QueueConfig, WallClock, WorkQueue};
 use integration_tests::backend::{Backend, MemoryBackend};
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::plain_items::LatePlainWrite;
 use super::tweaked::Tweaked;
-use super::{available_is_findable, claim_within, enqueue_window, micros, scan_for};
+use super::{available_is_findable, claim_within, enqueue_window, key_of, micros, scan_for};
 
 /// SAFETY: an item is lost with correct clocks, no fault and no crash.
 ///
@@ -52,10 +52,9 @@ async fn finding_entry_moved_back_to_stale_cursor_is_passed_and_item_lost() {
     let moved_to = cursor + micros(config.cursor_lag());
     // Another process whose reads of the buckets after the one E moves into take 100 ms each.
     let slow = Tweaked {
-        inner: Some(queue_store(&b)),
         slow_above: Some(moved_to / width),
         delay: Duration::from_millis(100),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let s = WorkQueue::new(Arc::new(slow), name, config).expect("queue");
     let enqueue = async {
@@ -69,10 +68,7 @@ async fn finding_entry_moved_back_to_stale_cursor_is_passed_and_item_lost() {
         assert_eq!(job.id(), &id);
         return;
     }
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id: id.clone(),
-    };
+    let key = key_of(name, &id);
     let row = queue_store(&b)
         .read(&key)
         .await
@@ -157,10 +153,7 @@ async fn finding_orphan_sweep_then_late_lwt_then_drop_loses_item() {
     let e = queue_with(&b, name, config);
     let scanner = e.with_clock(WallClock::system());
     let id = ItemId::unique("late-lwt");
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id: id.clone(),
-    };
+    let key = key_of(name, &id);
     let store = queue_store(&b);
     b.inject_queue(
         Some(QueueOp::Enqueue),
@@ -250,9 +243,8 @@ async fn finding_revival_committed_after_done_entry_swept_is_lost() {
     // retrying), its resends do not get through.
     let late_by = enqueue_window(&config) + Duration::from_secs(2);
     let late = Tweaked {
-        inner: Some(queue_store(&b)),
         late_revive: Some(late_by),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
     let scanner = plain.with_clock(WallClock::system());
@@ -263,10 +255,7 @@ async fn finding_revival_committed_after_done_entry_swept_is_lost() {
         matches!(outcome, Err(QueueError::OutcomeUnknown { .. })),
         "{outcome:?}"
     );
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id: id.clone(),
-    };
+    let key = key_of(name, &id);
     let row = available_is_findable(&scanner, &key).await.expect("row");
     // The scanner sealed the row (its attempt number raised) before removing the entry:
     // the late revival was refused.
@@ -304,9 +293,8 @@ async fn finding_bakery_enqueue_row_landing_after_orphan_sweep_is_lost() {
     let name = "late-row";
     let late_by = enqueue_window(&config) + Duration::from_secs(2);
     let late = Tweaked {
-        inner: Some(queue_store(&b)),
         wrap_items: Some(LatePlainWrite::wrapper(late_by)),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
     let scanner = queue_with(&b, name, config);
@@ -315,10 +303,7 @@ async fn finding_bakery_enqueue_row_landing_after_orphan_sweep_is_lost() {
     let Err(QueueError::OutcomeUnknown { id, .. }) = outcome else {
         panic!("expected an unknown outcome: {outcome:?}");
     };
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id,
-    };
+    let key = key_of(name, &id);
     let row = available_is_findable(&scanner, &key).await.expect("row");
     // The sweep's fence (a later timestamp) won over the late row.
     assert_eq!(
@@ -345,9 +330,8 @@ async fn finding_enqueue_lwt_applied_after_orphan_sweep_is_lost() {
     let name = "late-enqueue";
     let late_by = enqueue_window(&config) + Duration::from_secs(2);
     let late = Tweaked {
-        inner: Some(queue_store(&b)),
         late_enqueue: Some(late_by),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
     let scanner = queue_with(&b, name, config);
@@ -356,10 +340,7 @@ async fn finding_enqueue_lwt_applied_after_orphan_sweep_is_lost() {
     let Err(QueueError::OutcomeUnknown { id, .. }) = outcome else {
         panic!("expected an unknown outcome: {outcome:?}");
     };
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id,
-    };
+    let key = key_of(name, &id);
     let row = available_is_findable(&scanner, &key).await.expect("row");
     // The sweep's `IF NOT EXISTS` fence came first: the late LWT was refused.
     assert_eq!(

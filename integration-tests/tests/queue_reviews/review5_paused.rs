@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cql_workqueue::{ItemId, ItemKey, QueueConfig, WorkQueue};
+use cql_workqueue::{ItemId, QueueConfig, WorkQueue};
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::plain_items::{AppliedAnswerLost, LostFirstWrite, SlowMiss};
 use super::tweaked::Tweaked;
-use super::{claim_within, enqueue_window, scan_for};
+use super::{claim_within, enqueue_window, key_of, scan_for};
 
 /// SAFETY (bakery mode): an enqueue reported `Ok` whose item never runs: the sweep's fence
 /// (an unconditional done row, timestamped when it is sent) overwrites the row of an enqueue
@@ -52,14 +52,13 @@ async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
     let writes = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&writes);
     let e_store = Tweaked {
-        inner: Some(queue_store(&b)),
         wrap_items: Some(Box::new(move |items| {
             Arc::new(LostFirstWrite {
                 inner: items,
                 writes: Arc::clone(&counted),
             })
         })),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(e_store), name, config).expect("queue");
     let (armed, missed) = (
@@ -68,7 +67,6 @@ async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
     );
     let (a, m) = (Arc::clone(&armed), Arc::clone(&missed));
     let s_store = Tweaked {
-        inner: Some(queue_store(&b)),
         wrap_items: Some(Box::new(move |items| {
             Arc::new(SlowMiss {
                 inner: items,
@@ -77,7 +75,7 @@ async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
                 delay: Duration::from_millis(500),
             })
         })),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let s = WorkQueue::new(Arc::new(s_store), name, config).expect("queue");
     // 1. E's first send is lost; E is then in its retry sleep, and paused there.
@@ -114,10 +112,7 @@ async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
         Err(other) => panic!("{other:?}"),
     };
     let scanner = queue_with(&b, name, config);
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id: id.clone(),
-    };
+    let key = key_of(name, &id);
     let row = scanner
         .store()
         .read(&key)
@@ -169,22 +164,17 @@ async fn finding_seal_of_done_row_lets_the_same_enqueue_run_its_job_twice() {
     };
     let name = "twice";
     let lost = Tweaked {
-        inner: Some(queue_store(&b)),
         lost_enqueue_answer: true,
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
     let no_deletes = Tweaked {
-        inner: Some(queue_store(&b)),
         fail_deletes: true,
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let f = WorkQueue::new(Arc::new(no_deletes), name, config).expect("queue");
     let worker = queue_with(&b, name, config);
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id: ItemId::unique("k"),
-    };
+    let key = key_of(name, &ItemId::unique("k"));
     // 1. E's LWT applied, its answer lost; E paused in its retry sleep.
     let enqueue = e.enqueue_item(NewItem::text("once").unique("k"));
     futures::pin_mut!(enqueue);
@@ -251,14 +241,13 @@ async fn finding_bakery_resend_after_pause_brings_completed_item_back() {
     let writes = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&writes);
     let e_store = Tweaked {
-        inner: Some(queue_store(&b)),
         wrap_items: Some(Box::new(move |items| {
             Arc::new(AppliedAnswerLost {
                 inner: items,
                 writes: Arc::clone(&counted),
             })
         })),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(e_store), name, config).expect("queue");
     let worker = queue_with(&b, name, config);

@@ -12,12 +12,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_workqueue::{ItemId, ItemKey, JobState, QueueConfig, WorkQueue};
+use cql_workqueue::{ItemId, JobState, QueueConfig, WorkQueue};
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::tweaked::Tweaked;
-use super::{claim_within, enqueue_window, scan_for};
+use super::{
+    claim_within, config_with_default_resolve, enqueue_window, key_of, scan_for, scan_then_idle,
+};
 
 /// SAFETY (LWT mode, unique keys): sealing a row that is already sealed changes nothing, so
 /// it fences off nothing: a revival of a sealed row, conditioned on `origin = SWEPT`, still
@@ -55,15 +57,11 @@ async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
     let late_by = enqueue_window(&config) + config.claim.resolve_timeout + Duration::from_secs(3);
     let scanner = queue_with(&b, name, config);
     let id = ItemId::unique("k");
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id: id.clone(),
-    };
+    let key = key_of(name, &id);
     // 1. The key's row sealed by an orphan sweep.
     let lost = Tweaked {
-        inner: Some(queue_store(&b)),
         late_enqueue: Some(late_by),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e1 = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
     let (outcome, ()) = tokio::join!(
@@ -86,9 +84,8 @@ async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
     );
     // 2.-4. A revival of the sealed row, committed after its entry was swept.
     let late = Tweaked {
-        inner: Some(queue_store(&b)),
         late_revive: Some(late_by),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e2 = WorkQueue::new(Arc::new(late), name, config).expect("queue");
     let (outcome, ()) = tokio::join!(
@@ -139,24 +136,10 @@ async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
 #[tokio::test(start_paused = true)]
 async fn finding_completed_item_with_a_copy_stays_available_in_stats_and_holds_cursor() {
     let b = MemoryBackend::new();
-    let base = queue_config();
-    // The library's default resolve timeout: `enqueue_window` about 22 s here (32 s with
-    // every default).
-    let config = QueueConfig {
-        claim: cql_lease::LeaseConfig {
-            resolve_timeout: Duration::from_secs(10),
-            ..base.claim
-        },
-        ..base
-    };
+    let config = config_with_default_resolve();
     let name = "copied";
     let worker = queue_with(&b, name, config);
-    // The fleet clock and the cursor noted by a scan, then an idle fleet.
-    assert!(worker.claim("w").await.expect("claim").is_none());
-    tokio::time::sleep(
-        2 * config.cursor_lag() + 2 * config.cursor_refresh + Duration::from_secs(2),
-    )
-    .await;
+    scan_then_idle(&worker, &config).await;
     let e = queue_with(&b, name, config);
     let id = e.enqueue("x").await.expect("enqueue");
     let job = claim_within(&worker, "w", 10).await.expect("the job");
@@ -207,9 +190,8 @@ async fn finding_requeue_applied_after_its_entry_was_dead_lettered_is_lost() {
     job.discard("poison").await.expect("discard");
     let late_by = enqueue_window(&config) + Duration::from_secs(2);
     let late = Tweaked {
-        inner: Some(queue_store(&b)),
         late_requeue: Some(late_by),
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
     let (outcome, ()) = tokio::join!(
@@ -220,10 +202,7 @@ async fn finding_requeue_applied_after_its_entry_was_dead_lettered_is_lost() {
         matches!(outcome, Err(QueueError::OutcomeUnknown { .. })),
         "{outcome:?}"
     );
-    let key = ItemKey {
-        partition: name.to_owned(),
-        id: id.clone(),
-    };
+    let key = key_of(name, &id);
     let row = queue_store(&b)
         .read(&key)
         .await
@@ -260,9 +239,8 @@ async fn requeue_overtaken_by_a_seal_is_tried_again() {
     let job = claim_within(&worker, "w", 10).await.expect("the job");
     job.discard("poison").await.expect("discard");
     let sealing = Tweaked {
-        inner: Some(queue_store(&b)),
         seal_before_requeue: true,
-        ..Tweaked::default()
+        ..Tweaked::over(&b)
     };
     let e = WorkQueue::new(Arc::new(sealing), name, config).expect("queue");
     assert!(

@@ -12,7 +12,10 @@ use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::tweaked::Tweaked;
-use super::{claim_within, dead_letter_with_a_given_up_requeue, enqueue_window, key_of, scan_for};
+use super::{
+    claim_within, config_with_default_resolve, dead_letter_with_a_given_up_requeue, enqueue_window,
+    key_of, scan_for, scan_then_idle,
+};
 
 /// LIVENESS (LWT mode, unique keys): a new enqueue of a unique key whose done window is over
 /// is reported `Duplicate { state: Done }` and its job never runs, when index upkeep seals
@@ -209,22 +212,10 @@ async fn finding_dead_letter_counts_a_seal_as_a_claim_documented() {
 #[tokio::test(start_paused = true)]
 async fn finding_completed_unique_job_with_a_copy_stays_available_in_stats() {
     let b = MemoryBackend::new();
-    let base = queue_config();
-    let config = QueueConfig {
-        claim: cql_lease::LeaseConfig {
-            resolve_timeout: Duration::from_secs(10),
-            ..base.claim
-        },
-        ..base
-    };
+    let config = config_with_default_resolve();
     let name = "copied-unique";
     let worker = queue_with(&b, name, config);
-    // The fleet clock and the cursor noted by a scan, then an idle fleet.
-    assert!(worker.claim("w").await.expect("claim").is_none());
-    tokio::time::sleep(
-        2 * config.cursor_lag() + 2 * config.cursor_refresh + Duration::from_secs(2),
-    )
-    .await;
+    scan_then_idle(&worker, &config).await;
     let e = queue_with(&b, name, config);
     let enqueued = e
         .enqueue_item(NewItem::text("x").unique("k"))
