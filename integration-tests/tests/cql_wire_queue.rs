@@ -178,7 +178,8 @@ async fn seal_both_ways(b: &WireBackend) {
     let store = b.queue_store().expect("store");
     let width = i64::try_from(queue_config().bucket_width.as_micros()).expect("width");
     let now = cql_workqueue::clock::now_micros();
-    for (id, attempt) in [("once", 0), ("gave-up", 0), ("poison", 1)] {
+    // "once": a revival's entry names the done row's current attempt.
+    for (id, attempt) in [("once", 1), ("gave-up", 0), ("poison", 1)] {
         let entry = IndexEntry::new(
             ItemId::unique(id),
             now,
