@@ -34,8 +34,8 @@ fn bakery_config(max_attempts: i32) -> QueueConfig {
 async fn stale_give_back_never_overwrites_next_holders_completion() {
     let store = wrapped(Duration::from_secs(5));
     let config = bakery_config(3);
-    let a = WorkQueue::new(Arc::clone(&store) as _, "g", config).expect("queue A");
-    let b = WorkQueue::new(Arc::clone(&store) as _, "g", config).expect("queue B");
+    let a = WorkQueue::new(Arc::clone(&store.tweaked) as _, "g", config).expect("queue A");
+    let b = WorkQueue::new(Arc::clone(&store.tweaked) as _, "g", config).expect("queue B");
     let id = a.enqueue("run me once").await.expect("enqueue");
     let key = ItemKey {
         partition: "g".into(),

@@ -6,13 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cql_lease::{CasOutcome, StoreError};
-use cql_workqueue::bakery::{BakeryParts, PlainItemStore};
+use cql_lease::StoreError;
+use cql_workqueue::bakery::PlainItemStore;
 use cql_workqueue::memory::MemoryQueueStore;
-use cql_workqueue::{
-    ClaimOutcome, IndexEntry, ItemClaim, ItemId, ItemKey, JobState, NewRow, QueueStore, Reschedule,
-    StoredItem,
-};
+use cql_workqueue::{ItemKey, StoredItem};
+use integration_tests::tweaked::Tweaked;
 
 /// The embedded plain item rows, except that one armed read is executed at once and its
 /// answer delivered `delay` later (a QUORUM read whose response is slow on the network: the
@@ -38,117 +36,32 @@ impl PlainItemStore for SlowAnswers {
     }
 }
 
-/// A [`MemoryQueueStore`] whose bakery parts read item rows through [`SlowAnswers`].
+/// A [`MemoryQueueStore`] seen through a [`Tweaked`] whose bakery parts read item rows
+/// through [`SlowAnswers`].
 pub(crate) struct Wrapped {
+    /// What the queues are built on.
+    pub(crate) tweaked: Arc<Tweaked>,
     pub(crate) inner: Arc<MemoryQueueStore>,
     pub(crate) items: Arc<SlowAnswers>,
 }
 
-#[async_trait]
-impl QueueStore for Wrapped {
-    async fn enqueue(&self, row: NewRow<'_>) -> Result<CasOutcome, StoreError> {
-        self.inner.enqueue(row).await
-    }
-    async fn revive(&self, row: NewRow<'_>, a: i32, o: &str) -> Result<CasOutcome, StoreError> {
-        self.inner.revive(row, a, o).await
-    }
-    async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
-        self.inner.claim(claim).await
-    }
-    async fn heartbeat(&self, k: &ItemKey, c: &str, t: Duration) -> Result<CasOutcome, StoreError> {
-        self.inner.heartbeat(k, c, t).await
-    }
-    async fn complete(&self, k: &ItemKey, c: &str, r: Duration) -> Result<CasOutcome, StoreError> {
-        self.inner.complete(k, c, r).await
-    }
-    async fn reschedule(
-        &self,
-        k: &ItemKey,
-        c: &str,
-        to: Reschedule<'_>,
-    ) -> Result<CasOutcome, StoreError> {
-        self.inner.reschedule(k, c, to).await
-    }
-    async fn unclaim(
-        &self,
-        k: &ItemKey,
-        c: &str,
-        s: JobState,
-        a: i32,
-    ) -> Result<CasOutcome, StoreError> {
-        self.inner.unclaim(k, c, s, a).await
-    }
-    async fn requeue(&self, k: &ItemKey, r: i64, a: i32) -> Result<CasOutcome, StoreError> {
-        self.inner.requeue(k, r, a).await
-    }
-    async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
-        self.inner.purge(k, r).await
-    }
-    async fn seal(
-        &self,
-        k: &ItemKey,
-        s: cql_workqueue::Seal<'_>,
-    ) -> Result<CasOutcome, StoreError> {
-        self.inner.seal(k, s).await
-    }
-    async fn read(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
-        self.inner.read(k).await
-    }
-    async fn peek(&self, k: &ItemKey) -> Result<Option<StoredItem>, StoreError> {
-        self.inner.peek(k).await
-    }
-    async fn put_entry(&self, q: &str, e: &IndexEntry, ts: i64) -> Result<(), StoreError> {
-        self.inner.put_entry(q, e, ts).await
-    }
-    async fn delete_entry(&self, q: &str, b: i64, s: &str, ts: i64) -> Result<(), StoreError> {
-        self.inner.delete_entry(q, b, s, ts).await
-    }
-    async fn scan_index(
-        &self,
-        q: &str,
-        b: i64,
-        after: &str,
-        before: &str,
-        limit: u32,
-    ) -> Result<Vec<IndexEntry>, StoreError> {
-        self.inner.scan_index(q, b, after, before, limit).await
-    }
-    async fn read_cursor(&self, q: &str) -> Result<i64, StoreError> {
-        self.inner.read_cursor(q).await
-    }
-    async fn advance_cursor(&self, q: &str, pos: i64) -> Result<(), StoreError> {
-        self.inner.advance_cursor(q, pos).await
-    }
-    async fn put_bucket(&self, q: &str, b: i64, t: Duration, ts: i64) -> Result<(), StoreError> {
-        self.inner.put_bucket(q, b, t, ts).await
-    }
-    async fn list_buckets(&self, q: &str, a: i64, l: u32) -> Result<Vec<i64>, StoreError> {
-        self.inner.list_buckets(q, a, l).await
-    }
-    async fn put_dead(&self, q: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
-        self.inner.put_dead(q, id, ts).await
-    }
-    async fn delete_dead(&self, q: &str, id: &ItemId, ts: i64) -> Result<(), StoreError> {
-        self.inner.delete_dead(q, id, ts).await
-    }
-    async fn list_dead(&self, q: &str, a: &str, l: u32) -> Result<Vec<ItemId>, StoreError> {
-        self.inner.list_dead(q, a, l).await
-    }
-    fn bakery_parts(&self) -> Option<BakeryParts> {
-        let parts = self.inner.bakery_parts()?;
-        Some(BakeryParts {
-            items: Arc::clone(&self.items) as _,
-            cells: parts.cells,
-        })
-    }
-}
-
-pub(crate) fn wrapped(delay: Duration) -> Arc<Wrapped> {
+/// A fresh embedded store whose armed item-row read answers `delay` late.
+pub(crate) fn wrapped(delay: Duration) -> Wrapped {
     let inner = Arc::new(MemoryQueueStore::new());
     let items = Arc::new(SlowAnswers {
         inner: Arc::clone(inner.plain_items()) as _,
         armed: AtomicBool::new(false),
         delay,
     });
-    Arc::new(Wrapped { inner, items })
+    let seen = Arc::clone(&items);
+    let tweaked = Arc::new(Tweaked {
+        // The same rows as the bakery parts' own (the embedded store's plain items).
+        wrap_items: Some(Box::new(move |_| Arc::clone(&seen) as _)),
+        ..Tweaked::new(Arc::clone(&inner) as _)
+    });
+    Wrapped {
+        tweaked,
+        inner,
+        items,
+    }
 }

@@ -116,7 +116,7 @@ async fn stale_row_peek_never_claims_a_completed_item() {
         max_attempts: 3,
         ..queue_config()
     };
-    let q = WorkQueue::new(Arc::clone(&store) as _, "c", config).expect("queue");
+    let q = WorkQueue::new(Arc::clone(&store.tweaked) as _, "c", config).expect("queue");
     let id = q.enqueue("run me once").await.expect("enqueue");
     let key = ItemKey {
         partition: "c".into(),

@@ -2,8 +2,9 @@
 //! windows), each test a finding that failed on the code it was written against, for the
 //! reason in its doc comment, and now guards the fix: review 4's in `review4`, review 5's in
 //! `review5_upkeep` (seals and index upkeep) and `review5_paused` (an enqueuer paused past
-//! its window), review 6's in `review6`. They drive the embedded store on paused tokio time through `Tweaked`, a
-//! store with a few quirks, so they are fast and deterministic.
+//! its window), review 6's in `review6`. They drive the embedded store on paused tokio time
+//! through `integration_tests::tweaked::Tweaked`, a store with a few quirks, so they are fast
+//! and deterministic.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -15,15 +16,13 @@ use cql_workqueue::{
 };
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_with};
-
-use tweaked::Tweaked;
+use integration_tests::tweaked::Tweaked;
 
 mod plain_items;
 mod review4;
 mod review5_paused;
 mod review5_upkeep;
 mod review6;
-mod tweaked;
 
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).expect("micros")

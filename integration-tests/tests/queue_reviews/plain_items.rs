@@ -9,10 +9,7 @@ use async_trait::async_trait;
 use cql_lease::StoreError;
 use cql_workqueue::bakery::PlainItemStore;
 use cql_workqueue::{ItemKey, StoredItem};
-
-/// Wraps the inner store's plain item rows (bakery mode).
-pub(crate) type WrapItems =
-    Box<dyn Fn(Arc<dyn PlainItemStore>) -> Arc<dyn PlainItemStore> + Send + Sync>;
+use integration_tests::tweaked::WrapItems;
 
 /// Plain item rows whose first write answers "unknown" at once and lands `delay` later (a
 /// cut write a coordinator still applies, or a hint delivered late); later writes fail

@@ -13,8 +13,8 @@ use integration_tests::backend::{Backend, MemoryBackend};
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::plain_items::LatePlainWrite;
-use super::tweaked::Tweaked;
 use super::{available_is_findable, claim_within, enqueue_window, key_of, micros, scan_for};
+use integration_tests::tweaked::Tweaked;
 
 /// SAFETY: an item is lost with correct clocks, no fault and no crash.
 ///

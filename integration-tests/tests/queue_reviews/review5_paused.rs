@@ -10,8 +10,8 @@ use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::plain_items::{AppliedAnswerLost, LostFirstWrite, SlowMiss};
-use super::tweaked::Tweaked;
 use super::{claim_within, enqueue_window, key_of, scan_for};
+use integration_tests::tweaked::Tweaked;
 
 /// SAFETY (bakery mode): an enqueue reported `Ok` whose item never runs: the sweep's fence
 /// (an unconditional done row, timestamped when it is sent) overwrites the row of an enqueue

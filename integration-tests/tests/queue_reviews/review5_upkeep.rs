@@ -16,10 +16,10 @@ use cql_workqueue::{ItemId, JobState, QueueConfig, WorkQueue};
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
-use super::tweaked::Tweaked;
 use super::{
     claim_within, config_with_default_resolve, enqueue_window, key_of, scan_for, scan_then_idle,
 };
+use integration_tests::tweaked::Tweaked;
 
 /// SAFETY (LWT mode, unique keys): sealing a row that is already sealed changes nothing, so
 /// it fences off nothing: a revival of a sealed row, conditioned on `origin = SWEPT`, still

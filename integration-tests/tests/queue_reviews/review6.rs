@@ -11,11 +11,11 @@ use cql_workqueue::{Enqueued, ItemId, NewItem, QueueConfig, QueueStore, WorkQueu
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
-use super::tweaked::Tweaked;
 use super::{
     claim_within, config_with_default_resolve, dead_letter_with_a_given_up_requeue, enqueue_window,
     key_of, scan_for, scan_then_idle,
 };
+use integration_tests::tweaked::Tweaked;
 
 /// LIVENESS (LWT mode, unique keys): a new enqueue of a unique key whose done window is over
 /// is reported `Duplicate { state: Done }` and its job never runs, when index upkeep seals
