@@ -24,6 +24,34 @@ mod review5_paused;
 mod review5_upkeep;
 mod review6;
 
+/// The embedded store in the bakery claim mode, and the suite's queue config in that mode.
+fn bakery_backend() -> (MemoryBackend, QueueConfig) {
+    let config = QueueConfig {
+        claim_mode: cql_workqueue::ClaimMode::Bakery,
+        ..queue_config()
+    };
+    (MemoryBackend::bakery(), config)
+}
+
+/// The stored row of `key`, which must exist.
+async fn row_of(b: &MemoryBackend, key: &ItemKey) -> StoredItem {
+    integration_tests::conformance::queue::queue_store(b)
+        .read(key)
+        .await
+        .expect("read")
+        .expect("row")
+}
+
+/// Enqueues `item` through `q` while `scanner` scans for `scan`; the enqueue must end with
+/// an unknown outcome (its write late or lost).
+async fn unknown_while_scanning(q: &WorkQueue, item: NewItem, scanner: &WorkQueue, scan: Duration) {
+    let (outcome, ()) = tokio::join!(q.enqueue_item(item), scan_for(scanner, scan));
+    assert!(
+        matches!(outcome, Err(QueueError::OutcomeUnknown { .. })),
+        "{outcome:?}"
+    );
+}
+
 fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).expect("micros")
 }

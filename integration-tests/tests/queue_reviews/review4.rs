@@ -13,7 +13,10 @@ use integration_tests::backend::{Backend, MemoryBackend};
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::plain_items::LatePlainWrite;
-use super::{available_is_findable, claim_within, enqueue_window, key_of, micros, scan_for};
+use super::{
+    available_is_findable, bakery_backend, claim_within, enqueue_window, key_of, micros, row_of,
+    scan_for,
+};
 use integration_tests::tweaked::Tweaked;
 
 /// SAFETY: an item is lost with correct clocks, no fault and no crash.
@@ -69,11 +72,7 @@ async fn finding_entry_moved_back_to_stale_cursor_is_passed_and_item_lost() {
         return;
     }
     let key = key_of(name, &id);
-    let row = queue_store(&b)
-        .read(&key)
-        .await
-        .expect("read")
-        .expect("row");
+    let row = row_of(&b, &key).await;
     assert_eq!(row.state, JobState::Available);
     let after = queue_store(&b).read_cursor(name).await.expect("cursor");
     // Any process, old or new, looks for it for 6 s.
@@ -283,13 +282,9 @@ async fn finding_revival_committed_after_done_entry_swept_is_lost() {
 /// the entry; at t0 + 4.5 s the first write lands.
 #[tokio::test(start_paused = true)]
 async fn finding_bakery_enqueue_row_landing_after_orphan_sweep_is_lost() {
-    use cql_workqueue::{ClaimMode, QueueError};
+    use cql_workqueue::QueueError;
 
-    let b = MemoryBackend::bakery();
-    let config = QueueConfig {
-        claim_mode: ClaimMode::Bakery,
-        ..queue_config()
-    };
+    let (b, config) = bakery_backend();
     let name = "late-row";
     let late_by = enqueue_window(&config) + Duration::from_secs(2);
     let late = Tweaked {

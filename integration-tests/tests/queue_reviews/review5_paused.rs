@@ -10,7 +10,7 @@ use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::plain_items::{AppliedAnswerLost, LostFirstWrite, SlowMiss};
-use super::{claim_within, enqueue_window, key_of, scan_for};
+use super::{bakery_backend, claim_within, enqueue_window, key_of, scan_for};
 use integration_tests::tweaked::Tweaked;
 
 /// SAFETY (bakery mode): an enqueue reported `Ok` whose item never runs: the sweep's fence
@@ -41,13 +41,7 @@ use integration_tests::tweaked::Tweaked;
 /// fresh entry before writing with a fresh timestamp, which then always beats the fence.
 #[tokio::test(start_paused = true)]
 async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
-    use cql_workqueue::ClaimMode;
-
-    let b = MemoryBackend::bakery();
-    let config = QueueConfig {
-        claim_mode: ClaimMode::Bakery,
-        ..queue_config()
-    };
+    let (b, config) = bakery_backend();
     let name = "fenced-ok";
     let writes = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&writes);
@@ -230,13 +224,7 @@ async fn finding_seal_of_done_row_lets_the_same_enqueue_run_its_job_twice() {
 /// resend and stop if it exists.
 #[tokio::test(start_paused = true)]
 async fn finding_bakery_resend_after_pause_brings_completed_item_back() {
-    use cql_workqueue::ClaimMode;
-
-    let b = MemoryBackend::bakery();
-    let config = QueueConfig {
-        claim_mode: ClaimMode::Bakery,
-        ..queue_config()
-    };
+    let (b, config) = bakery_backend();
     let name = "back-again";
     let writes = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&writes);

@@ -17,7 +17,8 @@ use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
 
 use super::{
-    claim_within, config_with_default_resolve, enqueue_window, key_of, scan_for, scan_then_idle,
+    claim_within, config_with_default_resolve, enqueue_window, key_of, row_of, scan_for,
+    scan_then_idle, unknown_while_scanning,
 };
 use integration_tests::tweaked::Tweaked;
 
@@ -45,7 +46,7 @@ use integration_tests::tweaked::Tweaked;
 /// by prefix), so a revival conditioned on the row as it was before any seal can never apply.
 #[tokio::test(start_paused = true)]
 async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
-    use cql_workqueue::{NewItem, QueueError};
+    use cql_workqueue::NewItem;
 
     let b = MemoryBackend::new();
     let config = QueueConfig {
@@ -64,19 +65,14 @@ async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
         ..Tweaked::over(&b)
     };
     let e1 = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
-    let (outcome, ()) = tokio::join!(
-        e1.enqueue_item(NewItem::text("one").unique("k")),
-        scan_for(&scanner, late_by + Duration::from_secs(1))
-    );
-    assert!(
-        matches!(outcome, Err(QueueError::OutcomeUnknown { .. })),
-        "{outcome:?}"
-    );
-    let row = queue_store(&b)
-        .read(&key)
-        .await
-        .expect("read")
-        .expect("row");
+    unknown_while_scanning(
+        &e1,
+        NewItem::text("one").unique("k"),
+        &scanner,
+        late_by + Duration::from_secs(1),
+    )
+    .await;
+    let row = row_of(&b, &key).await;
     assert_eq!(
         (row.state, row.origin.as_str()),
         (JobState::Done, cql_workqueue::SWEPT),
@@ -88,19 +84,14 @@ async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
         ..Tweaked::over(&b)
     };
     let e2 = WorkQueue::new(Arc::new(late), name, config).expect("queue");
-    let (outcome, ()) = tokio::join!(
-        e2.enqueue_item(NewItem::text("two").unique("k")),
-        scan_for(&scanner, late_by + Duration::from_secs(1))
-    );
-    assert!(
-        matches!(outcome, Err(QueueError::OutcomeUnknown { .. })),
-        "{outcome:?}"
-    );
-    let row = queue_store(&b)
-        .read(&key)
-        .await
-        .expect("read")
-        .expect("row");
+    unknown_while_scanning(
+        &e2,
+        NewItem::text("two").unique("k"),
+        &scanner,
+        late_by + Duration::from_secs(1),
+    )
+    .await;
+    let row = row_of(&b, &key).await;
     if row.state == JobState::Available {
         let found = claim_within(&scanner, "w", 60)
             .await
@@ -203,11 +194,7 @@ async fn finding_requeue_applied_after_its_entry_was_dead_lettered_is_lost() {
         "{outcome:?}"
     );
     let key = key_of(name, &id);
-    let row = queue_store(&b)
-        .read(&key)
-        .await
-        .expect("read")
-        .expect("row");
+    let row = row_of(&b, &key).await;
     let dead = worker.dead_letters().await.expect("dead letters").len();
     if row.state == JobState::Discarded {
         // Fixed: the row was sealed before its entry went, so the late requeue was

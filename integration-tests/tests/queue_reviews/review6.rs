@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use cql_workqueue::{Enqueued, ItemId, NewItem, QueueConfig, QueueStore, WorkQueue};
 use integration_tests::backend::MemoryBackend;
-use integration_tests::conformance::queue::{queue_config, queue_store, queue_with};
+use integration_tests::conformance::queue::{queue_config, queue_with};
 
 use super::{
     claim_within, config_with_default_resolve, dead_letter_with_a_given_up_requeue, enqueue_window,
-    key_of, scan_for, scan_then_idle,
+    key_of, row_of, scan_for, scan_then_idle,
 };
 use integration_tests::tweaked::Tweaked;
 
@@ -79,11 +79,7 @@ async fn finding_revival_refused_by_a_seal_is_reported_as_a_done_duplicate() {
         e.enqueue_item(NewItem::text("two").unique("k")),
         scan_for(&scanner, Duration::from_millis(200))
     );
-    let row = queue_store(&b)
-        .read(&key_of(name, &ItemId::unique("k")))
-        .await
-        .expect("read")
-        .expect("row");
+    let row = row_of(&b, &key_of(name, &ItemId::unique("k"))).await;
     let ran = claim_within(&scanner, "w", 30)
         .await
         .map(|j| j.payload().to_owned());
@@ -177,11 +173,7 @@ async fn finding_dead_letter_counts_a_seal_as_a_claim_documented() {
     scan_for(&scanner, enqueue_window(&config) + Duration::from_secs(2)).await;
     let letters = scanner.dead_letters().await.expect("dead letters");
     let letter = letters.iter().find(|d| d.id == id).expect("listed");
-    let row = queue_store(&b)
-        .read(&key_of(name, &id))
-        .await
-        .expect("read")
-        .expect("row");
+    let row = row_of(&b, &key_of(name, &id)).await;
     // Fixed in the docs: `attempt` is the last attempt number (claims plus seals), and the
     // seal's number is never issued as a token.
     assert_eq!(
@@ -271,11 +263,7 @@ async fn finding_purge_dead_with_a_lost_answer_and_a_seal_says_not_purged() {
         p.purge_dead(&id),
         scan_for(&scanner, Duration::from_millis(200))
     );
-    let row = queue_store(&b)
-        .read(&key_of(name, &id))
-        .await
-        .expect("read")
-        .expect("row");
+    let row = row_of(&b, &key_of(name, &id)).await;
     assert!(
         matches!(outcome, Ok(true)),
         "purge_dead answered {outcome:?} although its purge applied (the row: {:?}, attempt \
