@@ -16,7 +16,7 @@ use cql_workqueue::{
 use integration_tests::conformance::queue::queue_config;
 
 use super::slow_rows::wrapped;
-use super::{arm_after_writes, bakery_queue};
+use super::{bakery_queue, first_claim_cut, on_writes};
 
 fn bakery_config(max_attempts: i32) -> QueueConfig {
     QueueConfig {
@@ -113,29 +113,12 @@ async fn late_landing_high_water_mark_still_gives_the_attempt_back() {
         Fault::Latency(Duration::from_millis(1)),
         Times::Always,
     );
-    let base = mem.cells().calls(CellOp::Write);
-    let first = tokio::spawn({
-        let store = Arc::clone(q.store());
-        let key = key.clone();
-        async move {
-            store
-                .claim(ItemClaim {
-                    key: &key,
-                    claim_id: "w/first-claim",
-                    seen_attempt: 0,
-                    ttl: Duration::from_secs(2),
-                })
-                .await
-        }
-    });
     // Choosing mark and number written: every later write (the mark's sends) lands late.
-    while mem.cells().calls(CellOp::Write) < base + 2 {
-        tokio::time::sleep(Duration::from_micros(100)).await;
-    }
-    mem.cells()
-        .inject_late_apply(Some(CellOp::Write), Duration::from_secs(3), Times::Always);
-    let outcome = first.await.expect("join");
-    mem.cells().clear_faults();
+    let late = |mem: &MemoryQueueStore| {
+        mem.cells()
+            .inject_late_apply(Some(CellOp::Write), Duration::from_secs(3), Times::Always);
+    };
+    let outcome = first_claim_cut(&q, &mem, &key, late).await;
     assert!(
         matches!(outcome, Ok(ClaimOutcome::Lost) | Err(_)),
         "the first claim should not count: {outcome:?}"
@@ -231,27 +214,11 @@ async fn unlanded_high_water_mark_neither_strands_nor_spends_the_item() {
         Fault::Latency(Duration::from_millis(1)),
         Times::Always,
     );
-    let base = mem.cells().calls(CellOp::Write);
     let key = ItemKey {
         partition: "n".into(),
         id,
     };
-    let first = tokio::spawn({
-        let store = Arc::clone(q.store());
-        async move {
-            store
-                .claim(ItemClaim {
-                    key: &key,
-                    claim_id: "w/first-claim",
-                    seen_attempt: 0,
-                    ttl: Duration::from_secs(2),
-                })
-                .await
-        }
-    });
-    arm_after_writes(&mem, base, 2, Fault::Unavailable).await;
-    let outcome = first.await.expect("join");
-    mem.cells().clear_faults();
+    let outcome = first_claim_cut(&q, &mem, &key, on_writes(Fault::Unavailable)).await;
     assert!(
         matches!(outcome, Ok(ClaimOutcome::Lost) | Err(_)),
         "a claim whose mark never landed must not count: {outcome:?}"

@@ -31,6 +31,39 @@ fn bakery_queue(mem: &Arc<MemoryQueueStore>, name: &str, max_attempts: i32) -> W
     WorkQueue::new(Arc::clone(mem) as _, name, config).expect("queue")
 }
 
+/// Sends a first claim of `key` ("w/first-claim") through `q`'s store, lets it write its
+/// choosing mark and its number, then runs `arm` (a fault on the cell writes that follow:
+/// its high-water mark's), and returns its outcome once the faults are cleared.
+async fn first_claim_cut(
+    q: &WorkQueue,
+    mem: &MemoryQueueStore,
+    key: &ItemKey,
+    arm: impl FnOnce(&MemoryQueueStore),
+) -> Result<ClaimOutcome, cql_lease::StoreError> {
+    let base = mem.cells().calls(CellOp::Write);
+    let first = tokio::spawn({
+        let store = Arc::clone(q.store());
+        let key = key.clone();
+        async move {
+            store
+                .claim(ItemClaim {
+                    key: &key,
+                    claim_id: "w/first-claim",
+                    seen_attempt: 0,
+                    ttl: Duration::from_secs(2),
+                })
+                .await
+        }
+    });
+    while mem.cells().calls(CellOp::Write) < base + 2 {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    arm(mem);
+    let outcome = first.await.expect("join");
+    mem.cells().clear_faults();
+    outcome
+}
+
 /// Lets a spawned claim run until the bakery cell store has served `writes` more writes
 /// (choosing mark, then number), then arms `fault` on every later cell write: the next one
 /// is the claim's high-water-mark write.
@@ -38,8 +71,15 @@ async fn arm_after_writes(mem: &MemoryQueueStore, base: u64, writes: u64, fault:
     while mem.cells().calls(CellOp::Write) < base + writes {
         tokio::time::sleep(Duration::from_micros(100)).await;
     }
-    mem.cells()
-        .inject(Some(CellOp::Write), fault, Times::Always);
+    on_writes(fault)(mem);
+}
+
+/// Arms `fault` on every later cell write.
+fn on_writes(fault: Fault) -> impl FnOnce(&MemoryQueueStore) {
+    move |mem| {
+        mem.cells()
+            .inject(Some(CellOp::Write), fault, Times::Always)
+    }
 }
 
 /// F1. A claim whose high-water-mark write is applied but whose answer is lost (until the
@@ -64,24 +104,7 @@ async fn lost_high_water_answer_gives_the_attempt_back() {
         Fault::Latency(Duration::from_millis(1)),
         Times::Always,
     );
-    let base = mem.cells().calls(CellOp::Write);
-    let store = Arc::clone(q.store());
-    let first = tokio::spawn({
-        let key = key.clone();
-        async move {
-            store
-                .claim(ItemClaim {
-                    key: &key,
-                    claim_id: "w/first-claim",
-                    seen_attempt: 0,
-                    ttl: Duration::from_secs(2),
-                })
-                .await
-        }
-    });
-    arm_after_writes(&mem, base, 2, Fault::TimeoutAfterApply).await;
-    let outcome = first.await.expect("join");
-    mem.cells().clear_faults();
+    let outcome = first_claim_cut(&q, &mem, &key, on_writes(Fault::TimeoutAfterApply)).await;
     assert!(
         matches!(outcome, Ok(ClaimOutcome::Lost) | Err(_)),
         "the first claim should not count: {outcome:?}"
