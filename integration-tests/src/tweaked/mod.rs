@@ -63,6 +63,12 @@ pub struct Tweaked {
     /// Purge LWTs apply, and their answers are lost (after a while, within the request
     /// timeout).
     pub lost_purge_answers: bool,
+    /// Purge LWTs never reach a replica; their answers are "unknown" this much later
+    /// (within the request timeout).
+    pub purges_lost_after: Option<Duration>,
+    /// Its first requeue LWT applies, and its answer is lost this much later (within the
+    /// request timeout); later ones pass through.
+    pub first_requeue_answer_lost_after: Option<Duration>,
     /// Enqueue LWTs fail before they are sent (replicas unreachable) until this instant.
     pub enqueues_fail_until: Option<Instant>,
     /// The first index write of an entry naming an attempt above 0 lands this much later
@@ -105,6 +111,8 @@ impl Tweaked {
             slow_requeue: None,
             lost_requeues: false,
             lost_purge_answers: false,
+            purges_lost_after: None,
+            first_requeue_answer_lost_after: None,
             enqueues_fail_until: None,
             slow_first_revival_entry: None,
             time_reads: None,

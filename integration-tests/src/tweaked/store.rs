@@ -176,6 +176,13 @@ impl QueueStore for Tweaked {
         self.inner.unclaim(k, c, s, a).await
     }
     async fn requeue(&self, k: &ItemKey, r: i64, a: i32) -> Result<CasOutcome, StoreError> {
+        if let Some(delay) = self.first_requeue_answer_lost_after
+            && self.counters.requeues.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            self.inner.requeue(k, r, a).await?;
+            tokio::time::sleep(delay).await;
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         if self.lost_requeues {
             return Err(StoreError::Unknown("coordinator timed out".into()));
         }
@@ -201,6 +208,10 @@ impl QueueStore for Tweaked {
         Err(StoreError::Unknown("coordinator timed out".into()))
     }
     async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
+        if let Some(delay) = self.purges_lost_after {
+            tokio::time::sleep(delay).await;
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         let outcome = self.inner.purge(k, r).await?;
         if self.lost_purge_answers {
             tokio::time::sleep(Duration::from_millis(250)).await;

@@ -1,0 +1,152 @@
+//! Review 7 of the work queue: the fixes of review 6 (a revival or requeue overtaken by a
+//! seal is tried again; a purge whose answer was lost is recognised by its origin with an
+//! attempt at least the one read; only a unique done row's run entry naming its current
+//! attempt is kept as a possible revival). Each test is a finding that fails on the code it
+//! was written against, for the reason given in its doc comment.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cql_workqueue::{ItemId, JobState, NewItem, QueueConfig, WorkQueue};
+use integration_tests::backend::MemoryBackend;
+use integration_tests::conformance::queue::{queue_config, queue_with};
+use integration_tests::tweaked::Tweaked;
+
+use super::{claim_within, key_of, row_of};
+
+/// A dead letter of `name`: an item claimed once (token 1) and discarded.
+async fn dead_letter(b: &MemoryBackend, name: &str, config: QueueConfig, item: NewItem) -> ItemId {
+    let worker = queue_with(b, name, config);
+    let id = worker
+        .enqueue_item(item)
+        .await
+        .expect("enqueue")
+        .id()
+        .clone();
+    let job = claim_within(&worker, "w", 10).await.expect("the job");
+    assert_eq!(job.attempt(), 1);
+    job.discard("poison").await.expect("discard");
+    id
+}
+
+/// Claims `id` with a fresh handle (which scans from the cursor) and returns its token,
+/// after completing the job (`complete`) or discarding it.
+async fn run_once(
+    b: &MemoryBackend,
+    name: &str,
+    config: QueueConfig,
+    id: &ItemId,
+    complete: bool,
+) -> i32 {
+    let w = queue_with(b, name, config);
+    let job = claim_within(&w, "w", 3).await.expect("the requeued job");
+    assert_eq!(job.id(), id);
+    let token = job.attempt();
+    if complete {
+        job.complete().await.expect("complete");
+    } else {
+        job.discard("poison again").await.expect("discard");
+    }
+    token
+}
+
+/// SAFETY / API (LWT mode, dead letters): `purge_dead` answers `Ok(true)` ("purged for
+/// good") for a dead letter it never purged, which another caller requeued and a worker
+/// then ran to completion. A regression of b77502e: the purge read-back now accepts any
+/// done row with the origin read and an attempt *at least* the one read, to survive a seal
+/// (which raises a done row's attempt and keeps its origin). But a requeue keeps the origin
+/// too, and the requeued job's claim raises the attempt, so its completion reads exactly
+/// like "purged, then sealed". Before the fix (`attempt ==`) the answer was `Ok(false)`.
+/// An operator (or a tool recording what was purged) is told the poisoned job was deleted
+/// unrun, while it ran once more; requeue and purge both report success for one dead letter.
+///
+/// Interleaving: an item is claimed (token 1) and discarded. Then:
+/// 1. P calls `purge_dead`: reads the row (discarded, attempt 1, origin O) and sends the
+///    purge, which never reaches a replica; its answer is lost 250 ms later;
+/// 2. meanwhile R calls `requeue_dead`: applied (available, `requeued_at` 1); worker W
+///    claims it (token 2) and completes it: done, attempt 2, origin O;
+/// 3. P reads the row back: done, origin O, attempt 2 >= 1: "my purge", `Ok(true)`.
+///
+/// Suggested fix: tell a seal from a claim: a seal keeps `requeued_at`, a requeue sets it to
+/// the attempt read, so also require `c.requeued_at == item.requeued_at` (or have the purge
+/// write a marker of its own, e.g. `last_error` = the call's id, and look for it).
+#[tokio::test(start_paused = true)]
+async fn finding_purge_read_back_takes_a_requeued_and_completed_job_for_its_purge() {
+    let b = MemoryBackend::new();
+    let config = queue_config();
+    let name = "purge-vs-requeue";
+    let id = dead_letter(&b, name, config, NewItem::text("x")).await;
+    let lost = Tweaked {
+        // Within the request timeout (333 ms here), so the answer is "unknown", not cut.
+        purges_lost_after: Some(Duration::from_millis(250)),
+        ..Tweaked::over(&b)
+    };
+    let p = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
+    let r = queue_with(&b, name, config);
+    let (purged, token) = tokio::join!(p.purge_dead(&id), async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(r.requeue_dead(&id).await.expect("requeue"), "requeued");
+        run_once(&b, name, config, &id, true).await
+    });
+    let row = row_of(&b, &key_of(name, &id)).await;
+    assert_eq!((token, row.state, row.attempt), (2, JobState::Done, 2));
+    assert!(
+        !matches!(purged, Ok(true)),
+        "purge_dead answered {purged:?} (purged), but its purge never reached a replica: the \
+         dead letter was requeued and ran (token {token}) to completion; the read-back took \
+         that completion (done, same origin, attempt {} >= 1) for its purge and a seal",
+        row.attempt
+    );
+}
+
+/// SAFETY (LWT mode, dead letters): one `requeue_dead` call requeues a dead letter twice,
+/// so the job runs once more than anybody asked. A regression of 4a5866d: a requeue
+/// settled as "not applied" now re-reads the row and, if it is still discarded with
+/// another attempt number, takes that for a seal and requeues again. But its own requeue
+/// may have applied (answer lost), the job run and died again, and been requeued by someone
+/// else and died again: the read-back sees `requeued_at` of the other requeue (not the
+/// attempt it sent), says "not applied", and the retry requeues the dead letter once more.
+///
+/// Interleaving (max_attempts 3): an item is claimed (token 1) and discarded. Then:
+/// 1. R calls `requeue_dead`: reads discarded at attempt 1, its requeue applies
+///    (`requeued_at` 1); its answer is lost 250 ms later;
+/// 2. meanwhile W claims the item (token 2) and discards it; R2 calls `requeue_dead`:
+///    applied (`requeued_at` 2); W claims it (token 3) and discards it;
+/// 3. R reads the row back: discarded, attempt 3, `requeued_at` 2 != 1: "not applied"; it
+///    re-reads (discarded, attempt 3 != 1: "overtaken by a seal") and requeues again:
+///    `Ok(true)`, and the dead letter is available a third time.
+///
+/// Suggested fix: retry only when the row is discarded with a higher attempt *and the same
+/// `requeued_at`* as read (a seal changes only the attempt; a claim after a requeue moves
+/// `requeued_at`), or record the requeue's own id on the row and settle by it.
+#[tokio::test(start_paused = true)]
+async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
+    let b = MemoryBackend::new();
+    let config = queue_config();
+    let name = "requeue-twice";
+    let id = dead_letter(&b, name, config, NewItem::text("x")).await;
+    let lost = Tweaked {
+        first_requeue_answer_lost_after: Some(Duration::from_millis(250)),
+        ..Tweaked::over(&b)
+    };
+    let r = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
+    let r2 = queue_with(&b, name, config);
+    let (outcome, tokens) = tokio::join!(r.requeue_dead(&id), async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let first = run_once(&b, name, config, &id, false).await;
+        assert!(r2.requeue_dead(&id).await.expect("requeue"), "requeued");
+        let second = run_once(&b, name, config, &id, false).await;
+        (first, second)
+    });
+    assert_eq!(tokens, (2, 3));
+    let row = row_of(&b, &key_of(name, &id)).await;
+    assert_eq!(
+        row.state,
+        JobState::Discarded,
+        "two requeues (R's, applied with its answer lost, and R2's) each ran the job once, \
+         which died each time; R's call ({outcome:?}) then requeued it a third time (row: \
+         attempt {}, requeued_at {})",
+        row.attempt,
+        row.requeued_at
+    );
+}
