@@ -117,3 +117,21 @@ impl PlainItemStore for SlowMiss {
         Ok(read)
     }
 }
+
+/// Plain item rows whose writes each wait `delay` before they are sent (a slow client or
+/// coordinator; within the request timeout).
+pub(crate) struct SlowWrites {
+    pub(crate) inner: Arc<dyn PlainItemStore>,
+    pub(crate) delay: Duration,
+}
+
+#[async_trait]
+impl PlainItemStore for SlowWrites {
+    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.write_item(item, ts).await
+    }
+    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
+        self.inner.read_item(key).await
+    }
+}

@@ -12,7 +12,8 @@ use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_with};
 use integration_tests::tweaked::Tweaked;
 
-use super::{claim_within, key_of, row_of};
+use super::plain_items::SlowWrites;
+use super::{bakery_backend, claim_within, key_of, row_of};
 
 /// A dead letter of `name`: an item claimed once (token 1) and discarded.
 async fn dead_letter(b: &MemoryBackend, name: &str, config: QueueConfig, item: NewItem) -> ItemId {
@@ -148,5 +149,55 @@ async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
          attempt {}, requeued_at {})",
         row.attempt,
         row.requeued_at
+    );
+}
+
+/// DOCS / API (bakery mode, dead letters): a `requeue_dead` and a `purge_dead` of the same
+/// dead letter both answer `Ok(true)`: one caller is told the job was requeued, the other
+/// that it was deleted for good, and the row ends as whichever write had the later client
+/// timestamp (here the requeue's: the job runs although the purge said it was deleted; the
+/// other way round, a job reported requeued never runs, its run entry dropped as a done
+/// row's). The bakery mode's requeue and purge are a read then an unconditional plain
+/// write, so neither can refuse the other. In the LWT mode exactly one applies (both are
+/// `IF state = 'discarded'`). The README's "Guarantees compared with the LWT mode" lists
+/// unconditional finishes among the bakery's weaker points, not the dead-letter operations.
+///
+/// Interleaving: an item is claimed (token 1) and discarded. Then:
+/// 1. P calls `purge_dead`: reads the row (discarded), its row write (done) is slow;
+/// 2. R calls `requeue_dead`: reads the row (still discarded), writes it available, and
+///    answers `Ok(true)`;
+/// 3. P's write lands (an older timestamp: it loses) and P answers `Ok(true)`; a worker
+///    then claims the "purged" job.
+///
+/// Suggested fix: state it in the README's bakery limits (dead-letter operations are not
+/// exclusive of each other), or make them re-read after writing and report what the row
+/// ended as (the later timestamp wins, so the re-read tells which write took effect).
+#[tokio::test(start_paused = true)]
+async fn finding_bakery_requeue_and_purge_of_one_dead_letter_both_succeed() {
+    let (b, config) = bakery_backend();
+    let name = "bakery-requeue-purge";
+    let id = dead_letter(&b, name, config, NewItem::text("x")).await;
+    let slow = Tweaked {
+        wrap_items: Some(Box::new(|inner| {
+            Arc::new(SlowWrites {
+                inner,
+                delay: Duration::from_millis(100),
+            })
+        })),
+        ..Tweaked::over(&b)
+    };
+    let p = WorkQueue::new(Arc::new(slow), name, config).expect("queue");
+    let r = queue_with(&b, name, config);
+    let (purged, requeued) = tokio::join!(p.purge_dead(&id), async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        r.requeue_dead(&id).await
+    });
+    let ran = claim_within(&queue_with(&b, name, config), "w", 10)
+        .await
+        .map(|j| j.attempt());
+    assert!(
+        !(matches!(purged, Ok(true)) && matches!(requeued, Ok(true))),
+        "purge_dead answered {purged:?} and requeue_dead {requeued:?} for the same dead \
+         letter; a claim afterwards found the job: {ran:?}"
     );
 }
