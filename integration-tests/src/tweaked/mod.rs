@@ -39,6 +39,10 @@ pub struct Tweaked {
     /// Paxos proposal accepted but committed only by a later round), its later ones fail
     /// before they are sent (the partition's replicas unreachable from it).
     pub late_revive: Option<Duration>,
+    /// Its first revive LWT answers "unknown" at once and is applied that much later (its
+    /// coordinator still retrying the Paxos round, the condition read then); later ones
+    /// pass through.
+    pub first_revive_late: Option<Duration>,
     /// Like `late_revive`, for the enqueue LWT.
     pub late_enqueue: Option<Duration>,
     /// Like `late_revive`, for the dead-letter requeue LWT.
@@ -100,6 +104,7 @@ impl Tweaked {
             slow_above: None,
             delay: Duration::ZERO,
             late_revive: None,
+            first_revive_late: None,
             late_enqueue: None,
             late_requeue: None,
             late_claim: None,

@@ -136,6 +136,17 @@ impl QueueStore for Tweaked {
     }
     async fn revive(&self, row: NewRow<'_>, a: i32, o: &str) -> Result<CasOutcome, StoreError> {
         self.revives_sent.lock().expect("lock").push(Instant::now());
+        if let Some(delay) = self.first_revive_late
+            && self.counters.revives.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            let (inner, row) = (Arc::clone(&self.inner), OwnedRow::of(&row));
+            let seen_origin = o.to_owned();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = inner.revive(row.borrow(), a, &seen_origin).await;
+            });
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         if let Some(delay) = self.slow_revive {
             tokio::time::sleep(delay).await;
         }

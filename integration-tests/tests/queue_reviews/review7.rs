@@ -7,13 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_workqueue::{ItemId, JobState, NewItem, QueueConfig, WorkQueue};
+use cql_workqueue::{Enqueued, ItemId, JobState, NewItem, QueueConfig, WorkQueue};
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_with};
 use integration_tests::tweaked::Tweaked;
 
 use super::plain_items::SlowWrites;
-use super::{bakery_backend, claim_within, key_of, row_of};
+use super::{available_is_findable, bakery_backend, claim_within, key_of, row_of};
 
 /// A dead letter of `name`: an item claimed once (token 1) and discarded.
 async fn dead_letter(b: &MemoryBackend, name: &str, config: QueueConfig, item: NewItem) -> ItemId {
@@ -200,4 +200,68 @@ async fn finding_bakery_requeue_and_purge_of_one_dead_letter_both_succeed() {
         "purge_dead answered {purged:?} and requeue_dead {requeued:?} for the same dead \
          letter; a claim afterwards found the job: {ran:?}"
     );
+}
+
+/// SAFETY (LWT mode, unique keys): an enqueue reports `Duplicate { state: Done }` and
+/// removes its entry while its own first revival, whose answer was lost, is still on its
+/// way; that revival applies once the done marker expires, and the new job is available
+/// with no index entry: never run, and its caller was told nothing was added. The revival
+/// branch takes a refused revival followed by a row that is not its own as definitive, as
+/// if no earlier revive of the same call could still land (`settle` treats "not applied
+/// after an earlier lost answer" as unknown; this loop does not). A refusal only means the
+/// condition failed *then*: the done marker had not expired yet. The earlier revive's
+/// Paxos round, still retrying at its coordinator after the client's request timeout, reads
+/// the condition afresh and finds the marker gone. The race sits at the end of the done
+/// window, where a periodic unique job ("once per `done_retention`") enqueues.
+///
+/// Interleaving (done_retention 1 s): the key's first job completes at T (done marker
+/// until T + 1 s). At T + 0.7 s E enqueues the key again:
+/// 1. `IF NOT EXISTS` refused; the row reads done (attempt 1, origin O); E places its entry
+///    (attempt 1) and sends `revive(1, O)`: answered "unknown", its round still retrying;
+/// 2. 50 ms later E sends again: refused, the row reads done (attempt 1, O); the revive
+///    again: refused (the marker still stands); E reads done, O, attempt 1: not its own,
+///    not sealed: it removes its entry and returns `Duplicate { state: Done }`;
+/// 3. at T + 1.3 s the first revive's round reads the condition: the marker expired,
+///    attempt 1, origin O: applied. The row is available (E's payload), with no entry.
+///
+/// Suggested fix: once any revive of the call had a lost answer, a refusal is not final:
+/// keep the entry and go on (read back by origin) until `give_up_at`, then return
+/// `OutcomeUnknown` leaving the entry, which index upkeep keeps for the window and then
+/// seals (raising the attempt fences the late revive); report `Duplicate` only when no
+/// revive of the call is unsettled.
+#[tokio::test(start_paused = true)]
+async fn finding_duplicate_reported_while_own_lost_revival_is_on_its_way() {
+    let b = MemoryBackend::new();
+    let config = QueueConfig {
+        done_retention: Duration::from_secs(1),
+        ..queue_config()
+    };
+    let name = "lost-revival-duplicate";
+    let worker = queue_with(&b, name, config);
+    worker
+        .enqueue_item(NewItem::text("one").unique("k"))
+        .await
+        .expect("enqueue");
+    let job = claim_within(&worker, "w", 10).await.expect("the job");
+    job.complete().await.expect("complete");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let late = Tweaked {
+        first_revive_late: Some(Duration::from_millis(600)),
+        ..Tweaked::over(&b)
+    };
+    let e = WorkQueue::new(Arc::new(late), name, config).expect("queue");
+    let outcome = e.enqueue_item(NewItem::text("two").unique("k")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let key = key_of(name, &ItemId::unique("k"));
+    let row = row_of(&b, &key).await;
+    assert!(
+        !matches!(outcome, Ok(Enqueued::Duplicate { .. })) || row.state != JobState::Available,
+        "the enqueue answered {outcome:?}, yet its own revival applied afterwards: the row is \
+         {:?} with payload {:?}",
+        row.state,
+        row.payload_text()
+    );
+    // And the item it made has no entry: no claim ever finds it.
+    let scanner = queue_with(&b, name, config);
+    available_is_findable(&scanner, &key).await;
 }
