@@ -118,7 +118,9 @@ impl WorkQueue {
     /// Puts a dead letter back in the queue, available now; its attempt count (and so its
     /// tokens) continue from where they were. Returns `false` if it was not a dead letter
     /// (a record left of it is deleted; so a call repeated after an error whose requeue had
-    /// applied returns `false` and leaves no record behind).
+    /// applied returns `false` and leaves no record behind). In the bakery claim mode it does
+    /// not exclude a racing [`Self::purge_dead`] of the same dead letter: both may answer
+    /// `true`, and the later write wins (see the README).
     ///
     /// # Errors
     ///
@@ -155,21 +157,24 @@ impl WorkQueue {
             self.drop_stale_dead(id).await?;
             return Ok(Some(false));
         };
-        let attempt = item.attempt;
+        let (attempt, origin, requeued_at) = (item.attempt, item.origin, item.requeued_at);
         let now = self.now();
         let run = self.entry(id, now, EntryKind::Run, true, attempt);
         // Landed in time for its position before the requeue (see `placement`).
         let (run, placed_from) = self.place_in_time(run).await?;
         let store = &self.store;
-        // Applied (by this call or a concurrent requeue) iff requeued at this attempt: a
-        // discarded row was claimed since its last requeue, so its `requeued_at` is lower.
+        // Applied (by this call or a concurrent requeue) iff requeued at this attempt or
+        // later: a discarded row was claimed since its last requeue, so its `requeued_at`
+        // is lower, and only a requeue (or a revival, which changes the origin) raises it.
+        // A later one means the row left this dead letter through a requeue, perhaps ours
+        // (its answer lost) and then run and requeued again by others.
         let outcome = self
             .settle(
                 "requeue",
                 &key,
                 |current| match current {
                     Some(c) if c.state == JobState::Discarded && c.attempt == attempt => None,
-                    Some(c) => Some(c.requeued_at == attempt),
+                    Some(c) => Some(c.origin == origin && c.requeued_at >= attempt),
                     None => Some(false),
                 },
                 || store.requeue(&key, crate::store::AT_ONCE, attempt),
@@ -180,7 +185,15 @@ impl WorkQueue {
             Ok(false) => {
                 self.remove(&run).await;
                 let now = self.store.read(&key).await.map_err(store_error("read"))?;
-                if now.is_some_and(|c| c.state == JobState::Discarded && c.attempt != attempt) {
+                // Only a seal raises a dead letter's attempt and nothing else: a requeue
+                // (then a claim) would have moved `requeued_at`.
+                let sealed = |c: &StoredItem| {
+                    c.state == JobState::Discarded
+                        && c.attempt > attempt
+                        && c.origin == origin
+                        && c.requeued_at == requeued_at
+                };
+                if now.as_ref().is_some_and(sealed) {
                     return Ok(None);
                 }
                 return Ok(Some(false));
@@ -202,7 +215,8 @@ impl WorkQueue {
     }
 
     /// Deletes a dead letter for good (the row stays as a done marker). Returns `false` if
-    /// it was not a dead letter (a record left of it is deleted).
+    /// it was not a dead letter (a record left of it is deleted). In the bakery claim mode a
+    /// racing [`Self::requeue_dead`] may answer `true` as well (see there).
     ///
     /// # Errors
     ///
@@ -220,11 +234,12 @@ impl WorkQueue {
             self.drop_stale_dead(id).await?;
             return Ok(false);
         };
-        let (attempt, origin) = (item.attempt, item.origin);
+        let (attempt, origin, requeued_at) = (item.attempt, item.origin, item.requeued_at);
         let retention = self.config.done_retention;
         let store = &self.store;
-        // Only a purge makes a dead letter done without a claim and keeps its origin (a
-        // revival changes it); index upkeep may have raised its attempt number since.
+        // Only a purge makes a dead letter done without a claim, keeping its origin (a
+        // revival changes it) and its `requeued_at` (a requeue raises it); index upkeep may
+        // have raised its attempt number since.
         let purged = self
             .settle(
                 "purge",
@@ -232,7 +247,10 @@ impl WorkQueue {
                 |current| match current {
                     Some(c) if c.state == JobState::Discarded => None,
                     Some(c) => Some(
-                        c.state == JobState::Done && c.origin == origin && c.attempt >= attempt,
+                        c.state == JobState::Done
+                            && c.origin == origin
+                            && c.attempt >= attempt
+                            && c.requeued_at == requeued_at,
                     ),
                     None => Some(false),
                 },

@@ -152,6 +152,9 @@ async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
     );
 }
 
+/// A documented limit (README, bakery mode: "Dead-letter operations do not exclude each
+/// other"), found by review 7 as a docs finding; this test shows the limit the docs state.
+///
 /// DOCS / API (bakery mode, dead letters): a `requeue_dead` and a `purge_dead` of the same
 /// dead letter both answer `Ok(true)`: one caller is told the job was requeued, the other
 /// that it was deleted for good, and the row ends as whichever write had the later client
@@ -173,7 +176,7 @@ async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
 /// exclusive of each other), or make them re-read after writing and report what the row
 /// ended as (the later timestamp wins, so the re-read tells which write took effect).
 #[tokio::test(start_paused = true)]
-async fn finding_bakery_requeue_and_purge_of_one_dead_letter_both_succeed() {
+async fn bakery_requeue_and_purge_of_one_dead_letter_may_both_succeed_documented() {
     let (b, config) = bakery_backend();
     let name = "bakery-requeue-purge";
     let id = dead_letter(&b, name, config, NewItem::text("x")).await;
@@ -195,10 +198,16 @@ async fn finding_bakery_requeue_and_purge_of_one_dead_letter_both_succeed() {
     let ran = claim_within(&queue_with(&b, name, config), "w", 10)
         .await
         .map(|j| j.attempt());
+    // The limit as documented: both answer "done", and the later write (the requeue's) won.
     assert!(
-        !(matches!(purged, Ok(true)) && matches!(requeued, Ok(true))),
-        "purge_dead answered {purged:?} and requeue_dead {requeued:?} for the same dead \
-         letter; a claim afterwards found the job: {ran:?}"
+        matches!(purged, Ok(true)) && matches!(requeued, Ok(true)),
+        "purge_dead answered {purged:?} and requeue_dead {requeued:?}: the README's bakery \
+         limit no longer holds (update it)"
+    );
+    assert_eq!(
+        ran,
+        Some(2),
+        "the requeue's write won, so the job runs again"
     );
 }
 
@@ -264,4 +273,32 @@ async fn finding_duplicate_reported_while_own_lost_revival_is_on_its_way() {
     // And the item it made has no entry: no claim ever finds it.
     let scanner = queue_with(&b, name, config);
     available_is_findable(&scanner, &key).await;
+}
+
+/// The other way into finding 2's retry, without a lost answer: R's requeue is slow, and
+/// meanwhile R2 requeues the dead letter and it dies again. R's requeue is refused (the
+/// attempt moved on) and the row reads discarded at a higher attempt, as after a seal; but
+/// its `requeued_at` moved too, so this is a new dead letter, and R answers `false` instead
+/// of requeueing it once more.
+#[tokio::test(start_paused = true)]
+async fn requeue_overtaken_by_another_requeue_and_a_new_death_is_not_repeated() {
+    let b = MemoryBackend::new();
+    let config = queue_config();
+    let name = "requeue-overtaken";
+    let id = dead_letter(&b, name, config, NewItem::text("x")).await;
+    let slow = Tweaked {
+        slow_requeue: Some(Duration::from_millis(200)),
+        ..Tweaked::over(&b)
+    };
+    let r = WorkQueue::new(Arc::new(slow), name, config).expect("queue");
+    let r2 = queue_with(&b, name, config);
+    let (outcome, token) = tokio::join!(r.requeue_dead(&id), async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(r2.requeue_dead(&id).await.expect("requeue"), "requeued");
+        run_once(&b, name, config, &id, false).await
+    });
+    assert_eq!(token, 2);
+    assert!(matches!(outcome, Ok(false)), "R answered {outcome:?}");
+    let row = row_of(&b, &key_of(name, &id)).await;
+    assert_eq!((row.state, row.attempt), (JobState::Discarded, 2));
 }
