@@ -235,15 +235,22 @@ impl WorkQueue {
         // The claim's check entry goes in before the entry it was found by goes out, so the
         // item stays findable after the claim lapses. On failure the guard undoes the claim
         // and the old entry stays.
+        // In one write with the old entry's removal when they share a bucket.
         let check = self.check_entry(&key.id, seen_attempt + 1);
-        self.place(&check).await?;
+        let moved = self.place_instead(entry, &check).await?;
         if tokio::time::Instant::now() >= sent_at + self.config.claim.validity() {
-            // Too late by now: the guard undoes it; the check entry brings the item back.
+            // Too late by now: the guard undoes it; the check entry brings the item back,
+            // and the entry it was found by, put back, sooner.
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
+            if moved && let Err(error) = self.place(entry).await {
+                warn!(id = %key.id, %error, "could not put the entry back; the check entry stays");
+            }
             return Ok(Tried::Skipped);
         }
         guard.disarm();
-        self.remove_later(entry);
+        if !moved {
+            self.remove_later(entry);
+        }
         let job = Job::start(
             self.clone(),
             item,

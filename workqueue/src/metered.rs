@@ -124,6 +124,18 @@ impl QueueStore for MeteredStore {
         timed(STORE, "put_entry", call, answered).await
     }
 
+    async fn move_entry(
+        &self,
+        queue: &str,
+        new: &IndexEntry,
+        old_seq: &str,
+        ts: i64,
+        delete_ts: i64,
+    ) -> Result<bool, StoreError> {
+        let call = self.0.move_entry(queue, new, old_seq, ts, delete_ts);
+        timed(STORE, "move_entry", call, answered).await
+    }
+
     async fn delete_entry(
         &self,
         queue: &str,

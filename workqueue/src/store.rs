@@ -179,6 +179,22 @@ pub trait QueueStore: Send + Sync + 'static {
     /// Writes an index entry with client timestamp `ts`.
     async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError>;
 
+    /// Writes `new` (client timestamp `ts`) and deletes the entry `old_seq` of the same
+    /// bucket (`delete_ts`) as one atomic write: both land or neither does (one partition,
+    /// one batch). Returns `false`, having sent nothing, when this store cannot (the
+    /// default): the caller then places and removes in two steps.
+    async fn move_entry(
+        &self,
+        queue: &str,
+        new: &IndexEntry,
+        old_seq: &str,
+        ts: i64,
+        delete_ts: i64,
+    ) -> Result<bool, StoreError> {
+        let _ = (queue, new, old_seq, ts, delete_ts);
+        Ok(false)
+    }
+
     /// Deletes an index entry with client timestamp `ts`.
     async fn delete_entry(
         &self,

@@ -133,6 +133,18 @@ impl QueueStore for TimedQueueStore {
         bounded("put_entry", Resendable, self.timeout, call).await
     }
 
+    async fn move_entry(
+        &self,
+        queue: &str,
+        new: &IndexEntry,
+        old_seq: &str,
+        ts: i64,
+        delete_ts: i64,
+    ) -> Result<bool, StoreError> {
+        let call = || self.inner.move_entry(queue, new, old_seq, ts, delete_ts);
+        bounded("move_entry", Resendable, self.timeout, call).await
+    }
+
     async fn delete_entry(
         &self,
         queue: &str,

@@ -191,6 +191,7 @@ macro_rules! queue_suite {
             queue::crashed_worker_item_is_reclaimed_with_greater_token,
             queue::failures_retry_with_backoff_then_discard,
             queue::store_refuses_claims_it_must,
+            queue::entry_moves_in_one_request,
             queue::bad_queue_input_is_rejected,
             queue::claims_are_exclusive_under_contention,
             queue_scale::claim_passes_skip_tombstones,

@@ -235,7 +235,9 @@ pub async fn bad_queue_input_is_rejected(b: &dyn Backend) {
 }
 
 mod exclusive;
+mod index_moves;
 mod lost_answers;
 
 pub use exclusive::claims_are_exclusive_under_contention;
+pub use index_moves::entry_moves_in_one_request;
 pub use lost_answers::{lost_answers_are_resolved, store_refuses_claims_it_must};

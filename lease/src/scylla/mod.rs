@@ -25,7 +25,7 @@ use tracing::{debug, instrument};
 pub use errors::classify;
 pub use schema::{Replication, SchemaError, ScyllaOptions};
 pub(crate) use statement::read_routing;
-pub use statement::{Kind, LwtRouting, LwtRow, lwt_batch, prepare};
+pub use statement::{Kind, LwtRouting, LwtRow, lwt_batch, plain_batch, prepare};
 pub use tablets::{PROBE_KEY, check_lwt_support};
 
 use crate::error::StoreError;

@@ -132,6 +132,25 @@ pub fn lwt_batch(
     batch
 }
 
+/// An unlogged batch of plain writes to one partition (atomic and isolated there, with no
+/// batch log), with the settings of plain statements: each carries its own client
+/// timestamp, so the batch is idempotent and may be retried.
+pub fn plain_batch(
+    session: &Session,
+    options: &ScyllaOptions,
+    statements: impl IntoIterator<Item = PreparedStatement>,
+) -> Batch {
+    let mut batch = Batch::new(BatchType::Unlogged);
+    for statement in statements {
+        batch.append_statement(statement);
+    }
+    batch.set_consistency(options.consistency);
+    batch.set_is_idempotent(true);
+    batch.set_load_balancing_policy(Some(read_routing(session)));
+    batch.set_request_timeout(options.request_timeout);
+    batch
+}
+
 /// The policy of reads: the session's own, with coordinators that just left a request
 /// unanswered moved after the others of their data centre (see [`super::suspects`]).
 pub(crate) fn read_routing(session: &Session) -> Arc<dyn LoadBalancingPolicy> {

@@ -97,3 +97,42 @@ async fn an_old_requeue_entry_goes_only_after_its_row_is_sealed() {
     assert_eq!(dead.len(), 1, "still a dead letter: {dead:?}");
     assert_eq!(dead[0].id, id);
 }
+
+/// One claim of a fresh item by a queue whose clock reads `into_bucket` µs past a bucket's
+/// start: the plain write requests the claim sent, and the live entries after it.
+async fn one_claim(into_bucket: i64) -> (u64, Vec<IndexEntry>) {
+    let store = Arc::new(MemoryQueueStore::new());
+    let config = QueueConfig::default();
+    let width = config.bucket_micros();
+    let now = crate::clock::now_micros();
+    let offset = (now / width + 1) * width + into_bucket - now;
+    let queue = WorkQueue::new(store.clone(), "moves", config)
+        .unwrap()
+        .with_clock(WallClock::skewed(offset));
+    queue.enqueue("x").await.unwrap();
+    let before = store.counts().plain_writes;
+    let job = queue.claim("w").await.unwrap().expect("the item");
+    // Room for a removal left to a spawned task.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let writes = store.counts().plain_writes - before;
+    let live = queue.live_entries().await.unwrap();
+    job.complete().await.unwrap();
+    (writes, live)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_moves_its_entry_in_one_write_within_a_bucket() {
+    // Early in a bucket: the check entry (15 s ahead) shares it with the enqueue's entry.
+    let (same, live) = one_claim(1_000_000).await;
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].kind, EntryKind::Check);
+    // Late in a bucket: the check entry falls in the next one, so place then remove.
+    let (across, live) = one_claim(QueueConfig::default().bucket_micros() - 3_000_000).await;
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0].kind, EntryKind::Check);
+    assert_eq!(
+        across,
+        same + 1,
+        "one request fewer when the move stays in its bucket"
+    );
+}

@@ -259,6 +259,19 @@ impl QueueStore for BakeryStore {
         self.inner.put_entry(&index_name(queue), entry, ts).await
     }
 
+    async fn move_entry(
+        &self,
+        queue: &str,
+        new: &IndexEntry,
+        old_seq: &str,
+        ts: i64,
+        delete_ts: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .move_entry(&index_name(queue), new, old_seq, ts, delete_ts)
+            .await
+    }
+
     async fn delete_entry(
         &self,
         queue: &str,

@@ -22,7 +22,8 @@ pub struct StoreCounts {
     pub index_scans: u64,
     /// Cursor and dead-letter reads.
     pub other_reads: u64,
-    /// Plain writes and deletes (index, cursor, dead letters).
+    /// Plain write requests (index, cursor, dead letters; an entry's move, one batch on
+    /// CQL, is one).
     pub plain_writes: u64,
     /// Deleted index rows passed over by scans (Cassandra's "tombstone cells read").
     pub tombstones_scanned: u64,

@@ -253,6 +253,29 @@ impl QueueStore for MemoryQueueStore {
         .await
     }
 
+    #[instrument(level = "debug", skip(self, new), fields(seq = %new.seq))]
+    async fn move_entry(
+        &self,
+        queue: &str,
+        new: &IndexEntry,
+        old_seq: &str,
+        ts: i64,
+        delete_ts: i64,
+    ) -> Result<bool, StoreError> {
+        // One call: a fault hits both writes or neither, as on a single-partition batch.
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.plain_writes += 1;
+            let bucket = tables
+                .index
+                .entry((queue.to_owned(), new.bucket))
+                .or_default();
+            write(bucket, new.seq.clone(), Some(new.clone()), ts);
+            write(bucket, old_seq.to_owned(), None, delete_ts);
+            true
+        })
+        .await
+    }
+
     #[instrument(level = "debug", skip(self))]
     async fn delete_entry(
         &self,

@@ -284,6 +284,32 @@ impl QueueStore for ScyllaQueueStore {
         self.write(&self.s.put_entry, values).await
     }
 
+    #[instrument(level = "debug", skip(self, new), fields(seq = %new.seq))]
+    async fn move_entry(
+        &self,
+        queue: &str,
+        new: &IndexEntry,
+        old_seq: &str,
+        ts: i64,
+        delete_ts: i64,
+    ) -> Result<bool, StoreError> {
+        let part = index_part(queue, new.bucket);
+        let put = (
+            &part,
+            &new.seq,
+            new.id.as_str(),
+            new.kind.as_str(),
+            new.immediate,
+            new.attempt,
+            ts,
+        );
+        self.session
+            .batch(&self.s.move_entry, (put, (delete_ts, &part, old_seq)))
+            .await
+            .map_err(|e| classify(e, true))?;
+        Ok(true)
+    }
+
     #[instrument(level = "debug", skip(self))]
     async fn delete_entry(
         &self,

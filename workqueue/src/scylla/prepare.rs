@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use cql_lease::scylla::{
-    Kind, PROBE_KEY, SchemaError, ScyllaOptions, check_lwt_support, lwt_batch, prepare,
+    Kind, PROBE_KEY, SchemaError, ScyllaOptions, check_lwt_support, lwt_batch, plain_batch, prepare,
 };
 use scylla::client::session::Session;
 use scylla::statement::batch::Batch;
@@ -43,6 +43,7 @@ pub(super) struct Statements {
     pub(super) peek: PreparedStatement,
     pub(super) put_entry: PreparedStatement,
     pub(super) delete_entry: PreparedStatement,
+    pub(super) move_entry: Batch,
     pub(super) scan_index: PreparedStatement,
     pub(super) read_cursor: PreparedStatement,
     pub(super) advance_cursor: PreparedStatement,
@@ -145,6 +146,13 @@ impl ScyllaQueueStore {
         // Plain writes carry explicit client timestamps, so sending one twice is harmless:
         // they take the idempotent settings of a plain read.
         let plain = Kind::Read;
+        let put_entry = p(cql::PUT_ENTRY, plain).await?;
+        let delete_entry = p(cql::DELETE_ENTRY, plain).await?;
+        let move_entry = plain_batch(
+            &session,
+            &options,
+            [put_entry.clone(), delete_entry.clone()],
+        );
         let s = Statements {
             enqueue: p(cql::ENQUEUE, Kind::Lwt).await?,
             revive: p(cql::REVIVE, Kind::Lwt).await?,
@@ -160,8 +168,9 @@ impl ScyllaQueueStore {
             seal_discarded: p(cql::SEAL_DISCARDED, Kind::Lwt).await?,
             read,
             peek: p(cql::READ, Kind::Read).await?,
-            put_entry: p(cql::PUT_ENTRY, plain).await?,
-            delete_entry: p(cql::DELETE_ENTRY, plain).await?,
+            put_entry,
+            delete_entry,
+            move_entry,
             scan_index: p(cql::SCAN_INDEX, Kind::Read).await?,
             read_cursor: p(cql::READ_CURSOR, Kind::Read).await?,
             advance_cursor: p(cql::ADVANCE_CURSOR, plain).await?,
