@@ -133,10 +133,9 @@ fn key_of(name: &str, id: &ItemId) -> ItemKey {
     }
 }
 
-/// A discarded item with a requeue's run entry (attempt = the row's) left behind by a
-/// `requeue_dead` given up as of unknown outcome (its LWT never reached a replica), and no
-/// scan since. Returns the item's id and the token its only claim had.
-async fn dead_letter_with_a_given_up_requeue(
+/// A dead letter of `name`: `item` enqueued, claimed once and discarded. Returns its id and
+/// the token of that claim.
+async fn discarded_once(
     b: &MemoryBackend,
     name: &str,
     config: QueueConfig,
@@ -152,6 +151,19 @@ async fn dead_letter_with_a_given_up_requeue(
     let job = claim_within(&worker, "w", 10).await.expect("the job");
     let token = job.attempt();
     job.discard("poison").await.expect("discard");
+    (id, token)
+}
+
+/// A discarded item with a requeue's run entry (attempt = the row's) left behind by a
+/// `requeue_dead` given up as of unknown outcome (its LWT never reached a replica), and no
+/// scan since. Returns the item's id and the token its only claim had.
+async fn dead_letter_with_a_given_up_requeue(
+    b: &MemoryBackend,
+    name: &str,
+    config: QueueConfig,
+    item: NewItem,
+) -> (ItemId, i32) {
+    let (id, token) = discarded_once(b, name, config, item).await;
     let lost = Tweaked {
         lost_requeues: true,
         ..Tweaked::over(b)

@@ -13,20 +13,12 @@ use integration_tests::conformance::queue::{queue_config, queue_with};
 use integration_tests::tweaked::Tweaked;
 
 use super::plain_items::SlowWrites;
-use super::{available_is_findable, bakery_backend, claim_within, key_of, row_of};
+use super::{available_is_findable, bakery_backend, claim_within, discarded_once, key_of, row_of};
 
 /// A dead letter of `name`: an item claimed once (token 1) and discarded.
 async fn dead_letter(b: &MemoryBackend, name: &str, config: QueueConfig, item: NewItem) -> ItemId {
-    let worker = queue_with(b, name, config);
-    let id = worker
-        .enqueue_item(item)
-        .await
-        .expect("enqueue")
-        .id()
-        .clone();
-    let job = claim_within(&worker, "w", 10).await.expect("the job");
-    assert_eq!(job.attempt(), 1);
-    job.discard("poison").await.expect("discard");
+    let (id, token) = discarded_once(b, name, config, item).await;
+    assert_eq!(token, 1);
     id
 }
 

@@ -272,16 +272,9 @@ impl QueueStore for ScyllaQueueStore {
 
     #[instrument(level = "debug", skip(self, entry), fields(seq = %entry.seq))]
     async fn put_entry(&self, queue: &str, entry: &IndexEntry, ts: i64) -> Result<(), StoreError> {
-        let values = (
-            index_part(queue, entry.bucket),
-            &entry.seq,
-            entry.id.as_str(),
-            entry.kind.as_str(),
-            entry.immediate,
-            entry.attempt,
-            ts,
-        );
-        self.write(&self.s.put_entry, values).await
+        let part = index_part(queue, entry.bucket);
+        self.write(&self.s.put_entry, entry_values(&part, entry, ts))
+            .await
     }
 
     #[instrument(level = "debug", skip(self, new), fields(seq = %new.seq))]
@@ -294,15 +287,7 @@ impl QueueStore for ScyllaQueueStore {
         delete_ts: i64,
     ) -> Result<bool, StoreError> {
         let part = index_part(queue, new.bucket);
-        let put = (
-            &part,
-            &new.seq,
-            new.id.as_str(),
-            new.kind.as_str(),
-            new.immediate,
-            new.attempt,
-            ts,
-        );
+        let put = entry_values(&part, new, ts);
         self.session
             .batch(&self.s.move_entry, (put, (delete_ts, &part, old_seq)))
             .await
@@ -407,4 +392,21 @@ impl QueueStore for ScyllaQueueStore {
             .map_err(|e| classify(e, false))?;
         rows::ids(result)
     }
+}
+
+/// The bound values of [`cql::PUT_ENTRY`] for `entry` in index partition `part`.
+fn entry_values<'a>(
+    part: &'a str,
+    entry: &'a IndexEntry,
+    ts: i64,
+) -> (&'a str, &'a str, &'a str, &'static str, bool, i32, i64) {
+    (
+        part,
+        &entry.seq,
+        entry.id.as_str(),
+        entry.kind.as_str(),
+        entry.immediate,
+        entry.attempt,
+        ts,
+    )
 }
