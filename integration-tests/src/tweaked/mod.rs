@@ -80,6 +80,13 @@ pub struct Tweaked {
     pub slow_first_revival_entry: Option<Duration>,
     /// Its reads (rows, index, cursor, buckets, dead letters) are timed here.
     pub time_reads: Option<ReadTimes>,
+    /// Index moves ([`QueueStore::move_entry`]) pass to the inner store (off: the trait's
+    /// default, `Ok(false)`, so the queue moves an entry in two steps).
+    pub forward_moves: bool,
+    /// Its index moves reach the inner store and apply, and their answers are lost
+    /// ("unknown") this much later (within the request timeout): a batch whose coordinator
+    /// timed out although its writes landed. Implies `forward_moves`.
+    pub moves_answer_lost_after: Option<Duration>,
     /// When each revive LWT was sent.
     pub revives_sent: Mutex<Vec<Instant>>,
     /// What the quirks have counted so far.
@@ -121,6 +128,8 @@ impl Tweaked {
             enqueues_fail_until: None,
             slow_first_revival_entry: None,
             time_reads: None,
+            forward_moves: false,
+            moves_answer_lost_after: None,
             revives_sent: Mutex::default(),
             counters: Counters::default(),
         }

@@ -248,6 +248,26 @@ impl QueueStore for Tweaked {
         }
         self.inner.put_entry(q, e, ts).await
     }
+    async fn move_entry(
+        &self,
+        q: &str,
+        new: &IndexEntry,
+        old_seq: &str,
+        ts: i64,
+        delete_ts: i64,
+    ) -> Result<bool, StoreError> {
+        if let Some(delay) = self.moves_answer_lost_after {
+            self.inner
+                .move_entry(q, new, old_seq, ts, delete_ts)
+                .await?;
+            tokio::time::sleep(delay).await;
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
+        if self.forward_moves {
+            return self.inner.move_entry(q, new, old_seq, ts, delete_ts).await;
+        }
+        Ok(false)
+    }
     async fn delete_entry(&self, q: &str, b: i64, s: &str, ts: i64) -> Result<(), StoreError> {
         if self.fail_deletes {
             return Err(StoreError::Unavailable("replicas unreachable".into()));

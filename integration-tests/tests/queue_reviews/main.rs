@@ -24,6 +24,7 @@ mod review5_paused;
 mod review5_upkeep;
 mod review6;
 mod review7;
+mod review8;
 
 /// The embedded store in the bakery claim mode, and the suite's queue config in that mode.
 fn bakery_backend() -> (MemoryBackend, QueueConfig) {

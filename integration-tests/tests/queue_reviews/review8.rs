@@ -1,0 +1,165 @@
+//! Review 8 of the work queue: the review-7 fixes (dead-letter read-backs told apart by
+//! `requeued_at`, an enqueue whose revival answer was lost) and `QueueStore::move_entry` (a
+//! claim's check entry takes the place of the entry its item was found by, in one request).
+//! Each test is a finding that fails on the code it was written against, for the reason
+//! given in its doc comment.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cql_workqueue::{JobState, NewItem, QueueConfig, QueueError, WorkQueue};
+use integration_tests::backend::MemoryBackend;
+use integration_tests::conformance::queue::{queue_config, queue_with};
+use integration_tests::tweaked::Tweaked;
+
+use super::{bakery_backend, claim_within, key_of};
+
+/// The suite's config with hour-wide buckets, so that an entry at the enqueue time and the
+/// claim's check entry (one claim TTL later) share a bucket and the claim moves its entry
+/// in one request (`place_instead`), whatever the wall clock reads when the test runs.
+fn one_bucket_config() -> QueueConfig {
+    QueueConfig {
+        bucket_width: Duration::from_secs(3600),
+        ..queue_config()
+    }
+}
+
+/// An item of queue `name`, enqueued and seen by no scanner yet, and a claimer over a store
+/// whose index moves apply and whose answers are lost `after` that long.
+async fn item_and_claimer(
+    b: &MemoryBackend,
+    name: &str,
+    after: Duration,
+    config: QueueConfig,
+) -> (cql_workqueue::ItemKey, WorkQueue) {
+    let producer = queue_with(b, name, config);
+    let id = producer
+        .enqueue_item(NewItem::text("x"))
+        .await
+        .expect("enqueue")
+        .id()
+        .clone();
+    let lost = Tweaked {
+        moves_answer_lost_after: Some(after),
+        ..Tweaked::over(b)
+    };
+    let claimer = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
+    (key_of(name, &id), claimer)
+}
+
+/// The item is available again (its claim undone), and another process
+/// that starts looking now must find it well within one claim TTL (2 s here; 15 s with the
+/// defaults), as it did when a claim placed its check entry and then removed the old one.
+async fn undone_and_found_at_once(
+    b: &MemoryBackend,
+    name: &str,
+    key: &cql_workqueue::ItemKey,
+    config: QueueConfig,
+) {
+    // The guard's undo runs in a spawned task.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let other = queue_with(b, name, config);
+    let row = other.store().read(key).await.expect("read").expect("row");
+    assert_eq!(row.state, JobState::Available, "{row:?}");
+    assert!(row.claim.is_none(), "the claim is undone: {row:?}");
+    let found = claim_within(&other, "w2", 8).await;
+    assert_eq!(
+        found.as_ref().map(|j| j.id()),
+        Some(&key.id),
+        "the undone item is available, but its only index entry is the undone claim's check \
+         entry, due one claim TTL from the claim: nobody can find it until then"
+    );
+}
+
+/// LIVENESS (LWT and bakery modes, 669d73d): a claim whose index move (`move_entry`, the
+/// unlogged batch of the check entry's INSERT and the found entry's DELETE) applied but
+/// whose answer was lost fails with a store error; its guard undoes the claim (state and
+/// attempt restored), but the entry the item was found by is gone with the move, so the
+/// available item's only entry is the undone claim's check entry, at the claim's expiry. No
+/// process finds the item for a whole claim TTL (15 s by default) after an error that spent
+/// nothing. Before 669d73d the check entry was placed first and the found entry removed
+/// only after the claim was delivered: a failed or lost placement left the found entry, and
+/// the comment above the move still says "On failure ... the old entry stays". (The failing
+/// claimer itself puts the entry back in its buffer and retries it, so only other processes
+/// are blind; see the next finding for a claimer that is not given that chance.)
+///
+/// Interleaving: item X enqueued (run entry E, same bucket as any check entry).
+/// 1. P claims X: the claim LWT wins (attempt 1);
+/// 2. P sends move(E -> C at now + ttl): it applies, its answer is lost ("unknown");
+/// 3. `claim` returns `Err(Store "move index entry")`, the guard undoes the claim: X is
+///    available, attempt 0, and its only entry is C;
+/// 4. Q starts claiming: its scans read up to its clock; C is not due for 2 s: nothing.
+///
+/// Suggested fix: on an error (or unknown outcome) of the move, put the found entry back
+/// (a plain `place(entry)` with a later client timestamp than the move's delete, as the
+/// too-late path already does), and do the same from the guard's undo when the claim future
+/// is dropped; or keep two steps for claims (place the check entry, remove the found entry
+/// only once the claim is delivered) and use the batch only for index upkeep's moves.
+#[tokio::test(start_paused = true)]
+async fn finding_claim_whose_move_answer_was_lost_hides_the_undone_item_for_a_claim_ttl() {
+    let b = MemoryBackend::new();
+    let name = "move-answer-lost";
+    let config = one_bucket_config();
+    let (key, claimer) = item_and_claimer(&b, name, Duration::from_millis(250), config).await;
+    let outcome = claimer.claim("w1").await;
+    assert!(
+        matches!(outcome, Err(QueueError::Store { .. })),
+        "the claim must fail on the lost move answer: {:?}",
+        outcome.map(|j| j.map(|j| j.id().clone()))
+    );
+    undone_and_found_at_once(&b, name, &key, config).await;
+}
+
+/// LIVENESS (bakery mode, 669d73d): the previous finding in the LWT-free claim mode, whose
+/// store forwards `move_entry` to the store under it: a claim whose move applied and whose
+/// answer was lost is undone, and the item is unseen for a claim TTL.
+#[tokio::test(start_paused = true)]
+async fn finding_bakery_claim_whose_move_answer_was_lost_hides_the_undone_item_for_a_claim_ttl() {
+    let (b, config) = bakery_backend();
+    let config = QueueConfig {
+        bucket_width: one_bucket_config().bucket_width,
+        ..config
+    };
+    let name = "move-answer-lost-bakery";
+    let (key, claimer) = item_and_claimer(&b, name, Duration::from_millis(250), config).await;
+    let outcome = claimer.claim("w1").await;
+    assert!(
+        matches!(outcome, Err(QueueError::Store { .. })),
+        "the claim must fail on the lost move answer: {:?}",
+        outcome.map(|j| j.map(|j| j.id().clone()))
+    );
+    undone_and_found_at_once(&b, name, &key, config).await;
+}
+
+/// LIVENESS (cancellation, 669d73d): a `claim` future dropped while its index move is on
+/// its way (sent, and applied: a request cannot be called back) is undone by its guard, as
+/// `claim`'s `# Cancel safety` promises ("the claim is undone ... so no attempt is spent"),
+/// but the entry its item was found by went with the move, and the dropped claimer does not
+/// put it back in its buffer either: the available item has no entry anyone reads before the
+/// undone claim's check entry comes due, one claim TTL later. A `tokio::time::timeout`
+/// around `claim`, or a `select!` with a shutdown signal, is enough. Before 669d73d a drop at
+/// this point left the found entry in the index.
+///
+/// Interleaving: item X enqueued (run entry E).
+/// 1. P's `claim` wins X's claim LWT, sends move(E -> C at now + ttl), which applies;
+/// 2. P's caller drops the `claim` future (a 100 ms timeout) before the answer comes;
+/// 3. the guard undoes the claim: X available, attempt 0, only entry C;
+/// 4. Q (and P) find nothing until C is due.
+///
+/// Suggested fix: as for the lost answer, but from the guard's undo, which is all that runs
+/// after a drop: once the claim is given back, place a run entry at the clock (as
+/// `Job::undeliver` does through `after_finish`), or put the found entry back, whenever a
+/// move may have been sent (e.g. `ClaimTarget` told so through its `index` field).
+#[tokio::test(start_paused = true)]
+async fn finding_claim_dropped_during_its_move_hides_the_undone_item_for_a_claim_ttl() {
+    let b = MemoryBackend::new();
+    let name = "move-dropped";
+    let config = one_bucket_config();
+    let (key, claimer) = item_and_claimer(&b, name, Duration::from_secs(1), config).await;
+    let outcome = tokio::time::timeout(Duration::from_millis(100), claimer.claim("w1")).await;
+    assert!(
+        outcome.is_err(),
+        "the claim must still wait for its move's answer"
+    );
+    undone_and_found_at_once(&b, name, &key, config).await;
+}
