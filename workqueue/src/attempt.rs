@@ -156,9 +156,13 @@ impl WorkQueue {
                 attempt: seen_attempt,
             },
             index: None,
+            moved: std::sync::Mutex::default(),
             orphans: Arc::clone(&self.dispatcher.orphans),
         });
-        let guard = AttemptGuard::new(target, timing);
+        let guard = AttemptGuard::new(
+            Arc::clone(&target) as Arc<dyn cql_lease::hold::Holdable>,
+            timing,
+        );
         self.dispatcher
             .claim_attempts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -232,19 +236,22 @@ impl WorkQueue {
             }
         };
         debug!(id = %key.id, "claimed");
-        // The claim's check entry goes in before the entry it was found by goes out, so the
-        // item stays findable after the claim lapses. On failure the guard undoes the claim
-        // and the old entry stays.
-        // In one write with the old entry's removal when they share a bucket.
+        // The claim's check entry goes in before the entry it was found by goes out (in one
+        // write when they share a bucket), so the item stays findable after the claim
+        // lapses. On failure, a drop or a late answer the guard undoes the claim; if the old
+        // entry may be gone by then, the undo puts a run entry in the check entry's place.
         let check = self.check_entry(&key.id, seen_attempt + 1);
+        if let Ok(mut moved) = target.moved.lock() {
+            *moved = Some((self.clone(), check.clone()));
+        }
         let moved = self.place_instead(entry, &check).await?;
+        if !moved && let Ok(mut kept) = target.moved.lock() {
+            // Two steps: the old entry stays until delivery.
+            kept.take();
+        }
         if tokio::time::Instant::now() >= sent_at + self.config.claim.validity() {
-            // Too late by now: the guard undoes it; the check entry brings the item back,
-            // and the entry it was found by, put back, sooner.
+            // Too late by now: the guard undoes it (and the item's entry with it).
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
-            if moved && let Err(error) = self.place(entry).await {
-                warn!(id = %key.id, %error, "could not put the entry back; the check entry stays");
-            }
             return Ok(Tried::Skipped);
         }
         guard.disarm();

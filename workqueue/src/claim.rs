@@ -36,6 +36,10 @@ pub(crate) struct ClaimTarget {
     pub hand_back: HandBack,
     /// The queue and the claim's check entry, for index upkeep after a hand-back.
     pub index: Option<(WorkQueue, IndexEntry)>,
+    /// An undelivered claim's check entry, set before it may take the place of the entry
+    /// the item was found by: an undo that applies turns it back into a run entry at once,
+    /// or the item would wait for the check entry (one claim TTL).
+    pub moved: std::sync::Mutex<Option<(WorkQueue, IndexEntry)>>,
     /// This process's abandoned claims: an orphaned claim is remembered there, so a claimer
     /// that finds it holding the item hands it back at once.
     pub orphans: Arc<Orphans>,
@@ -103,6 +107,19 @@ impl Holdable for ClaimTarget {
                 error: None,
             };
             queue.after_finish(check, check.attempt, Some(to)).await;
+        }
+        if let (HandBack::Undelivered { attempt, .. }, CasOutcome::Applied) =
+            (self.hand_back, &outcome)
+        {
+            let moved = self.moved.lock().ok().and_then(|mut moved| moved.take());
+            if let Some((queue, check)) = moved {
+                let to = Reschedule {
+                    state: JobState::Available,
+                    run_at: queue.now(),
+                    error: None,
+                };
+                queue.after_finish(&check, attempt, Some(to)).await;
+            }
         }
         Ok(outcome)
     }

@@ -78,6 +78,7 @@ impl Job {
             ttl: queue.config.claim.store_ttl(),
             hand_back: HandBack::Delivered,
             index: Some((queue.clone(), check.clone())),
+            moved: std::sync::Mutex::default(),
             orphans: Arc::clone(&queue.dispatcher.orphans),
         });
         let target = Arc::new(JobClaim {
@@ -92,6 +93,7 @@ impl Job {
                     attempt: attempt - 1,
                 },
                 index: None,
+                moved: std::sync::Mutex::default(),
                 orphans: Arc::clone(&claim.orphans),
             },
             delivery: AtomicU8::new(parked::UNDELIVERED),

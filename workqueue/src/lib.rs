@@ -28,7 +28,8 @@
 //! # Why no item becomes invisible
 //!
 //! 1. An item that is not done always has an index entry: entries are placed before the row
-//!    is written (enqueue) and every change places the new entry before removing the old.
+//!    is written (enqueue) and every change places the new entry before removing the old
+//!    (or both at once, in one single-partition batch, when they share a bucket).
 //!    A claimer that crashes between steps leaves the older entry, and whoever finds it
 //!    repairs the item's entry from the row's state.
 //! 2. The cursor never passes a live entry: a scanner moves it to at most the first live

@@ -25,7 +25,11 @@ pub(super) fn prepare(shared: &Shared, frame: &RequestFrame) -> Result<Answer, D
         result,
     } = lock(&shared.engine)?.bind_specs(&statement)?;
     let id = statement_id(&text);
-    lock(&shared.prepared)?.insert(id.clone(), (text, statement.clone()));
+    let shared_form = (
+        std::sync::Arc::from(text.as_str()),
+        std::sync::Arc::new(statement.clone()),
+    );
+    lock(&shared.prepared)?.insert(id.clone(), shared_form);
     let mut out = 4i32.to_be_bytes().to_vec();
     out.extend_from_slice(&(id.len() as u16).to_be_bytes());
     out.extend_from_slice(&id);

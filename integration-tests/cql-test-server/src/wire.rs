@@ -27,12 +27,16 @@ pub enum Reaction {
     ApplyThenBreak,
 }
 
+/// A prepared statement's text and parsed form.
+pub(super) type Prepared = (std::sync::Arc<str>, std::sync::Arc<Statement>);
+
 /// State shared by every rule of one server.
 #[derive(Debug)]
 pub struct Shared {
     /// The data.
     pub engine: Mutex<Engine>,
-    pub(super) prepared: Mutex<HashMap<Vec<u8>, (String, Statement)>>,
+    /// Prepared statements by id: their text and parsed form, shared by every execution.
+    pub(super) prepared: Mutex<HashMap<Vec<u8>, Prepared>>,
     strict: bool,
     registry: Mutex<Registry>,
     calls: Mutex<HashMap<String, u64>>,

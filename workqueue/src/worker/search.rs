@@ -79,7 +79,8 @@ impl Search {
     /// workspace's one polling policy) while the queue is empty, then parks it. Gives up,
     /// claiming nothing more, once the worker shuts down or nobody waits for the answer
     /// (`gone`); a claim in progress then is completed and undone rather than dropped, so
-    /// its item keeps its attempt number and its index entry.
+    /// its item keeps its attempt number and an index entry (the undo puts a run entry back
+    /// if the claim's check entry had already taken the old one's place).
     async fn run(self, found: oneshot::Sender<()>, slot: Arc<Slot>, gone: CancellationToken) {
         let retry_interval = self.queue.config().claim.retry_interval;
         let mut delays = jittered(retry_interval);

@@ -2,13 +2,15 @@
 //! one, or a batch) and their parameters, checked, counted, and executed on the engine as
 //! the rule's reaction says.
 
+use std::sync::Arc;
+
 use scylla_cql::frame::protocol_features::ProtocolFeatures;
 use scylla_cql::frame::request::RequestV2;
 use scylla_cql::frame::response::error::DbError;
 use scylla_cql::frame::types::RawValue;
 use scylla_proxy::RequestFrame;
 
-use super::{Answer, Reaction, Shared, lock};
+use super::{Answer, Prepared, Reaction, Shared, lock};
 use crate::consistency::check_consistency;
 use crate::engine::DbErr;
 use crate::exec::{Outcome, Request};
@@ -18,7 +20,7 @@ use crate::registry::statement_id;
 use crate::stats::ConsistencyUse;
 
 /// A statement of a request: its id, text, parsed form and bound values.
-type Resolved = (Vec<u8>, String, Statement, Vec<Option<Vec<u8>>>);
+type Resolved = (Vec<u8>, Arc<str>, Arc<Statement>, Vec<Option<Vec<u8>>>);
 
 fn bound(values: &scylla_cql::serialize::row::SerializedValues) -> Vec<Option<Vec<u8>>> {
     values
@@ -42,7 +44,7 @@ pub(super) fn run(
             error: DbError::ProtocolError,
             message: e.to_string(),
         })?;
-    let lookup = |id: &[u8]| -> Result<(Vec<u8>, String, Statement), DbErr> {
+    let lookup = |id: &[u8]| -> Result<(Vec<u8>, Prepared), DbErr> {
         let prepared = lock(&shared.prepared)?;
         let (text, statement) = prepared.get(id).ok_or_else(|| DbErr {
             error: DbError::Unprepared {
@@ -50,32 +52,37 @@ pub(super) fn run(
             },
             message: "unknown prepared statement".into(),
         })?;
-        Ok((id.to_vec(), text.clone(), statement.clone()))
+        Ok((id.to_vec(), (Arc::clone(text), Arc::clone(statement))))
     };
     *lock(&shared.per_node)?.entry(node).or_default() += 1;
-    let mut statements: Vec<Resolved> = Vec::new();
     let is_batch = matches!(request, RequestV2::Batch(_));
+    let mut statements: Vec<Resolved> = match &request {
+        RequestV2::Batch(b) => Vec::with_capacity(b.statements.len()),
+        _ => Vec::with_capacity(1),
+    };
     match &request {
         RequestV2::Query(q) => {
             let statement = shared.parse_known(&q.contents)?;
             statements.push((
                 statement_id(&q.contents),
-                q.contents.to_string(),
-                statement,
+                Arc::from(q.contents.as_ref()),
+                Arc::new(statement),
                 bound(&q.parameters.values),
             ));
         }
         RequestV2::Execute(e) => {
-            let (id, text, statement) = lookup(e.id.as_ref())?;
+            let (id, (text, statement)) = lookup(e.id.as_ref())?;
             statements.push((id, text, statement, bound(&e.parameters.values)));
         }
         RequestV2::Batch(b) => {
             for (s, values) in b.statements.iter().zip(b.values.iter()) {
-                let (id, text, statement) = match s {
+                let (id, (text, statement)) = match s {
                     scylla_cql::frame::request::batch::BatchStatement::Query { text } => (
                         statement_id(text),
-                        text.to_string(),
-                        shared.parse_known(text)?,
+                        (
+                            Arc::from(text.as_ref()),
+                            Arc::new(shared.parse_known(text)?),
+                        ),
                     ),
                     scylla_cql::frame::request::batch::BatchStatement::Prepared { id } => {
                         lookup(id)?
@@ -111,23 +118,31 @@ pub(super) fn run(
     };
     if let Some((id, text, ..)) = statements.first() {
         shared.count(id, text);
-        context.text = text.clone();
+        context.text = text.to_string();
         lock(&shared.consistencies)?.push(ConsistencyUse {
-            statement: text.clone(),
+            statement: text.to_string(),
             consistency,
             serial,
         });
     }
-    let parsed: Vec<&Statement> = statements.iter().map(|(_, _, s, _)| s).collect();
+    let parsed: Vec<&Statement> = statements.iter().map(|(_, _, s, _)| s.as_ref()).collect();
     check_consistency(&parsed, consistency)?;
     let execute = || -> Result<Outcome, DbErr> {
+        {
+            // Each text once; cloned only the first time.
+            let mut executed = lock(&shared.executed)?;
+            for (_, text, ..) in &statements {
+                if !executed.contains(text.as_ref()) {
+                    executed.insert(text.to_string());
+                }
+            }
+        }
         let mut engine = lock(&shared.engine)?;
         engine.node = node;
-        lock(&shared.executed)?.extend(statements.iter().map(|(_, text, ..)| text.clone()));
         if is_batch {
             let refs: Vec<(&Statement, &[Option<Vec<u8>>])> = statements
                 .iter()
-                .map(|(_, _, s, b)| (s, b.as_slice()))
+                .map(|(_, _, s, b)| (s.as_ref(), b.as_slice()))
                 .collect();
             engine.batch(&refs, true, &context)
         } else {
