@@ -133,7 +133,7 @@ pub const QUEUE: &[(&str, &str)] = &[
     ),
     (
         "queue.reschedule",
-        "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE key = ? IF state = 'discarded'",
+        "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE key = ? IF state = 'discarded' AND attempt = ?",
     ),
     (
         "queue.read",

@@ -185,15 +185,7 @@ impl WorkQueue {
             Ok(false) => {
                 self.remove(&run).await;
                 let now = self.store.read(&key).await.map_err(store_error("read"))?;
-                // Only a seal raises a dead letter's attempt and nothing else: a requeue
-                // (then a claim) would have moved `requeued_at`.
-                let sealed = |c: &StoredItem| {
-                    c.state == JobState::Discarded
-                        && c.attempt > attempt
-                        && c.origin == origin
-                        && c.requeued_at == requeued_at
-                };
-                if now.as_ref().is_some_and(sealed) {
+                if now.is_some_and(|c| sealed_since(&c, attempt, &origin, requeued_at)) {
                     return Ok(None);
                 }
                 return Ok(Some(false));
@@ -228,11 +220,27 @@ impl WorkQueue {
     /// Dropped midway, the item is a dead letter or purged.
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn purge_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
+        // As for a requeue: a seal may raise the attempt number the purge is conditioned on.
+        for _ in 0..3 {
+            if let Some(purged) = self.purge_once(id).await? {
+                return Ok(purged);
+            }
+        }
+        Err(QueueError::Store {
+            operation: "purge",
+            source: cql_lease::StoreError::Unavailable(
+                "the dead letter's attempt number kept changing".into(),
+            ),
+        })
+    }
+
+    /// One try of [`Self::purge_dead`]; `None` when its condition was overtaken by a seal.
+    async fn purge_once(&self, id: &ItemId) -> Result<Option<bool>, QueueError> {
         let key = self.key(id.clone());
         let item = self.store.read(&key).await.map_err(store_error("read"))?;
         let Some(item) = item.filter(|i| i.state == JobState::Discarded) else {
             self.drop_stale_dead(id).await?;
-            return Ok(false);
+            return Ok(Some(false));
         };
         let (attempt, origin, requeued_at) = (item.attempt, item.origin, item.requeued_at);
         let retention = self.config.done_retention;
@@ -245,7 +253,7 @@ impl WorkQueue {
                 "purge",
                 &key,
                 |current| match current {
-                    Some(c) if c.state == JobState::Discarded => None,
+                    Some(c) if c.state == JobState::Discarded && c.attempt == attempt => None,
                     Some(c) => Some(
                         c.state == JobState::Done
                             && c.origin == origin
@@ -254,15 +262,21 @@ impl WorkQueue {
                     ),
                     None => Some(false),
                 },
-                || store.purge(&key, retention),
+                || store.purge(&key, retention, attempt),
             )
             .await?;
+        if !purged {
+            let now = self.store.read(&key).await.map_err(store_error("read"))?;
+            if now.is_some_and(|c| sealed_since(&c, attempt, &origin, requeued_at)) {
+                return Ok(None);
+            }
+        }
         // Purged, or no dead letter any more either way: its record goes.
         self.drop_stale_dead(id).await?;
         if purged {
             info!(%id, "dead letter purged");
         }
-        Ok(purged)
+        Ok(Some(purged))
     }
 
     /// Sends the LWT `send` until its outcome is settled: `Applied` is `true`; `NotApplied`
@@ -319,4 +333,14 @@ impl WorkQueue {
             Err(source) => Err(QueueError::Store { operation, source }),
         }
     }
+}
+
+/// Whether `current` is the dead letter read (at `attempt`, `origin`, `requeued_at`) with
+/// only its attempt number raised: only a seal does that (a requeue, then a claim, would
+/// have moved `requeued_at`).
+fn sealed_since(current: &StoredItem, attempt: i32, origin: &str, requeued_at: i32) -> bool {
+    current.state == JobState::Discarded
+        && current.attempt > attempt
+        && current.origin == origin
+        && current.requeued_at == requeued_at
 }

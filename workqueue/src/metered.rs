@@ -103,8 +103,19 @@ impl QueueStore for MeteredStore {
         timed(STORE, "requeue", call, applied).await
     }
 
-    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
-        timed(STORE, "purge", self.0.purge(key, retention), applied).await
+    async fn purge(
+        &self,
+        key: &ItemKey,
+        retention: Duration,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        timed(
+            STORE,
+            "purge",
+            self.0.purge(key, retention, attempt),
+            applied,
+        )
+        .await
     }
 
     async fn seal(&self, key: &ItemKey, seen: Seal<'_>) -> Result<CasOutcome, StoreError> {

@@ -155,8 +155,14 @@ pub trait QueueStore: Send + Sync + 'static {
         attempt: i32,
     ) -> Result<CasOutcome, StoreError>;
 
-    /// A discarded item becomes done, only if discarded.
-    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError>;
+    /// A discarded item becomes done, only if discarded with attempt number `attempt` (the
+    /// dead letter read, not a later one).
+    async fn purge(
+        &self,
+        key: &ItemKey,
+        retention: Duration,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError>;
 
     /// Fences off writes to an item still on their way, for index upkeep that is about to
     /// delete the item's last entry. [`Seal::Absent`]: writes an empty done row with origin

@@ -110,8 +110,13 @@ impl QueueStore for TimedQueueStore {
         bounded("requeue", Conditional, self.timeout, call).await
     }
 
-    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
-        let call = || self.inner.purge(key, retention);
+    async fn purge(
+        &self,
+        key: &ItemKey,
+        retention: Duration,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        let call = || self.inner.purge(key, retention, attempt);
         bounded("purge", Conditional, self.timeout, call).await
     }
 

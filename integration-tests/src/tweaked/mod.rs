@@ -70,6 +70,9 @@ pub struct Tweaked {
     /// Purge LWTs never reach a replica; their answers are "unknown" this much later
     /// (within the request timeout).
     pub purges_lost_after: Option<Duration>,
+    /// Purge LWTs answer "unknown" at once, and their Paxos round applies this much later
+    /// (a coordinator still retrying after the client gave up).
+    pub late_purges: Option<Duration>,
     /// Its first requeue LWT applies, and its answer is lost this much later (within the
     /// request timeout); later ones pass through.
     pub first_requeue_answer_lost_after: Option<Duration>,
@@ -124,6 +127,7 @@ impl Tweaked {
             lost_requeues: false,
             lost_purge_answers: false,
             purges_lost_after: None,
+            late_purges: None,
             first_requeue_answer_lost_after: None,
             enqueues_fail_until: None,
             slow_first_revival_entry: None,

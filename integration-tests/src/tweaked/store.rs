@@ -218,12 +218,20 @@ impl QueueStore for Tweaked {
         });
         Err(StoreError::Unknown("coordinator timed out".into()))
     }
-    async fn purge(&self, k: &ItemKey, r: Duration) -> Result<CasOutcome, StoreError> {
+    async fn purge(&self, k: &ItemKey, r: Duration, a: i32) -> Result<CasOutcome, StoreError> {
+        if let Some(delay) = self.late_purges {
+            let (inner, k) = (Arc::clone(&self.inner), k.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = inner.purge(&k, r, a).await;
+            });
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         if let Some(delay) = self.purges_lost_after {
             tokio::time::sleep(delay).await;
             return Err(StoreError::Unknown("coordinator timed out".into()));
         }
-        let outcome = self.inner.purge(k, r).await?;
+        let outcome = self.inner.purge(k, r, a).await?;
         if self.lost_purge_answers {
             tokio::time::sleep(Duration::from_millis(250)).await;
             return Err(StoreError::Unknown("coordinator timed out".into()));

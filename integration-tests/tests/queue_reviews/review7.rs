@@ -294,3 +294,44 @@ async fn requeue_overtaken_by_another_requeue_and_a_new_death_is_not_repeated() 
     let row = row_of(&b, &key_of(name, &id)).await;
     assert_eq!((row.state, row.attempt), (JobState::Discarded, 2));
 }
+
+/// A purge whose Paxos round outlives its caller (answered "unknown", still retried by its
+/// coordinator) must not purge a *later* dead letter of the same item: meanwhile the dead
+/// letter it read was requeued, ran, and died again. The purge is conditioned on the
+/// attempt number it read, as a requeue is.
+#[tokio::test(start_paused = true)]
+async fn late_purge_round_does_not_purge_a_later_dead_letter() {
+    let b = MemoryBackend::new();
+    let config = queue_config();
+    let name = "late-purge";
+    let id = dead_letter(&b, name, config, NewItem::text("x")).await;
+    let late = Tweaked {
+        late_purges: Some(Duration::from_secs(3)),
+        ..Tweaked::over(&b)
+    };
+    let p = WorkQueue::new(Arc::new(late), name, config).expect("queue");
+    let r = queue_with(&b, name, config);
+    let (purged, token) = tokio::join!(p.purge_dead(&id), async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(r.requeue_dead(&id).await.expect("requeue"), "requeued");
+        run_once(&b, name, config, &id, false).await
+    });
+    assert_eq!(token, 2);
+    assert!(
+        !matches!(purged, Ok(true)),
+        "purge_dead answered {purged:?}"
+    );
+    // Every late round has landed by now.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let row = row_of(&b, &key_of(name, &id)).await;
+    assert_eq!(
+        (row.state, row.attempt),
+        (JobState::Discarded, 2),
+        "the second dead letter was purged by the first one's late round"
+    );
+    let dead = queue_with(&b, name, config)
+        .dead_letters()
+        .await
+        .expect("list");
+    assert_eq!(dead.len(), 1, "{dead:?}");
+}

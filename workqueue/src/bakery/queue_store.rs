@@ -201,11 +201,16 @@ impl QueueStore for BakeryStore {
         Ok(CasOutcome::Applied)
     }
 
-    async fn purge(&self, key: &ItemKey, _retention: Duration) -> Result<CasOutcome, StoreError> {
+    async fn purge(
+        &self,
+        key: &ItemKey,
+        _retention: Duration,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
         let Some((mut item, seen)) = self.current(key, false).await? else {
             return Ok(CasOutcome::NotApplied);
         };
-        if item.state != JobState::Discarded {
+        if item.state != JobState::Discarded || item.attempt != attempt {
             return Ok(CasOutcome::NotApplied);
         }
         item.state = JobState::Done;

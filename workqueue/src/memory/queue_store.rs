@@ -207,11 +207,16 @@ impl QueueStore for MemoryQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
+    async fn purge(
+        &self,
+        key: &ItemKey,
+        retention: Duration,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
         self.lwt(
             QueueOp::Reschedule,
             key,
-            |row, _| row.item.state == JobState::Discarded,
+            |row, _| row.item.state == JobState::Discarded && row.item.attempt == attempt,
             |row, now| Self::done(row, now, retention),
         )
         .await

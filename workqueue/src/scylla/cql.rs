@@ -86,8 +86,9 @@ pub const UNCLAIM: &str =
 /// key, attempt.
 pub const REQUEUE: &str = "UPDATE {keyspace}.{table} SET state = 'available', run_at = ?, requeued_at = ? WHERE key = ? IF state = 'discarded' AND attempt = ?";
 
-/// Purges a dead letter. Binds: ttl, key.
-pub const PURGE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE key = ? IF state = 'discarded'";
+/// Purges a dead letter, as read (a later dead letter of the same item is not purged by a
+/// purge still on its way). Binds: ttl, key, attempt.
+pub const PURGE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'done', payload = null, last_error = null WHERE key = ? IF state = 'discarded' AND attempt = ?";
 
 /// Fences off an enqueue still on its way: an empty row whose state is already gone (done,
 /// retention over), written only if no row exists. Binds: key, origin.

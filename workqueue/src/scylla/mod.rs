@@ -237,8 +237,13 @@ impl QueueStore for ScyllaQueueStore {
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
-    async fn purge(&self, key: &ItemKey, retention: Duration) -> Result<CasOutcome, StoreError> {
-        let values = (ttl_secs(retention), row_key(key));
+    async fn purge(
+        &self,
+        key: &ItemKey,
+        retention: Duration,
+        attempt: i32,
+    ) -> Result<CasOutcome, StoreError> {
+        let values = (ttl_secs(retention), row_key(key), attempt);
         self.cas(&self.s.purge, values).await
     }
 
