@@ -87,6 +87,12 @@ pub struct Tweaked {
     /// ("unknown") this much later (within the request timeout): a batch whose coordinator
     /// timed out although its writes landed. Implies `forward_moves`.
     pub moves_answer_lost_after: Option<Duration>,
+    /// Its unclaim LWTs (an undelivered claim given back) apply, and their answers are lost
+    /// ("unknown"): a Paxos round committed whose coordinator timed out answering.
+    pub unclaim_answers_lost: bool,
+    /// Its first unclaim LWT answers "unknown" at once and is applied that much later (its
+    /// coordinator still retrying the Paxos round); later ones pass through.
+    pub first_unclaim_late: Option<Duration>,
     /// When each revive LWT was sent.
     pub revives_sent: Mutex<Vec<Instant>>,
     /// What the quirks have counted so far.
@@ -100,6 +106,7 @@ pub struct Counters {
     enqueues: AtomicUsize,
     requeues: AtomicUsize,
     claims: AtomicUsize,
+    unclaims: AtomicUsize,
     slowed: AtomicBool,
 }
 
@@ -130,6 +137,8 @@ impl Tweaked {
             time_reads: None,
             forward_moves: false,
             moves_answer_lost_after: None,
+            unclaim_answers_lost: false,
+            first_unclaim_late: None,
             revives_sent: Mutex::default(),
             counters: Counters::default(),
         }
