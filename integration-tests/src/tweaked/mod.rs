@@ -90,6 +90,9 @@ pub struct Tweaked {
     /// Its unclaim LWTs (an undelivered claim given back) apply, and their answers are lost
     /// ("unknown"): a Paxos round committed whose coordinator timed out answering.
     pub unclaim_answers_lost: bool,
+    /// Its reschedule LWTs (a finish, or a delivered claim handed back) apply, and their
+    /// answers are lost ("unknown").
+    pub reschedule_answers_lost: bool,
     /// Its first unclaim LWT answers "unknown" at once and is applied that much later (its
     /// coordinator still retrying the Paxos round); later ones pass through.
     pub first_unclaim_late: Option<Duration>,
@@ -138,6 +141,7 @@ impl Tweaked {
             forward_moves: false,
             moves_answer_lost_after: None,
             unclaim_answers_lost: false,
+            reschedule_answers_lost: false,
             first_unclaim_late: None,
             revives_sent: Mutex::default(),
             counters: Counters::default(),

@@ -175,6 +175,10 @@ impl QueueStore for Tweaked {
         c: &str,
         to: Reschedule<'_>,
     ) -> Result<CasOutcome, StoreError> {
+        if self.reschedule_answers_lost {
+            self.inner.reschedule(k, c, to).await?;
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         self.inner.reschedule(k, c, to).await
     }
     async fn unclaim(

@@ -1,6 +1,7 @@
 //! Review 9 of the work queue: the review-8 fix (an undelivered claim whose check entry took
 //! the place of the entry its item was found by puts a run entry back when its undo
-//! applies: `ClaimTarget::moved`). Each test is a finding that fails on the code it was
+//! applies: `ClaimTarget::moved`), and the delivered hand-back's index upkeep built the same
+//! way. Each test is a finding that fails on the code it was
 //! written against, for the reason given in its doc comment.
 
 use std::sync::Arc;
@@ -279,6 +280,45 @@ async fn finding_bakery_undo_whose_answer_was_lost_leaves_its_ticket_blocking_th
         Duration::from_millis(400),
         "the undo's ticket was never withdrawn (its give-back answer lost), and its live cells \
          keep other processes' draws off the item until they expire",
+    )
+    .await;
+}
+
+/// LIVENESS (delivered claims; the same shape before b72a067): a dropped `Job` hands its
+/// claim back (`ClaimTarget::release`, `HandBack::Delivered`: a reschedule to available at
+/// once) and puts a run entry in its check entry's place only when that reschedule call
+/// answers `Applied`. A reschedule that applies with its answer lost is settled by the
+/// read-back as "released" and no run entry is placed: the available item's only entry is
+/// the job's check entry, at the claim's expiry (a claim TTL after the claim, 15 s by
+/// default, for a job dropped at once).
+///
+/// Interleaving: item X (run entry E). P claims X (attempt 1; check entry C at + TTL, E
+/// removed) and drops the job at once; the hand-back reschedule applies, its answer is
+/// lost; read-back: not held -> released; X available, only entry C; Q finds nothing until
+/// C is due.
+///
+/// Suggested fix: the same as for the undo: run the index upkeep of a hand-back on the
+/// settled outcome (answer or read-back), not on one call's `Applied`.
+#[tokio::test(start_paused = true)]
+async fn finding_dropped_job_whose_hand_back_answer_was_lost_is_hidden_for_a_claim_ttl() {
+    let b = MemoryBackend::new();
+    let name = "hand-back-answer-lost";
+    let config = queue_config();
+    let tweaked = Tweaked {
+        reschedule_answers_lost: true,
+        ..Tweaked::over(&b)
+    };
+    let (key, claimer) = item_and_claimer(&b, name, config, tweaked).await;
+    let job = claim_within(&claimer, "w1", 10).await.expect("the job");
+    drop(job);
+    undone_and_found_soon(
+        &b,
+        name,
+        &key,
+        config,
+        Duration::from_millis(400),
+        "its only index entry is the dropped job's check entry (due one claim TTL after the \
+         claim): the hand-back applied without putting a run entry back",
     )
     .await;
 }
