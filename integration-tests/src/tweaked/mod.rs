@@ -90,6 +90,15 @@ pub struct Tweaked {
     /// ("unknown") this much later (within the request timeout): a batch whose coordinator
     /// timed out although its writes landed. Implies `forward_moves`.
     pub moves_answer_lost_after: Option<Duration>,
+    /// Its unclaim LWTs (an undelivered claim given back) apply, and their answers are lost
+    /// ("unknown"): a Paxos round committed whose coordinator timed out answering.
+    pub unclaim_answers_lost: bool,
+    /// Its reschedule LWTs (a finish, or a delivered claim handed back) apply, and their
+    /// answers are lost ("unknown").
+    pub reschedule_answers_lost: bool,
+    /// Its first unclaim LWT answers "unknown" at once and is applied that much later (its
+    /// coordinator still retrying the Paxos round); later ones pass through.
+    pub first_unclaim_late: Option<Duration>,
     /// When each revive LWT was sent.
     pub revives_sent: Mutex<Vec<Instant>>,
     /// What the quirks have counted so far.
@@ -103,6 +112,7 @@ pub struct Counters {
     enqueues: AtomicUsize,
     requeues: AtomicUsize,
     claims: AtomicUsize,
+    unclaims: AtomicUsize,
     slowed: AtomicBool,
 }
 
@@ -134,6 +144,9 @@ impl Tweaked {
             time_reads: None,
             forward_moves: false,
             moves_answer_lost_after: None,
+            unclaim_answers_lost: false,
+            reschedule_answers_lost: false,
+            first_unclaim_late: None,
             revives_sent: Mutex::default(),
             counters: Counters::default(),
         }

@@ -175,6 +175,10 @@ impl QueueStore for Tweaked {
         c: &str,
         to: Reschedule<'_>,
     ) -> Result<CasOutcome, StoreError> {
+        if self.reschedule_answers_lost {
+            self.inner.reschedule(k, c, to).await?;
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         self.inner.reschedule(k, c, to).await
     }
     async fn unclaim(
@@ -184,6 +188,20 @@ impl QueueStore for Tweaked {
         s: JobState,
         a: i32,
     ) -> Result<CasOutcome, StoreError> {
+        if let Some(delay) = self.first_unclaim_late
+            && self.counters.unclaims.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            let (inner, key, claim_id) = (Arc::clone(&self.inner), k.clone(), c.to_owned());
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = inner.unclaim(&key, &claim_id, s, a).await;
+            });
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
+        if self.unclaim_answers_lost {
+            self.inner.unclaim(k, c, s, a).await?;
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         self.inner.unclaim(k, c, s, a).await
     }
     async fn requeue(&self, k: &ItemKey, r: i64, a: i32) -> Result<CasOutcome, StoreError> {

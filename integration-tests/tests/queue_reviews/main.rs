@@ -25,6 +25,7 @@ mod review5_upkeep;
 mod review6;
 mod review7;
 mod review8;
+mod review9;
 
 /// The embedded store in the bakery claim mode, and the suite's queue config in that mode.
 fn bakery_backend() -> (MemoryBackend, QueueConfig) {

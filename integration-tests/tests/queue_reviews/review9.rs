@@ -1,0 +1,324 @@
+//! Review 9 of the work queue: the review-8 fix (an undelivered claim whose check entry took
+//! the place of the entry its item was found by puts a run entry back when its undo
+//! applies: `ClaimTarget::moved`), and the delivered hand-back's index upkeep built the same
+//! way. Each test is a finding that fails on the code it was
+//! written against, for the reason given in its doc comment.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use cql_lease::StoreError;
+use cql_workqueue::StoredItem;
+use cql_workqueue::bakery::PlainItemStore;
+
+use cql_workqueue::{ItemKey, JobState, NewItem, QueueConfig, QueueError, WorkQueue};
+use integration_tests::backend::MemoryBackend;
+use integration_tests::conformance::queue::{queue_config, queue_with};
+use integration_tests::tweaked::Tweaked;
+
+use super::{bakery_backend, claim_within, key_of};
+
+/// Hour-wide buckets: the found entry and the claim's check entry share a bucket, so the
+/// claim moves its entry in one request (`place_instead`).
+fn one_bucket(config: QueueConfig) -> QueueConfig {
+    QueueConfig {
+        bucket_width: Duration::from_secs(3600),
+        ..config
+    }
+}
+
+/// An item of queue `name`, enqueued and seen by no scanner yet, and a claimer over
+/// `tweaked` (quirks over `b`'s store).
+async fn item_and_claimer(
+    b: &MemoryBackend,
+    name: &str,
+    config: QueueConfig,
+    tweaked: Tweaked,
+) -> (ItemKey, WorkQueue) {
+    let producer = queue_with(b, name, config);
+    let id = producer
+        .enqueue_item(NewItem::text("x"))
+        .await
+        .expect("enqueue")
+        .id()
+        .clone();
+    let claimer = WorkQueue::new(Arc::new(tweaked), name, config).expect("queue");
+    (key_of(name, &id), claimer)
+}
+
+/// `claim` must fail on the move's lost answer (so its guard undoes the claim).
+async fn claim_fails(claimer: &WorkQueue) {
+    let outcome = claimer.claim("w1").await;
+    assert!(
+        matches!(outcome, Err(QueueError::Store { .. })),
+        "the claim must fail on the lost move answer: {:?}",
+        outcome.map(|j| j.map(|j| j.id().clone()))
+    );
+}
+
+/// Why an undone item was not found: its only entry is the check entry.
+const ONLY_CHECK_ENTRY: &str = "its only index entry is the undone claim's check entry (due one \
+     claim TTL after the claim): the undo applied without putting a run entry back";
+
+/// Once the undo has had `settle` to run, the item reads available and unclaimed, and
+/// another process that starts looking then finds it well within one claim TTL (2 s here).
+async fn undone_and_found_soon(
+    b: &MemoryBackend,
+    name: &str,
+    key: &ItemKey,
+    config: QueueConfig,
+    settle: Duration,
+    why: &str,
+) {
+    tokio::time::sleep(settle).await;
+    let other = queue_with(b, name, config);
+    let row = other.store().read(key).await.expect("read").expect("row");
+    assert_eq!(row.state, JobState::Available, "{row:?}");
+    assert!(row.claim.is_none(), "the claim is undone: {row:?}");
+    let found = claim_within(&other, "w2", 8).await;
+    assert_eq!(
+        found.as_ref().map(|j| j.id()),
+        Some(&key.id),
+        "the undone item is available and unclaimed, yet not found: {why}"
+    );
+}
+
+/// LIVENESS (LWT mode, b72a067): the review-8 fix puts the run entry back only when the
+/// unclaim call itself answers `Applied` (`ClaimTarget::release`). An unclaim that applies
+/// but whose answer is lost returns `Err(Unknown)` before the restore, and `release_target`
+/// settles it by reading back (`still_held` is false: "released") without calling
+/// `release` again, so nothing puts the run entry back: the available item's only entry is
+/// the check entry that took the found entry's place, and nobody finds the item for a
+/// claim TTL (15 s by default). The lost answer is the same kind of fault (a coordinator
+/// timeout) that made the claim fail in the first place, likely on a struggling cluster.
+///
+/// Interleaving: item X enqueued (run entry E, same bucket as any check entry).
+/// 1. P claims X (attempt 1), moves E -> C (applies, answer lost): `claim` fails;
+/// 2. P's guard sends unclaim: it applies (X available, attempt 0), its answer is lost;
+/// 3. read-back: not held -> "released"; `moved` is never taken; X's only entry is C;
+/// 4. Q scans: nothing until C is due.
+///
+/// Suggested fix: do the restore in the undo's settled outcome, not in one call's answer:
+/// e.g. in `release`, when the unclaim errs, read the row and restore if the claim is no
+/// longer ours; or give `Holdable` a hook `released()` that `release_target` calls once it
+/// settles as released (by answer or read-back), and restore there. An extra run entry is
+/// harmless (claims are conditional on the attempt), a missing one costs a TTL.
+#[tokio::test(start_paused = true)]
+async fn finding_undo_whose_answer_was_lost_leaves_the_item_hidden_for_a_claim_ttl() {
+    let b = MemoryBackend::new();
+    let name = "undo-answer-lost";
+    let config = one_bucket(queue_config());
+    let tweaked = Tweaked {
+        moves_answer_lost_after: Some(Duration::from_millis(250)),
+        unclaim_answers_lost: true,
+        ..Tweaked::over(&b)
+    };
+    let (key, claimer) = item_and_claimer(&b, name, config, tweaked).await;
+    claim_fails(&claimer).await;
+    undone_and_found_soon(
+        &b,
+        name,
+        &key,
+        config,
+        Duration::from_millis(50),
+        ONLY_CHECK_ENTRY,
+    )
+    .await;
+}
+
+/// Plain item rows whose next write, once `armed`, lands and answers "unknown" (a coordinator
+/// that timed out although the write reached its replicas).
+struct LostWrites {
+    inner: Arc<dyn PlainItemStore>,
+    armed: Arc<AtomicBool>,
+}
+
+#[async_trait::async_trait]
+impl PlainItemStore for LostWrites {
+    async fn write_item(&self, item: &StoredItem, ts: i64) -> Result<(), StoreError> {
+        self.inner.write_item(item, ts).await?;
+        if self.armed.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
+        Ok(())
+    }
+    async fn read_item(&self, key: &ItemKey) -> Result<Option<(StoredItem, i64)>, StoreError> {
+        self.inner.read_item(key).await
+    }
+}
+
+/// A bakery store view whose plain item row writes lose their next answer once `armed`.
+fn lost_writes_over(b: &MemoryBackend, armed: &Arc<AtomicBool>, quirks: Tweaked) -> Tweaked {
+    let arm = Arc::clone(armed);
+    let _ = b;
+    Tweaked {
+        wrap_items: Some(Box::new(move |inner| {
+            Arc::new(LostWrites {
+                inner,
+                armed: Arc::clone(&arm),
+            })
+        })),
+        ..quirks
+    }
+}
+
+/// LIVENESS (bakery mode, b72a067): the first finding in the LWT-free claim mode. Its undo
+/// (`unclaim`: the give-back write of the item row, attempt set to the ticket's number)
+/// lands and its answer is lost: `unclaim` errs before the restore, and the read-back
+/// (`still_held`) already reads the claim as over (a ticket at or below the row's attempt
+/// is finished), so `release_target` settles "released" and nothing puts the run entry
+/// back: only the check entry is left, due a claim TTL later. (It also hits the next
+/// finding: a fix of the restore alone still fails here, on the ticket left standing.)
+#[tokio::test(start_paused = true)]
+async fn finding_bakery_undo_whose_answer_was_lost_leaves_the_item_hidden_for_a_claim_ttl() {
+    let (b, config) = bakery_backend();
+    let config = one_bucket(config);
+    let name = "undo-answer-lost-bakery";
+    let armed = Arc::new(AtomicBool::new(false));
+    let quirks = Tweaked {
+        moves_answer_lost_after: Some(Duration::from_millis(250)),
+        ..Tweaked::over(&b)
+    };
+    let tweaked = lost_writes_over(&b, &armed, quirks);
+    let (key, claimer) = item_and_claimer(&b, name, config, tweaked).await;
+    claim_fails(&claimer).await;
+    // The guard's undo is spawned, and runs once this task yields: its write is lost.
+    armed.store(true, Ordering::SeqCst);
+    undone_and_found_soon(
+        &b,
+        name,
+        &key,
+        config,
+        Duration::from_millis(400),
+        ONLY_CHECK_ENTRY,
+    )
+    .await;
+}
+
+/// LIVENESS (LWT mode, b72a067): the restore is keyed on one unclaim call answering
+/// `Applied`. An unclaim whose answer is lost and which lands only after the read-back
+/// (a Paxos round its coordinator was still retrying) is settled by the next try, which
+/// finds the claim gone and answers `NotApplied`: `release_target` ends with
+/// `Lost(NotHolder)`, the restore does not run, and the undone item's only entry is the
+/// check entry, due a claim TTL later.
+///
+/// Interleaving: as above to step 1; then
+/// 2. P's guard sends unclaim U1: "unknown" at once, not applied yet;
+/// 3. read-back: still held -> try again after the retry delay;
+/// 4. U1 applies (X available, attempt 0);
+/// 5. U2: not applied (the claim is gone) -> Lost; no run entry; X's only entry is C.
+///
+/// Suggested fix: as above: restore whenever the undo ends with the claim not ours (applied,
+/// read back as released, or not applied because it is gone), not only on `Applied`.
+#[tokio::test(start_paused = true)]
+async fn finding_undo_applied_late_leaves_the_item_hidden_for_a_claim_ttl() {
+    let b = MemoryBackend::new();
+    let name = "undo-late";
+    let config = one_bucket(queue_config());
+    let tweaked = Tweaked {
+        moves_answer_lost_after: Some(Duration::from_millis(250)),
+        first_unclaim_late: Some(Duration::from_millis(5)),
+        ..Tweaked::over(&b)
+    };
+    let (key, claimer) = item_and_claimer(&b, name, config, tweaked).await;
+    claim_fails(&claimer).await;
+    // The retry of the undo comes after a retry delay (100 ms here, jittered).
+    undone_and_found_soon(
+        &b,
+        name,
+        &key,
+        config,
+        Duration::from_millis(400),
+        ONLY_CHECK_ENTRY,
+    )
+    .await;
+}
+
+/// LIVENESS (bakery mode, before and after b72a067): the bakery `unclaim` returns the
+/// give-back write's error (`?`) before `forget` and `ticket.withdraw()`. When that write
+/// lands but its answer is lost, `release_target` reads back, `still_held` reads the claim
+/// as over (the row's attempt reached the ticket's number) and settles "released": nobody
+/// withdraws the ticket. Its live cells keep every other process's draw off the item
+/// ("any live ticket keeps the item from a new draw") until they expire, although the item
+/// is available and its entry (here the found entry, never moved) is in place.
+///
+/// Interleaving (bakery, two-step placement): item X enqueued (run entry E).
+/// 1. P draws ticket 1 for X and wins; its check entry's write is slow;
+/// 2. P's caller drops `claim` (a timeout): the guard undoes the claim; E stays;
+/// 3. the give-back row write lands, its answer is lost: `unclaim` errs, ticket kept;
+/// 4. read-back: not held -> "released"; the ticket's cells stay live;
+/// 5. Q finds X through E and steps aside from P's live ticket until it lapses.
+///
+/// Suggested fix: in the bakery `unclaim`, forget and withdraw the ticket whatever the
+/// give-back write answered (its outcome is settled by the read-back), then return its
+/// error; or withdraw it in a read-back that finds the claim over.
+#[tokio::test(start_paused = true)]
+async fn finding_bakery_undo_whose_answer_was_lost_leaves_its_ticket_blocking_the_item() {
+    let (b, config) = bakery_backend();
+    let name = "undo-ticket-left";
+    let armed = Arc::new(AtomicBool::new(false));
+    let quirks = Tweaked {
+        // The claim's check entry (attempt 1) is written slowly: the claim is dropped then.
+        slow_first_revival_entry: Some(Duration::from_secs(1)),
+        ..Tweaked::over(&b)
+    };
+    let tweaked = lost_writes_over(&b, &armed, quirks);
+    let (key, claimer) = item_and_claimer(&b, name, config, tweaked).await;
+    let outcome = tokio::time::timeout(Duration::from_millis(300), claimer.claim("w1")).await;
+    assert!(
+        outcome.is_err(),
+        "the claim must still wait for its check entry"
+    );
+    // The guard's undo is spawned, and runs once this task yields: its write is lost.
+    armed.store(true, Ordering::SeqCst);
+    undone_and_found_soon(
+        &b,
+        name,
+        &key,
+        config,
+        Duration::from_millis(400),
+        "the undo's ticket was never withdrawn (its give-back answer lost), and its live cells \
+         keep other processes' draws off the item until they expire",
+    )
+    .await;
+}
+
+/// LIVENESS (delivered claims; the same shape before b72a067): a dropped `Job` hands its
+/// claim back (`ClaimTarget::release`, `HandBack::Delivered`: a reschedule to available at
+/// once) and puts a run entry in its check entry's place only when that reschedule call
+/// answers `Applied`. A reschedule that applies with its answer lost is settled by the
+/// read-back as "released" and no run entry is placed: the available item's only entry is
+/// the job's check entry, at the claim's expiry (a claim TTL after the claim, 15 s by
+/// default, for a job dropped at once).
+///
+/// Interleaving: item X (run entry E). P claims X (attempt 1; check entry C at + TTL, E
+/// removed) and drops the job at once; the hand-back reschedule applies, its answer is
+/// lost; read-back: not held -> released; X available, only entry C; Q finds nothing until
+/// C is due.
+///
+/// Suggested fix: the same as for the undo: run the index upkeep of a hand-back on the
+/// settled outcome (answer or read-back), not on one call's `Applied`.
+#[tokio::test(start_paused = true)]
+async fn finding_dropped_job_whose_hand_back_answer_was_lost_is_hidden_for_a_claim_ttl() {
+    let b = MemoryBackend::new();
+    let name = "hand-back-answer-lost";
+    let config = queue_config();
+    let tweaked = Tweaked {
+        reschedule_answers_lost: true,
+        ..Tweaked::over(&b)
+    };
+    let (key, claimer) = item_and_claimer(&b, name, config, tweaked).await;
+    let job = claim_within(&claimer, "w1", 10).await.expect("the job");
+    drop(job);
+    undone_and_found_soon(
+        &b,
+        name,
+        &key,
+        config,
+        Duration::from_millis(400),
+        "its only index entry is the dropped job's check entry (due one claim TTL after the \
+         claim): the hand-back applied without putting a run entry back",
+    )
+    .await;
+}
