@@ -90,38 +90,42 @@ impl Holdable for ClaimTarget {
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
-        let outcome = Self::hand_back(
+        Self::hand_back(
             self.store.as_ref(),
             &self.key,
             &self.claim_id,
             self.hand_back,
         )
-        .await?;
-        if let (HandBack::Delivered, CasOutcome::Applied, Some((queue, check))) =
-            (self.hand_back, &outcome, &self.index)
-        {
-            // The new entry sits at our clock (its order); the row says "at once".
-            let to = Reschedule {
-                state: JobState::Available,
-                run_at: queue.now(),
-                error: None,
-            };
-            queue.after_finish(check, check.attempt, Some(to)).await;
-        }
-        if let (HandBack::Undelivered { attempt, .. }, CasOutcome::Applied) =
-            (self.hand_back, &outcome)
-        {
-            let moved = self.moved.lock().ok().and_then(|mut moved| moved.take());
-            if let Some((queue, check)) = moved {
-                let to = Reschedule {
-                    state: JobState::Available,
-                    run_at: queue.now(),
-                    error: None,
-                };
-                queue.after_finish(&check, attempt, Some(to)).await;
+        .await
+    }
+
+    /// The claim is over, whichever send of the hand-back applied: the item gets a run entry
+    /// at once in place of the claim's check entry (an extra one does no harm: claims are
+    /// conditional on the attempt number), rather than waiting for it. An undone claim
+    /// whose check entry took its old entry's place does so even when refused (an earlier
+    /// undo applied late, or the claim lapsed): the item may have no other entry.
+    async fn released(&self, applied: bool) {
+        let (check, attempt) = match self.hand_back {
+            HandBack::Delivered if !applied => return,
+            HandBack::Delivered => match &self.index {
+                Some((queue, check)) => ((queue.clone(), check.clone()), check.attempt),
+                None => return,
+            },
+            HandBack::Undelivered { attempt, .. } => {
+                match self.moved.lock().ok().and_then(|mut moved| moved.take()) {
+                    Some(moved) => (moved, attempt),
+                    None => return,
+                }
             }
-        }
-        Ok(outcome)
+        };
+        let (queue, check) = check;
+        // The new entry sits at our clock (its order); the row says "at once".
+        let to = Reschedule {
+            state: JobState::Available,
+            run_at: queue.now(),
+            error: None,
+        };
+        queue.after_finish(&check, attempt, Some(to)).await;
     }
 
     fn orphaned(&self) {

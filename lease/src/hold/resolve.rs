@@ -140,9 +140,13 @@ pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Resul
     let result = match result {
         Ok(CasOutcome::Applied) => {
             info!(claim = %what, "released");
+            target.released(true).await;
             return Ok(());
         }
-        Ok(CasOutcome::NotApplied) => Err(HoldError::Lost(LossReason::NotHolder)),
+        Ok(CasOutcome::NotApplied) => {
+            target.released(false).await;
+            Err(HoldError::Lost(LossReason::NotHolder))
+        }
         Err(error @ StoreError::Unknown(_)) => Err(HoldError::OutcomeUnknown(error)),
         Err(error) => Err(HoldError::Store(error)),
     };

@@ -78,6 +78,14 @@ impl Holdable for JobClaim {
         }
     }
 
+    async fn released(&self, applied: bool) {
+        if self.settle_delivered() {
+            self.delivered.released(applied).await;
+        } else {
+            self.undelivered.released(applied).await;
+        }
+    }
+
     // Asked when the heartbeat loses the claim at its deadline: a parked job is decided
     // undelivered for good here, so it is undone at once; a delivered one is handed back
     // only when its TTL would lapse, leaving its consumer the margin to stop.
