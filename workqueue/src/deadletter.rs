@@ -136,17 +136,7 @@ impl WorkQueue {
         // Index upkeep may raise a dead letter's attempt number while this requeue is
         // conditioned on the old one (it seals the row against a requeue given up long
         // ago): the row reads discarded still, so the requeue is tried again.
-        for _ in 0..3 {
-            if let Some(requeued) = self.requeue_once(id).await? {
-                return Ok(requeued);
-            }
-        }
-        Err(QueueError::Store {
-            operation: "requeue",
-            source: cql_lease::StoreError::Unavailable(
-                "the dead letter's attempt number kept changing".into(),
-            ),
-        })
+        unless_sealed("requeue", || self.requeue_once(id)).await
     }
 
     /// One try of [`Self::requeue_dead`]; `None` when its condition was overtaken by a seal.
@@ -221,17 +211,7 @@ impl WorkQueue {
     #[instrument(skip(self), fields(queue = %self.name()))]
     pub async fn purge_dead(&self, id: &ItemId) -> Result<bool, QueueError> {
         // As for a requeue: a seal may raise the attempt number the purge is conditioned on.
-        for _ in 0..3 {
-            if let Some(purged) = self.purge_once(id).await? {
-                return Ok(purged);
-            }
-        }
-        Err(QueueError::Store {
-            operation: "purge",
-            source: cql_lease::StoreError::Unavailable(
-                "the dead letter's attempt number kept changing".into(),
-            ),
-        })
+        unless_sealed("purge", || self.purge_once(id)).await
     }
 
     /// One try of [`Self::purge_dead`]; `None` when its condition was overtaken by a seal.
@@ -333,6 +313,27 @@ impl WorkQueue {
             Err(source) => Err(QueueError::Store { operation, source }),
         }
     }
+}
+
+/// Runs `once` (a requeue or purge try; `None`: overtaken by a seal) again while a seal
+/// overtakes it, at most three times: each seal needs an entry older than any enqueue's
+/// window naming the current attempt, so a fourth in a row means something else is wrong.
+async fn unless_sealed<F, Fut>(operation: &'static str, once: F) -> Result<bool, QueueError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<bool>, QueueError>>,
+{
+    for _ in 0..3 {
+        if let Some(done) = once().await? {
+            return Ok(done);
+        }
+    }
+    Err(QueueError::Store {
+        operation,
+        source: cql_lease::StoreError::Unavailable(
+            "the dead letter's attempt number kept changing".into(),
+        ),
+    })
 }
 
 /// Whether `current` is the dead letter read (at `attempt`, `origin`, `requeued_at`) with
