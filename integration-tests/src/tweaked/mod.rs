@@ -99,6 +99,10 @@ pub struct Tweaked {
     /// Its first unclaim LWT answers "unknown" at once and is applied that much later (its
     /// coordinator still retrying the Paxos round); later ones pass through.
     pub first_unclaim_late: Option<Duration>,
+    /// Its first reschedule LWT (a finish, or a delivered claim handed back) answers
+    /// "unknown" at once and is applied that much later (its coordinator still retrying the
+    /// Paxos round); later ones pass through.
+    pub first_reschedule_late: Option<Duration>,
     /// When each revive LWT was sent.
     pub revives_sent: Mutex<Vec<Instant>>,
     /// What the quirks have counted so far.
@@ -113,6 +117,7 @@ pub struct Counters {
     requeues: AtomicUsize,
     claims: AtomicUsize,
     unclaims: AtomicUsize,
+    reschedules: AtomicUsize,
     slowed: AtomicBool,
 }
 
@@ -147,6 +152,7 @@ impl Tweaked {
             unclaim_answers_lost: false,
             reschedule_answers_lost: false,
             first_unclaim_late: None,
+            first_reschedule_late: None,
             revives_sent: Mutex::default(),
             counters: Counters::default(),
         }

@@ -175,6 +175,22 @@ impl QueueStore for Tweaked {
         c: &str,
         to: Reschedule<'_>,
     ) -> Result<CasOutcome, StoreError> {
+        if let Some(delay) = self.first_reschedule_late
+            && self.counters.reschedules.fetch_add(1, Ordering::SeqCst) == 0
+        {
+            let (inner, key, claim_id) = (Arc::clone(&self.inner), k.clone(), c.to_owned());
+            let (state, run_at, error) = (to.state, to.run_at, to.error.map(str::to_owned));
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let to = Reschedule {
+                    state,
+                    run_at,
+                    error: error.as_deref(),
+                };
+                let _ = inner.reschedule(&key, &claim_id, to).await;
+            });
+            return Err(StoreError::Unknown("coordinator timed out".into()));
+        }
         if self.reschedule_answers_lost {
             self.inner.reschedule(k, c, to).await?;
             return Err(StoreError::Unknown("coordinator timed out".into()));

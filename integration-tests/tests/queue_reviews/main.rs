@@ -19,6 +19,7 @@ use integration_tests::conformance::queue::{queue_config, queue_with};
 use integration_tests::tweaked::Tweaked;
 
 mod plain_items;
+mod review10;
 mod review4;
 mod review5_paused;
 mod review5_upkeep;

@@ -30,7 +30,7 @@ fn one_bucket(config: QueueConfig) -> QueueConfig {
 
 /// An item of queue `name`, enqueued and seen by no scanner yet, and a claimer over
 /// `tweaked` (quirks over `b`'s store).
-async fn item_and_claimer(
+pub(super) async fn item_and_claimer(
     b: &MemoryBackend,
     name: &str,
     config: QueueConfig,
@@ -63,7 +63,7 @@ const ONLY_CHECK_ENTRY: &str = "its only index entry is the undone claim's check
 
 /// Once the undo has had `settle` to run, the item reads available and unclaimed, and
 /// another process that starts looking then finds it well within one claim TTL (2 s here).
-async fn undone_and_found_soon(
+pub(super) async fn undone_and_found_soon(
     b: &MemoryBackend,
     name: &str,
     key: &ItemKey,
