@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cql_lease::hold::Holdable;
 use cql_lease::{CasOutcome, StoreError};
+use tracing::warn;
 
 use crate::item::{IndexEntry, ItemKey, JobState};
 use crate::orphans::Orphans;
@@ -72,6 +73,46 @@ impl ClaimTarget {
     }
 }
 
+impl ClaimTarget {
+    /// A delivered claim's index upkeep, by the row its release settled on rather than the
+    /// hand-back it meant (the job's own finish may have applied, dropped before its
+    /// answer, or an earlier hand-back late): an item free to claim gets a run entry in
+    /// the check entry's place, a dead letter its record, and a done item, or one another
+    /// claimer holds, only loses the check entry.
+    async fn after_hand_back(&self) {
+        let Some((queue, check)) = &self.index else {
+            return;
+        };
+        let row = match self.store.read(&self.key).await {
+            Ok(row) => row,
+            Err(error) => {
+                warn!(id = %self.key.id, %error, "row unread after a hand-back; the check entry stays");
+                return;
+            }
+        };
+        let reschedule = |state, run_at| Reschedule {
+            state,
+            run_at,
+            error: None,
+        };
+        let to = match row {
+            Some(item) if item.state == JobState::Discarded => {
+                Some(reschedule(JobState::Discarded, item.run_at))
+            }
+            Some(item) if item.claim.is_some() => None,
+            Some(item) if item.state == JobState::Retryable => {
+                Some(reschedule(JobState::Retryable, item.run_at))
+            }
+            // The entry sits at our clock (its order); the row says "at once".
+            Some(item) if item.state != JobState::Done => {
+                Some(reschedule(JobState::Available, queue.now()))
+            }
+            _ => None,
+        };
+        queue.after_finish(check, check.attempt, to).await;
+    }
+}
+
 #[async_trait]
 impl Holdable for ClaimTarget {
     fn describe(&self) -> String {
@@ -99,33 +140,28 @@ impl Holdable for ClaimTarget {
         .await
     }
 
-    /// The claim is over, whichever send of the hand-back applied: the item gets a run entry
-    /// at once in place of the claim's check entry (an extra one does no harm: claims are
-    /// conditional on the attempt number), rather than waiting for it. An undone claim
-    /// whose check entry took its old entry's place does so even when refused (an earlier
-    /// undo applied late, or the claim lapsed): the item may have no other entry.
-    async fn released(&self, applied: bool) {
-        let (check, attempt) = match self.hand_back {
-            HandBack::Delivered if !applied => return,
-            HandBack::Delivered => match &self.index {
-                Some((queue, check)) => ((queue.clone(), check.clone()), check.attempt),
-                None => return,
-            },
+    /// The claim is over, whichever send of the hand-back applied (or however else it
+    /// ended): the item's index entry is put right at once rather than left to the claim's
+    /// check entry, due a claim TTL later.
+    async fn released(&self) {
+        match self.hand_back {
+            HandBack::Delivered => self.after_hand_back().await,
+            // An undone claim whose check entry took its old entry's place: a run entry goes
+            // back even if the undo was refused (an earlier send applied late, or the claim
+            // lapsed), as the item may have no other entry. An extra one does no harm:
+            // claims are conditional on the attempt number.
             HandBack::Undelivered { attempt, .. } => {
-                match self.moved.lock().ok().and_then(|mut moved| moved.take()) {
-                    Some(moved) => (moved, attempt),
-                    None => return,
+                let moved = self.moved.lock().ok().and_then(|mut moved| moved.take());
+                if let Some((queue, check)) = moved {
+                    let to = Reschedule {
+                        state: JobState::Available,
+                        run_at: queue.now(),
+                        error: None,
+                    };
+                    queue.after_finish(&check, attempt, Some(to)).await;
                 }
             }
-        };
-        let (queue, check) = check;
-        // The new entry sits at our clock (its order); the row says "at once".
-        let to = Reschedule {
-            state: JobState::Available,
-            run_at: queue.now(),
-            error: None,
-        };
-        queue.after_finish(&check, attempt, Some(to)).await;
+        }
     }
 
     fn orphaned(&self) {

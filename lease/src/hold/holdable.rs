@@ -55,17 +55,14 @@ pub trait Holdable: Send + Sync + 'static {
     async fn release(&self) -> Result<CasOutcome, StoreError>;
 
     /// Called once by [`release_target`](super::release_target) when a release has settled
-    /// with the claim no longer this one's: `applied` when it applied (answered so, or read
-    /// back as gone after a lost answer), `false` when it was refused (an earlier send
-    /// applied late, or the claim had lapsed). For upkeep that must follow the end of the
-    /// claim however the answer went (the work queue puts an item's run entry back). The
-    /// default does nothing.
+    /// with the claim no longer this one's: applied (answered so, or read back as gone after
+    /// a lost answer) or refused (an earlier send applied late, or the claim had ended some
+    /// other way). For upkeep that must follow the end of the claim however the answer went
+    /// (the work queue puts an item's index entry right). The default does nothing.
     ///
     /// # Cancel safety
     /// Runs inside the release; dropped with it, the upkeep may not happen.
-    async fn released(&self, applied: bool) {
-        let _ = applied;
-    }
+    async fn released(&self) {}
 
     /// Called when this claim may be left in the store with nobody acting on it: a release
     /// that did not end `Ok`, an attempt dropped or given up before hand-over, an attempt

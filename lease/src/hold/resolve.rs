@@ -140,11 +140,11 @@ pub async fn release_target(target: &dyn Holdable, timing: &HoldTiming) -> Resul
     let result = match result {
         Ok(CasOutcome::Applied) => {
             info!(claim = %what, "released");
-            target.released(true).await;
+            target.released().await;
             return Ok(());
         }
         Ok(CasOutcome::NotApplied) => {
-            target.released(false).await;
+            target.released().await;
             Err(HoldError::Lost(LossReason::NotHolder))
         }
         Err(error @ StoreError::Unknown(_)) => Err(HoldError::OutcomeUnknown(error)),

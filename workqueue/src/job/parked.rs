@@ -78,11 +78,11 @@ impl Holdable for JobClaim {
         }
     }
 
-    async fn released(&self, applied: bool) {
+    async fn released(&self) {
         if self.settle_delivered() {
-            self.delivered.released(applied).await;
+            self.delivered.released().await;
         } else {
-            self.undelivered.released(applied).await;
+            self.undelivered.released().await;
         }
     }
 
