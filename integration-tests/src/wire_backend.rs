@@ -67,6 +67,14 @@ impl WireBackend {
         Self::start_on(ServerOptions::strict(flavor), test_options, adjust).await
     }
 
+    /// Like [`WireBackend::start`], with the server on a thread of its own
+    /// (`ServerOptions::own_thread`): what benchmarks use, so the server's work never blocks
+    /// a worker thread of the runtime that runs the code measured.
+    pub async fn start_own_thread(flavor: Flavor) -> WireBackend {
+        let server = ServerOptions::strict(flavor).with_own_thread();
+        Self::start_on(server, test_options, |store| store).await
+    }
+
     /// A cluster of `nodes` nodes, and stores with the library's default options (no
     /// driver-side timeout: the lease timing bounds every request), replication 3.
     pub async fn start_cluster(flavor: Flavor, nodes: usize) -> WireBackend {

@@ -5,7 +5,9 @@
 //! `cargo run --release -p examples --bin queue_bench -- --items 1000,10000,100000,1000000`
 //! runs on the embedded store, which counts what the store serves. `--wire true` runs the
 //! scylla backend over the real CQL wire against the CQL test server, which counts Paxos rounds
-//! per partition and tombstones per read. With `--scylla HOST:PORT` it runs against a cluster
+//! per partition and tombstones per read; the server runs on a thread of its own, as a node
+//! runs apart from its clients (`--server-thread shared` puts it on the benchmark's runtime,
+//! as before). With `--scylla HOST:PORT` it runs against a cluster
 //! (throughput only: the driver does not see tombstones or Paxos rounds).
 //!
 //! `--claim-mode lwt|bakery` compares the claim modes instead: processed items/s, store
@@ -33,7 +35,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "processes",
         "workers",
         "claim-mode",
+        "server-thread",
     ])?;
+    // `shared`: the server's tasks on this runtime, as the benchmark ran before (a
+    // statement's engine lock then blocks one of this runtime's worker threads).
+    let shared_runtime = match args.get("server-thread") {
+        None | Some("own") => false,
+        Some("shared") => true,
+        Some(other) => return Err(format!("--server-thread own|shared, not {other}").into()),
+    };
     let mode = match args.get("claim-mode") {
         None => None,
         Some("lwt") => Some(ClaimMode::Lwt),
@@ -62,7 +72,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (run, &n) in sizes.iter().enumerate() {
         let server = if wire {
-            Some(WireBackend::start(cql_test_server::Flavor::Cassandra).await)
+            let flavor = cql_test_server::Flavor::Cassandra;
+            Some(if shared_runtime {
+                WireBackend::start(flavor).await
+            } else {
+                WireBackend::start_own_thread(flavor).await
+            })
         } else {
             None
         };

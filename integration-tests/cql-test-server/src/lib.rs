@@ -49,6 +49,7 @@ mod query;
 mod read;
 mod registry;
 mod rules;
+mod server_thread;
 mod stats;
 mod system;
 mod tls;
@@ -90,6 +91,9 @@ pub struct CqlTestServer {
     /// Accept the driver's connections with Nagle's algorithm off (see `front`), one per node;
     /// shut while their node is down.
     fronts: Vec<front::FrontDoor>,
+    /// The thread the server runs on when `ServerOptions::own_thread` (last: dropped after
+    /// everything that runs on it).
+    thread: Option<server_thread::ServerThread>,
 }
 
 /// The proxy and what its rules are built from.
@@ -120,6 +124,21 @@ impl CqlTestServer {
     ///
     /// Cancel-safe: a server that was not returned is dropped, and its ports freed.
     pub async fn start(options: ServerOptions) -> Result<CqlTestServer, StartError> {
+        if !options.own_thread {
+            return Self::start_here(options).await;
+        }
+        let thread = server_thread::ServerThread::spawn()?;
+        let mut server = thread
+            .handle()
+            .spawn(Self::start_here(options))
+            .await
+            .map_err(|e| StartError::Thread(e.to_string()))??;
+        server.thread = Some(thread);
+        Ok(server)
+    }
+
+    /// [`CqlTestServer::start`] with the server's tasks on the current runtime.
+    async fn start_here(options: ServerOptions) -> Result<CqlTestServer, StartError> {
         let clock = Arc::new(ServerClock::default());
         let count = options.nodes.max(1);
         let mut last = String::new();
@@ -187,6 +206,7 @@ impl CqlTestServer {
                         }),
                         credentials: options.credentials.clone(),
                         fronts,
+                        thread: None,
                     });
                 }
                 Err(e) => last = e.to_string(),
@@ -239,6 +259,9 @@ impl CqlTestServer {
     }
 
     fn set_node_fault(&self, node: usize, fault: Option<NodeFault>) {
+        // What the new rules spawn (a node listening again, a frozen node's counter) runs
+        // where the server runs.
+        let _on_server = self.thread.as_ref().map(|t| t.handle().enter());
         if let Ok(mut control) = self.control.lock() {
             let Some(slot) = control.node_faults.get_mut(node) else {
                 return;
@@ -266,6 +289,7 @@ impl CqlTestServer {
 
     /// Rebuilds every node's rules after the injected faults changed.
     fn rebuild(&self, control: &mut Control) {
+        let _on_server = self.thread.as_ref().map(|t| t.handle().enter());
         for node in 0..self.addresses.len() {
             let fault = control.node_faults.get(node).copied().flatten();
             let rules = rules::node_rules(&self.shared, node, fault, &control.injected);

@@ -59,6 +59,13 @@ pub struct ServerOptions {
     /// certificates), with a certificate for the addresses bound, issued at start by the
     /// options' CA. Default `None`: plain TCP.
     pub tls: Option<TlsOptions>,
+    /// Serve from a thread of its own (a single-threaded Tokio runtime) rather than from
+    /// tasks of the caller's runtime, as a database node runs apart from its clients. A
+    /// benchmark wants it: the engine runs every statement under one lock, and a caller's
+    /// worker thread blocked on that lock is a core taken from the client, a cost no
+    /// real node puts on its clients. Default `false`: tests keep the server on their own
+    /// runtime, where Tokio's paused time reaches it.
+    pub own_thread: bool,
 }
 
 impl Default for ServerOptions {
@@ -76,6 +83,7 @@ impl Default for ServerOptions {
             nodes: 1,
             credentials: None,
             tls: None,
+            own_thread: false,
         }
     }
 }
@@ -166,6 +174,14 @@ impl ServerOptions {
         }
     }
 
+    /// Serves from a thread of its own (`own_thread`).
+    pub fn with_own_thread(self) -> Self {
+        ServerOptions {
+            own_thread: true,
+            ..self
+        }
+    }
+
     /// Sets `lwt_on_tablets` (Scylla mode: ScyllaDB 2025.4+, LWTs on tablets keyspaces).
     pub fn with_lwt_on_tablets(self, accepted: bool) -> Self {
         ServerOptions {
@@ -189,6 +205,8 @@ pub enum StartError {
     },
     /// The TLS certificate could not be made.
     Tls(String),
+    /// The server's own thread (`own_thread`) could not be started, or ended early.
+    Thread(String),
 }
 
 impl std::fmt::Display for StartError {
@@ -199,6 +217,7 @@ impl std::fmt::Display for StartError {
                 "the CQL test server found no free loopback address ({tried} tried; last error: {last})"
             ),
             StartError::Tls(e) => write!(f, "the CQL test server's TLS: {e}"),
+            StartError::Thread(e) => write!(f, "the CQL test server's own thread: {e}"),
         }
     }
 }
