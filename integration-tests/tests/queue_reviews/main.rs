@@ -20,6 +20,7 @@ use integration_tests::tweaked::Tweaked;
 
 mod plain_items;
 mod review10;
+mod review11;
 mod review4;
 mod review5_paused;
 mod review5_upkeep;
