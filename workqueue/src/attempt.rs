@@ -14,6 +14,7 @@
 
 use std::sync::Arc;
 
+use cql_lease::CasOutcome;
 use cql_lease::hold::{AttemptGuard, Claimed, HoldError, HoldTiming, claim_attempt};
 use tracing::{debug, info, instrument, warn};
 
@@ -110,7 +111,18 @@ impl WorkQueue {
             let result =
                 ClaimTarget::hand_back(self.store.as_ref(), &item.key, &holder, hand_back).await;
             info!(id = %item.key.id, claim = %holder, ?result, "orphaned claim handed back");
-            match self.peek(entry).await? {
+            // Forgotten only once it no longer holds the item: a hand-back that failed (or
+            // whose re-read failed) is tried again by the next claimer that meets it.
+            let again = self.peek(entry).await;
+            let still_held = match &again {
+                Ok(Some(row)) => row.claim.as_deref() == Some(holder.as_str()),
+                Ok(None) => false,
+                Err(_) => !matches!(result, Ok(CasOutcome::Applied)),
+            };
+            if still_held {
+                self.dispatcher.orphans.insert(&holder, hand_back);
+            }
+            match again? {
                 Some(again) => item = again,
                 None => return Ok(Tried::Skipped),
             }
