@@ -68,8 +68,9 @@ impl WireBackend {
     }
 
     /// Like [`WireBackend::start`], with the server on a thread of its own
-    /// (`ServerOptions::own_thread`): what benchmarks use, so the server's work never blocks
-    /// a worker thread of the runtime that runs the code measured.
+    /// (`ServerOptions::own_thread`): what the queue benchmark uses, so a statement waiting
+    /// for the server's engine lock never blocks a worker thread of the runtime that runs
+    /// the code measured.
     pub async fn start_own_thread(flavor: Flavor) -> WireBackend {
         let server = ServerOptions::strict(flavor).with_own_thread();
         Self::start_on(server, test_options, |store| store).await

@@ -5,9 +5,9 @@
 //! `cargo run --release -p examples --bin queue_bench -- --items 1000,10000,100000,1000000`
 //! runs on the embedded store, which counts what the store serves. `--wire true` runs the
 //! scylla backend over the real CQL wire against the CQL test server, which counts Paxos rounds
-//! per partition and tombstones per read; the server runs on a thread of its own, as a node
-//! runs apart from its clients (`--server-thread shared` puts it on the benchmark's runtime,
-//! as before). With `--scylla HOST:PORT` it runs against a cluster
+//! per partition and tombstones per read; the server runs on a thread of its own, apart from
+//! the benchmark's runtime though on the same cores (`--server-thread shared` puts its tasks
+//! on the benchmark's runtime, as before). With `--scylla HOST:PORT` it runs against a cluster
 //! (throughput only: the driver does not see tombstones or Paxos rounds).
 //!
 //! `--claim-mode lwt|bakery` compares the claim modes instead: processed items/s, store
@@ -100,20 +100,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => memory.as_ref().map(|m| m.counts()),
         };
         let started = Instant::now();
+        // Each enqueue a task of its own, as each claimer is below: both phases' client side
+        // runs on every worker thread of the runtime, not the enqueues on `main`'s alone.
         let enqueued: Vec<_> = futures::stream::iter(0..n)
             .map(|i| {
                 let queue = queue.clone();
-                async move {
+                tokio::spawn(async move {
                     queue
                         .enqueue_item(NewItem::text(&format!("item {i}")))
                         .await
-                }
+                })
             })
             .buffer_unordered(64)
             .collect()
             .await;
         for result in enqueued {
-            result?;
+            result??;
         }
         let enqueue_rate = n as f64 / started.elapsed().as_secs_f64();
         let before = counts();

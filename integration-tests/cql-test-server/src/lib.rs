@@ -118,7 +118,9 @@ impl CqlTestServer {
     /// # Errors
     ///
     /// [`StartError::NoFreeAddress`] when no set of loopback addresses could be bound;
-    /// [`StartError::Tls`] when the TLS certificate could not be made.
+    /// [`StartError::Tls`] when the TLS certificate could not be made;
+    /// [`StartError::Thread`] when the server's own thread (`ServerOptions::own_thread`)
+    /// could not be started or its start panicked.
     ///
     /// # Cancel safety
     ///

@@ -60,11 +60,11 @@ pub struct ServerOptions {
     /// options' CA. Default `None`: plain TCP.
     pub tls: Option<TlsOptions>,
     /// Serve from a thread of its own (a single-threaded Tokio runtime) rather than from
-    /// tasks of the caller's runtime, as a database node runs apart from its clients. A
-    /// benchmark wants it: the engine runs every statement under one lock, and a caller's
-    /// worker thread blocked on that lock is a core taken from the client, a cost no
-    /// real node puts on its clients. Default `false`: tests keep the server on their own
-    /// runtime, where Tokio's paused time reaches it.
+    /// tasks of the caller's runtime: apart from the client's runtime, though still on the
+    /// same machine's cores, and with one thread of parallelism. A benchmark wants it: the
+    /// engine runs every statement under one lock, and on the caller's runtime a statement
+    /// waiting for that lock blocks one of the client's worker threads. Default `false`:
+    /// tests keep the server on their own runtime, where Tokio's paused time reaches it.
     pub own_thread: bool,
 }
 

@@ -1,5 +1,5 @@
-//! A server that runs apart from its caller: its own thread, driving a single-threaded Tokio
-//! runtime until the server is dropped (`ServerOptions::own_thread`).
+//! A server that runs apart from its caller's runtime: its own thread, driving a
+//! single-threaded Tokio runtime until the server is dropped (`ServerOptions::own_thread`).
 
 use tokio::runtime::{Builder, Handle};
 use tokio::sync::oneshot;
@@ -10,9 +10,10 @@ use super::options::StartError;
 #[derive(Debug)]
 pub(crate) struct ServerThread {
     handle: Handle,
-    /// Dropped with the server: the thread's `block_on` then returns and its runtime, with
-    /// every task of the server, is dropped.
-    _stop: oneshot::Sender<()>,
+    /// Dropped first: the thread's `block_on` then returns and its runtime, with every task
+    /// of the server, is dropped.
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ServerThread {
@@ -24,7 +25,7 @@ impl ServerThread {
             .map_err(|e| StartError::Thread(e.to_string()))?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("cql-test-server".into())
             .spawn(move || {
                 // A current-thread runtime runs its spawned tasks only inside `block_on`.
@@ -35,12 +36,26 @@ impl ServerThread {
             .map_err(|e| StartError::Thread(e.to_string()))?;
         Ok(ServerThread {
             handle,
-            _stop: stop,
+            stop: Some(stop),
+            thread: Some(thread),
         })
     }
 
     /// The runtime's handle: what the server spawns, from any thread, goes there.
     pub(crate) fn handle(&self) -> &Handle {
         &self.handle
+    }
+}
+
+impl Drop for ServerThread {
+    /// Waits for the thread, so the server's sockets are closed once the server is dropped
+    /// (its runtime's shutdown only drops tasks: it never waits on the caller).
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            tracing::warn!("cql-test-server: its thread panicked");
+        }
     }
 }
