@@ -36,7 +36,10 @@ async fn serves_while_the_callers_runtime_is_blocked() {
             let mut builder = scylla::client::session_builder::SessionBuilder::new();
             builder = builder
                 .known_node_addr(address)
-                .fetch_schema_metadata(false);
+                // Both off, as `CqlTestServer::session` sets them: the driver warns about
+                // one without the other, and the other test here checks for warnings.
+                .fetch_schema_metadata(false)
+                .fetch_full_schema_metadata(false);
             let session = tokio::time::timeout(Duration::from_secs(10), builder.build()).await;
             let Ok(Ok(session)) = session else {
                 return false;
