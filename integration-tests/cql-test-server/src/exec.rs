@@ -51,8 +51,8 @@ pub type Bound = [Option<Vec<u8>>];
 /// How a request asks for its statement to run.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
-    /// The statement text, for messages.
-    pub text: String,
+    /// The statement text, for messages (shared, not copied per request).
+    pub text: std::sync::Arc<str>,
     /// Sent at `SERIAL` / `LOCAL_SERIAL` (a read is then a Paxos round).
     pub serial_read: bool,
     /// Rows per page (`None` or negative: all).

@@ -13,7 +13,7 @@ use scylla_cql::frame::types::SerialConsistency;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TombstoneStats {
     /// Per read, in order: (statement text, tombstones scanned, live rows returned).
-    pub reads: Vec<(String, u64, u64)>,
+    pub reads: Vec<(std::sync::Arc<str>, u64, u64)>,
     /// Most tombstones one read scanned.
     pub max: u64,
     /// Tombstones scanned by all reads.
@@ -60,8 +60,8 @@ impl PaxosStats {
 /// The levels one request was sent at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsistencyUse {
-    /// The statement (the first one of a batch).
-    pub statement: String,
+    /// The statement (the first one of a batch), shared with every other use of it.
+    pub statement: std::sync::Arc<str>,
     /// Its consistency.
     pub consistency: Consistency,
     /// Its serial consistency, when set.

@@ -105,7 +105,7 @@ pub(super) fn run(
         _ => (scylla_cql::Consistency::One, None, None, None, None),
     };
     let mut context = Request {
-        text: String::new(),
+        text: Arc::from(""),
         serial_read: matches!(
             consistency,
             scylla_cql::Consistency::Serial | scylla_cql::Consistency::LocalSerial
@@ -118,9 +118,9 @@ pub(super) fn run(
     };
     if let Some((id, text, ..)) = statements.first() {
         shared.count(id, text);
-        context.text = text.to_string();
+        context.text = Arc::clone(text);
         lock(&shared.consistencies)?.push(ConsistencyUse {
-            statement: text.to_string(),
+            statement: Arc::clone(text),
             consistency,
             serial,
         });
