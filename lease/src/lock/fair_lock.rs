@@ -7,7 +7,10 @@
 //!
 //! - [`Lock::lock`] (the thesis's GetLock): enqueue; wait until your cell is the first in the
 //!   queue; write yourself into the main row and read it back; alone there, you own the lock;
-//!   otherwise delete your main cell and try again.
+//!   otherwise delete your main cell and try again. One change to the thesis: the next in
+//!   line (place 1) writes its main cell as soon as it sees the head's there, and keeps it
+//!   while the head holds (see [`fair_claim`](super::fair_claim)), so a hand-over is the
+//!   holder's delete and the next in line's next read.
 //! - [`Lock::try_lock`] (TryGetLock): fail at once if the main row is not empty; else enqueue;
 //!   if you are not first, dequeue and fail; if first, proceed as GetLock (a few immediate
 //!   retries at most, never a wait).
@@ -39,9 +42,10 @@
 //!   the holder holds on), the next few waiters slower the further back they stand,
 //!   everyone beyond the first 16 places at `poll_interval` or, once it has seen the head
 //!   move, less often the further back it estimates it stands (at most 4 × `poll_interval`
-//!   apart). A hand-over costs about four round trips (release, notice, main-row write,
-//!   read back), which bounds the lock at roughly `1 / (4 × round trip)` acquisitions per
-//!   second whatever the number of contenders.
+//!   apart). A hand-over costs at least two round trips (the release, then the next in
+//!   line's read that no longer sees the holder; more when the holder releases before the
+//!   next in line's claim lands), which bounds the lock at roughly `1 / (2 × round trip)`
+//!   acquisitions per second whatever the number of contenders.
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
@@ -57,11 +61,12 @@ use tokio::time::Instant;
 use tracing::{debug, info, instrument};
 
 use super::bakery::poll_delay;
-use super::fair_pace::{Pace, estimated_place, head_moved};
+use super::fair_claim::{CLAIM, MAIN_READ, Verdict, Waiter, mark_held};
+use super::fair_pace::{estimated_place, head_moved};
 use super::plain::{Attempt, Cells, PlainLock};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::rows::{MAIN, QUEUE};
-use crate::cells::{CellStore, ClientClock};
+use crate::cells::{Cell, CellStore, ClientClock};
 use crate::global_time::{GlobalTime, LocalClock};
 
 /// This process's arrivals so far: orders arrivals that share a time.
@@ -92,6 +97,8 @@ enum Step {
     Owned,
     /// Not first in the queue: wait as the pace says.
     Waiting,
+    /// Claimed the main row and may keep the claim: read it again soon.
+    HoldingOn,
     Collided,
 }
 
@@ -185,53 +192,105 @@ impl FairLock {
         Ok(head.into_iter().map(|c| c.name).collect())
     }
 
-    /// One round: if first, claim the main row and check that we are alone there. `seen`:
-    /// the queue cells the previous round read, replaced by this round's.
-    #[instrument(level = "debug", skip(self, cells, pace, seen), fields(lock = %cells.lock, id = cells.id()))]
-    async fn round(
-        &self,
-        cells: &Cells,
-        mine: &str,
-        pace: &mut Pace,
-        seen: &mut Vec<String>,
-    ) -> Result<Step, LockError> {
+    /// Reads the main row (at most [`MAIN_READ`] cells).
+    async fn read_main(&self, cells: &Cells) -> Result<Vec<Cell>, LockError> {
+        self.base
+            .durable
+            .read_row(&cells.lock, MAIN, "", MAIN_READ, cells.read_deadline())
+            .await
+            .map_err(|e| cells.store_error(e))
+    }
+
+    /// Reads the queue's head and returns our place in it (0 = first); records it in the
+    /// waiter's pace and claim.
+    async fn read_place(&self, cells: &Cells, waiter: &mut Waiter) -> Result<usize, LockError> {
         let sent = Instant::now();
-        let limit = pace.read_limit();
-        let head = self.queue_head(cells, mine, limit).await?;
+        let limit = waiter.pace.read_limit();
+        let head = self.queue_head(cells, &waiter.mine, limit).await?;
         let now = Instant::now();
         // Not among the cells read (or our own cell is gone: `keep_fresh` restores it):
         // at least `limit`, and where the arrival times suggest.
-        let place = match head.iter().position(|c| c == mine) {
+        let place = match head.iter().position(|c| *c == waiter.mine) {
             Some(place) => place,
             None if head.len() < limit => limit,
-            None => estimated_place(&head, mine).max(limit),
+            None => estimated_place(&head, &waiter.mine).max(limit),
         };
-        let moved = head.first().and_then(|first| head_moved(seen, first));
-        *seen = head;
-        pace.observed(now, now - sent, place, moved);
-        if place != 0 {
-            debug!(place, "waiting in the queue");
-            return Ok(Step::Waiting);
-        }
+        let moved = head
+            .first()
+            .and_then(|first| head_moved(&waiter.seen, first));
+        waiter.claim.saw_queue(&head, place);
+        waiter.seen = head;
+        waiter.pace.observed(now, now - sent, place, moved);
+        Ok(place)
+    }
+
+    /// One round. Without a main-row claim: read the queue and, at place 0 (or 1 with
+    /// `early`), claim the main row. With one: read the main row (that read is the claim's
+    /// read back) and judge it ([`Claim::judge`]).
+    #[instrument(level = "debug", skip(self, cells, waiter), fields(lock = %cells.lock, id = cells.id()))]
+    async fn round(
+        &self,
+        cells: &Cells,
+        waiter: &mut Waiter,
+        early: bool,
+    ) -> Result<Step, LockError> {
         let id = cells.id().to_owned();
-        cells.put(MAIN, &id, 1).await?;
-        let main = self
-            .base
-            .durable
-            .read_row(&cells.lock, MAIN, "", 2, cells.read_deadline())
-            .await
-            .map_err(|e| cells.store_error(e))?;
-        if main.len() == 1 && main[0].name == id {
-            pace.no_collision();
-            return Ok(Step::Owned);
+        let claimed = cells.has(MAIN, &id);
+        if !claimed {
+            let place = if early && waiter.place <= 2 {
+                // Next in line: read the main row with the queue, and claim only once the
+                // head's cell is there (it has claimed, so its read back is most likely
+                // done by the time ours lands, and ours does not make it collide).
+                let (place, main) =
+                    futures::future::join(self.read_place(cells, waiter), self.read_main(cells))
+                        .await;
+                let place = place?;
+                waiter.claim.saw_main(&main?);
+                place
+            } else {
+                self.read_place(cells, waiter).await?
+            };
+            waiter.place = place;
+            if place > usize::from(early) || (place == 1 && !waiter.claim.head_claimed()) {
+                debug!(place, "waiting in the queue");
+                return Ok(Step::Waiting);
+            }
+            cells.put(MAIN, &id, CLAIM).await?;
         }
-        debug!(others = main.len(), "main row not ours alone; backing off");
-        cells.remove(MAIN, &id).await;
-        Ok(Step::Collided)
+        let sent = Instant::now();
+        let main = self.read_main(cells).await?;
+        if claimed {
+            // Polling the main row as the next in line.
+            let now = Instant::now();
+            waiter.pace.observed(now, now - sent, 1, None);
+        }
+        let mut verdict = waiter.claim.judge(&main, &id, !claimed);
+        if verdict == Verdict::Unsure {
+            let place = self.read_place(cells, waiter).await?;
+            if place > usize::from(early) {
+                cells.remove(MAIN, &id).await;
+                return Ok(Step::Waiting);
+            }
+            verdict = waiter.claim.judge(&main, &id, true);
+        }
+        match verdict {
+            Verdict::Alone => {
+                waiter.pace.no_collision();
+                Ok(Step::Owned)
+            }
+            // Only a stale view is unsure; the fresh one above decides.
+            Verdict::HoldOn | Verdict::Unsure => Ok(Step::HoldingOn),
+            Verdict::Yield => {
+                debug!(others = main.len(), "main row not ours alone; giving way");
+                cells.remove(MAIN, &id).await;
+                Ok(Step::Collided)
+            }
+        }
     }
 
     fn granted(&self, cells: Arc<Cells>, attempt: Attempt) -> LockGuard {
         attempt.disarm();
+        mark_held(&cells);
         info!(lock = %cells.lock, id = cells.id(), "fair lock held");
         cells.into_guard("fair")
     }
@@ -251,15 +310,14 @@ impl Lock for FairLock {
         let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
-        let mut pace = Pace::new(self.base.options.poll_interval);
-        let mut seen = Vec::new();
+        let mut waiter = Waiter::new(mine.clone(), self.base.options.poll_interval);
         loop {
-            let pause = match self.round(&cells, &mine, &mut pace, &mut seen).await? {
+            let pause = match self.round(&cells, &mut waiter, true).await? {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
                 // Jittered, so that waiters do not poll in step.
-                Step::Waiting => poll_delay(pace.delay(Instant::now())),
-                Step::Collided => poll_delay(pace.collided()),
+                Step::Waiting | Step::HoldingOn => poll_delay(waiter.pace.delay(Instant::now())),
+                Step::Collided => poll_delay(waiter.pace.collided()),
             };
             if !cells.keep_fresh().await {
                 // Our queue cell may have expired: write it again under the same name, which
@@ -303,15 +361,16 @@ impl Lock for FairLock {
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
         // Only the first place matters here: read two cells at most.
-        let mut pace = Pace::new(self.base.options.poll_interval);
-        pace.observed(Instant::now(), Duration::ZERO, 0, None);
-        let mut seen = Vec::new();
+        let mut waiter = Waiter::new(mine, self.base.options.poll_interval);
+        waiter
+            .pace
+            .observed(Instant::now(), Duration::ZERO, 0, None);
         for _ in 0..TRY_ROUNDS {
-            match self.round(&cells, &mine, &mut pace, &mut seen).await? {
+            match self.round(&cells, &mut waiter, false).await? {
                 Step::Owned if cells.keep_fresh().await => {
                     return Ok(Some(self.granted(cells, attempt)));
                 }
-                Step::Owned | Step::Collided => continue,
+                Step::Owned | Step::HoldingOn | Step::Collided => continue,
                 Step::Waiting => break,
             }
         }

@@ -197,11 +197,11 @@ impl Pace {
         let gap = match place {
             0 | 1 => (waited / 2).clamp(rt, (self.poll / 10).max(rt)),
             p if p < WINDOW => {
-                // At least four round trips per hand-over (release, notice, write, read),
+                // At least two round trips per hand-over (the release, the next in line's read),
                 // and at least the time this waiter has stood still.
                 // At most p × poll/5 apart, so that after a long hold the first few
                 // places are awake for the burst of hand-overs that follows.
-                let hand_over = self.hand_over.unwrap_or(rt * 4).max(waited);
+                let hand_over = self.hand_over.unwrap_or(rt * 2).max(waited);
                 let p = u32::try_from(p).unwrap_or(u32::MAX);
                 (hand_over * (p - 1) / 2).clamp(rt, (self.poll * p / 5).min(self.poll).max(rt))
             }

@@ -143,3 +143,64 @@ async fn hand_over_takes_a_few_round_trips_not_a_poll() {
         "{per_acquisition} store calls per acquisition"
     );
 }
+
+/// The next in line claims the main row while the holder holds (the holder's cell marked
+/// held, its own a claim), so once the holder's delete lands its next main-row read is its
+/// read back: it owns after at most two store calls (a read that may have left before the
+/// delete, and the one after), not the thesis's queue read, main-row write and read back.
+#[tokio::test(start_paused = true)]
+async fn next_in_line_is_claimed_before_the_release() {
+    use super::super::fair_claim::{CLAIM, HELD};
+    use crate::cells::faulty::FaultyCellStore;
+    use crate::memory::{Fault, Times};
+
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let (holder_view, next_view) = (
+        FaultyCellStore::new(Arc::clone(&store)),
+        FaultyCellStore::new(Arc::clone(&store)),
+    );
+    let lock = |view: &FaultyCellStore| {
+        FairLock::new(Arc::new(view.clone()), LockOptions::default()).unwrap()
+    };
+    let holder = lock(&holder_view)
+        .lock("l", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let next = lock(&next_view);
+    let view = next_view.clone();
+    let waiter = tokio::spawn(async move {
+        let guard = next.lock("l", Duration::from_secs(60)).await.unwrap();
+        let granted = (Instant::now(), view.round_trips());
+        guard.release().await.unwrap();
+        granted
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let main = store.read_row("l", MAIN, "", 10).await.unwrap();
+    let values: Vec<i64> = main.iter().map(|c| c.value).collect();
+    assert_eq!(main.len(), 2, "{main:?}");
+    assert!(
+        values.contains(&HELD) && values.contains(&CLAIM),
+        "{main:?}"
+    );
+    let before = next_view.round_trips();
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let (granted, calls_then) = waiter.await.unwrap();
+    // The waiter's calls from the release to the grant: main-row reads only.
+    let calls = calls_then - before;
+    assert!(
+        calls <= 2,
+        "{calls} store calls from the release to the grant"
+    );
+    assert!(
+        granted - released <= Duration::from_millis(4),
+        "hand-over took {:?}",
+        granted - released
+    );
+}

@@ -39,6 +39,7 @@
 
 pub mod bakery;
 mod contender;
+mod fair_claim;
 pub mod fair_lock;
 mod fair_pace;
 mod guard;

@@ -102,11 +102,30 @@ impl Cells {
         }
     }
 
-    fn ttl(&self) -> Duration {
+    /// Whether this contender has a cell at `row`/`cell` (written and not deleted since).
+    pub(crate) fn has(&self, row: &str, cell: &str) -> bool {
+        self.owned
+            .lock()
+            .is_ok_and(|owned| owned.iter().any(|o| o.row == row && o.cell == cell))
+    }
+
+    /// Sets the value an owned cell is rewritten with from now on; `false` if not owned.
+    pub(crate) fn set_value(&self, row: &str, cell: &str, value: i64) -> bool {
+        let Ok(mut owned) = self.owned.lock() else {
+            return false;
+        };
+        owned
+            .iter_mut()
+            .find(|o| o.row == row && o.cell == cell)
+            .map(|o| o.value = value)
+            .is_some()
+    }
+
+    pub(crate) fn ttl(&self) -> Duration {
         self.options.timing.store_ttl()
     }
 
-    fn validity(&self) -> Duration {
+    pub(crate) fn validity(&self) -> Duration {
         self.options.timing.validity()
     }
 
