@@ -383,3 +383,7 @@ impl Lock for FairLock {
 #[cfg(test)]
 #[path = "fair_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "fair_review12_tests.rs"]
+mod review12;
