@@ -140,7 +140,7 @@ async fn probe_mutual_exclusion_under_faults() {
 /// after it is next in line, sees the `try_lock`'s main cell and claims early (the new
 /// rule). The `try_lock`'s read back then shows that claim: it holds on (the claim is
 /// behind it) for its few immediate rounds, and gives up while the next in line is still
-/// deleting its claim (a slow coordinator). The thesis's TryGetLock, first on a free lock,
+/// deleting its claim (8 ms deletes, 4 ms reads: a busy cluster or a far data centre). The thesis's TryGetLock, first on a free lock,
 /// owns it; here it reports the lock taken and the waiter behind it gets it instead.
 #[tokio::test(start_paused = true)]
 async fn finding_try_lock_first_on_a_free_lock_fails_because_the_next_in_line_claims_early() {
@@ -156,7 +156,7 @@ async fn finding_try_lock_first_on_a_free_lock_fails_because_the_next_in_line_cl
         FaultyCellStore::new(Arc::clone(&store)),
     );
     // The try_lock's reads go through a slower coordinator (3 ms more), the next in
-    // line's deletes through one that takes 100 ms.
+    // line's deletes through one that takes 8 ms (with 4 ms it still owns).
     first_view.inject(
         Some(CellOp::ReadRow),
         Fault::Latency(Duration::from_millis(3)),
@@ -164,7 +164,7 @@ async fn finding_try_lock_first_on_a_free_lock_fails_because_the_next_in_line_cl
     );
     next_view.inject(
         Some(CellOp::Delete),
-        Fault::Latency(Duration::from_millis(100)),
+        Fault::Latency(Duration::from_millis(8)),
         Times::Always,
     );
     let first = FairLock::new(Arc::new(first_view), LockOptions::default()).unwrap();
@@ -239,4 +239,172 @@ async fn finding_waiters_store_calls_grow_with_the_hold_time() {
         during[1],
         during[2]
     );
+}
+
+/// Probe: contenders whose arrival clocks disagree by up to 60 ms (latecomers sort ahead
+/// of the next in line), a mix of `lock` and `try_lock`, random latency; every `lock` must
+/// finish well within its timeout (no two contenders waiting on each other) and no two
+/// guards held at once.
+#[tokio::test(start_paused = true)]
+async fn probe_skewed_clocks_make_no_deadlock() {
+    const N: usize = 8;
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
+    let worst = Arc::new(Mutex::new(Duration::ZERO));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let base = crate::cells::wall_micros();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let view = FaultyCellStore::new(Arc::clone(&store));
+        view.inject(
+            None,
+            Fault::Latency(Duration::from_millis(4)),
+            Times::Random(0.2),
+        );
+        let skew = i64::try_from(i).unwrap() * 8_000;
+        let clock: crate::global_time::LocalClock =
+            Arc::new(move || base - skew + i64::try_from(start.elapsed().as_micros()).unwrap());
+        let lock = FairLock::new(Arc::new(view), options())
+            .unwrap()
+            .with_arrival_clock(clock);
+        let (held, worst, violations) = (
+            Arc::clone(&held),
+            Arc::clone(&worst),
+            Arc::clone(&violations),
+        );
+        tasks.push(tokio::spawn(async move {
+            for round in 0..30u64 {
+                let asked = Instant::now();
+                let guard = if (round + i as u64) % 4 == 3 {
+                    match lock.try_lock("l").await.unwrap() {
+                        Some(g) => g,
+                        None => continue,
+                    }
+                } else {
+                    lock.lock("l", Duration::from_secs(60)).await.unwrap()
+                };
+                {
+                    let mut w = worst.lock().unwrap();
+                    *w = (*w).max(asked.elapsed());
+                    let mut h = held.lock().unwrap();
+                    h.retain(|(_, g)| g.is_held());
+                    if !h.is_empty() {
+                        violations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    h.push((i, guard));
+                }
+                tokio::time::sleep(Duration::from_millis(2 + (round * 5 + i as u64) % 9)).await;
+                let mine = {
+                    let mut h = held.lock().unwrap();
+                    let at = h.iter().position(|(j, _)| *j == i).unwrap();
+                    h.remove(at).1
+                };
+                let _ = mine.release().await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let worst = *worst.lock().unwrap();
+    eprintln!("worst wait {worst:?}, total {:?}", start.elapsed());
+    assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert!(worst < Duration::from_secs(3), "a lock() waited {worst:?}");
+}
+
+/// Probe: `lock()` futures dropped at arbitrary points (timeouts from 0 to 12 ms, store
+/// calls taking 1 to 5 ms) leave no main or queue cell behind: a later `lock()` owns at
+/// once, not after a TTL.
+#[tokio::test(start_paused = true)]
+async fn probe_dropped_lock_futures_leave_nothing_behind() {
+    const N: usize = 6;
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let view = FaultyCellStore::new(Arc::clone(&store));
+        view.inject(
+            None,
+            Fault::Latency(Duration::from_millis(4)),
+            Times::Random(0.3),
+        );
+        let lock = FairLock::new(Arc::new(view), options()).unwrap();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..40u64 {
+                let cut = Duration::from_micros((round * 1_700 + i as u64 * 900) % 12_000);
+                if let Ok(Ok(guard)) =
+                    tokio::time::timeout(cut, lock.lock("l", Duration::from_secs(60))).await
+                {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    let _ = guard.release().await;
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // Let the background clean-ups finish.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let main = store.read_row("l", MAIN, "", 10).await.unwrap();
+    let queue = store.read_row("l", QUEUE, "", 10).await.unwrap();
+    assert!(
+        main.is_empty() && queue.is_empty(),
+        "left behind: {main:?} {queue:?}"
+    );
+    let asked = Instant::now();
+    let guard = FairLock::new(Arc::clone(&store), options())
+        .unwrap()
+        .lock("l", Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        asked.elapsed()
+    );
+    guard.release().await.unwrap();
+}
+
+/// Probe: the held mark's write lands after the release (answers lost, applied 30 ms
+/// later, resent): its earlier timestamp loses to the release's delete, so nothing is
+/// resurrected and the next contender owns at once.
+#[tokio::test(start_paused = true)]
+async fn probe_late_held_mark_does_not_resurrect_the_cell() {
+    let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
+    let view = FaultyCellStore::new(Arc::clone(&store));
+    let lock = FairLock::new(Arc::new(view.clone()), options()).unwrap();
+    let guard = lock.lock("l", Duration::from_secs(10)).await.unwrap();
+    // The mark's task has not run yet: its writes (and resends) land late.
+    view.inject_late_apply(
+        Some(CellOp::Write),
+        Duration::from_millis(30),
+        Times::Next(3),
+    );
+    guard.release().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let main = store.read_row("l", MAIN, "", 10).await.unwrap();
+    assert!(main.is_empty(), "{main:?}");
+    let asked = Instant::now();
+    let other = FairLock::new(Arc::clone(&store), options()).unwrap();
+    other
+        .lock("l", Duration::from_secs(10))
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    assert!(asked.elapsed() < Duration::from_millis(50));
 }
