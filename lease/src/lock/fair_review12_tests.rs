@@ -319,6 +319,90 @@ async fn probe_skewed_clocks_make_no_deadlock() {
     assert!(worst < Duration::from_secs(3), "a lock() waited {worst:?}");
 }
 
+/// Probe: as above, two tasks per lock object (so they share its remembered queue head);
+/// contenders whose arrival clocks disagree by up to 60 ms (latecomers sort ahead
+/// of the next in line), a mix of `lock` and `try_lock`, random latency; every `lock` must
+/// finish well within its timeout (no two contenders waiting on each other) and no two
+/// guards held at once.
+#[tokio::test(start_paused = true)]
+async fn probe_skewed_clocks_shared_objects_make_no_deadlock() {
+    const N: usize = 8;
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
+    let worst = Arc::new(Mutex::new(Duration::ZERO));
+    let violations = Arc::new(AtomicUsize::new(0));
+    let base = crate::cells::wall_micros();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    let mut objects = Vec::new();
+    for k in 0..N / 2 {
+        let view = FaultyCellStore::new(Arc::clone(&store));
+        view.inject(
+            None,
+            Fault::Latency(Duration::from_millis(4)),
+            Times::Random(0.2),
+        );
+        let skew = i64::try_from(k).unwrap() * 15_000;
+        let clock: crate::global_time::LocalClock =
+            Arc::new(move || base - skew + i64::try_from(start.elapsed().as_micros()).unwrap());
+        let lock = FairLock::new(Arc::new(view), options())
+            .unwrap()
+            .with_arrival_clock(clock);
+        objects.push(lock);
+    }
+    for i in 0..N {
+        let lock = objects[i / 2].clone();
+        let (held, worst, violations) = (
+            Arc::clone(&held),
+            Arc::clone(&worst),
+            Arc::clone(&violations),
+        );
+        tasks.push(tokio::spawn(async move {
+            for round in 0..30u64 {
+                let asked = Instant::now();
+                let guard = if (round + i as u64) % 4 == 3 {
+                    match lock.try_lock("l").await.unwrap() {
+                        Some(g) => g,
+                        None => continue,
+                    }
+                } else {
+                    lock.lock("l", Duration::from_secs(60)).await.unwrap()
+                };
+                {
+                    let mut w = worst.lock().unwrap();
+                    *w = (*w).max(asked.elapsed());
+                    let mut h = held.lock().unwrap();
+                    h.retain(|(_, g)| g.is_held());
+                    if !h.is_empty() {
+                        violations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    h.push((i, guard));
+                }
+                tokio::time::sleep(Duration::from_millis(2 + (round * 5 + i as u64) % 9)).await;
+                let mine = {
+                    let mut h = held.lock().unwrap();
+                    let at = h.iter().position(|(j, _)| *j == i).unwrap();
+                    h.remove(at).1
+                };
+                let _ = mine.release().await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let worst = *worst.lock().unwrap();
+    eprintln!("worst wait {worst:?}, total {:?}", start.elapsed());
+    assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert!(worst < Duration::from_secs(3), "a lock() waited {worst:?}");
+}
+
 /// Probe: `lock()` futures dropped at arbitrary points (timeouts from 0 to 12 ms, store
 /// calls taking 1 to 5 ms) leave no main or queue cell behind: a later `lock()` owns at
 /// once, not after a TTL.
@@ -407,4 +491,54 @@ async fn probe_late_held_mark_does_not_resurrect_the_cell() {
         .await
         .unwrap();
     assert!(asked.elapsed() < Duration::from_millis(50));
+}
+
+/// The holder's release deletes its queue and main cells at once; the queue delete fails
+/// (a coordinator that is down answers `Unavailable`). The release then asks
+/// `still_held`, which reads only the last owned cell, the main one: gone, so the release
+/// counts as done and the queue cell is never deleted. The next in line owns (it saw the
+/// holder's main cell), but the one after it is then next in line behind a head that left:
+/// that head's main cell never comes, so it waits for the queue cell's TTL (15 s by
+/// default) instead of a few round trips.
+#[tokio::test(start_paused = true)]
+async fn finding_lost_queue_delete_on_release_stalls_the_queue_for_a_ttl() {
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let holder_view = FaultyCellStore::new(Arc::clone(&store));
+    let lock = |view: Arc<dyn CellStore>| FairLock::new(view, LockOptions::default()).unwrap();
+    let holder = lock(Arc::new(holder_view.clone()))
+        .lock("l", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let next = {
+        let l = lock(Arc::clone(&store));
+        tokio::spawn(async move { l.lock("l", Duration::from_secs(60)).await.unwrap() })
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let after = {
+        let l = lock(Arc::clone(&store));
+        tokio::spawn(async move {
+            let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+            (Instant::now(), guard)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The first delete of the release (the queue cell's) fails, not applied.
+    holder_view.inject(Some(CellOp::Delete), Fault::Unavailable, Times::Next(1));
+    let released = holder.release().await;
+    let next = next.await.unwrap();
+    let handed = Instant::now();
+    next.release().await.unwrap();
+    let (granted, after) = after.await.unwrap();
+    after.release().await.unwrap();
+    assert!(
+        granted - handed < Duration::from_secs(1),
+        "the third contender waited {:?} after the second released (holder's release: {released:?})",
+        granted - handed
+    );
 }
