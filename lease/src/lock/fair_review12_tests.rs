@@ -542,3 +542,111 @@ async fn finding_lost_queue_delete_on_release_stalls_the_queue_for_a_ttl() {
         granted - handed
     );
 }
+
+/// A store whose row reads are sometimes answered late: served at once, delivered after
+/// `delay` (a process paused, or a reply stuck in a queue), as a real client can see.
+struct LateReads {
+    inner: Arc<dyn CellStore>,
+    delay: Duration,
+    every: usize,
+    count: AtomicUsize,
+}
+
+#[async_trait]
+impl CellStore for LateReads {
+    async fn write(
+        &self,
+        at: crate::cells::CellRef<'_>,
+        value: i64,
+        ttl: Option<Duration>,
+        timestamp: i64,
+    ) -> Result<(), crate::error::StoreError> {
+        self.inner.write(at, value, ttl, timestamp).await
+    }
+
+    async fn delete(
+        &self,
+        at: crate::cells::CellRef<'_>,
+        timestamp: i64,
+    ) -> Result<(), crate::error::StoreError> {
+        self.inner.delete(at, timestamp).await
+    }
+
+    async fn read_row(
+        &self,
+        lock: &str,
+        row: &str,
+        from: &str,
+        limit: usize,
+    ) -> Result<Vec<Cell>, crate::error::StoreError> {
+        let answer = self.inner.read_row(lock, row, from, limit).await;
+        let n = self
+            .count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n % self.every == self.every - 1 {
+            tokio::time::sleep(self.delay).await;
+        }
+        answer
+    }
+
+    async fn read_cell(
+        &self,
+        at: crate::cells::CellRef<'_>,
+    ) -> Result<Option<i64>, crate::error::StoreError> {
+        self.inner.read_cell(at).await
+    }
+}
+
+/// Probe: every 37th row read of each contender is delivered 2.5 s late (beyond the
+/// validity of 1.9 s, within a request timeout... of no one: the store answered at once).
+/// A read that showed a contender alone and arrives late must not make a held guard.
+#[tokio::test(start_paused = true)]
+async fn probe_late_read_answers_make_no_second_owner() {
+    const N: usize = 5;
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
+    let violations = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let view: Arc<dyn CellStore> = Arc::new(LateReads {
+            inner: Arc::clone(&store),
+            delay: Duration::from_millis(2_500),
+            every: 37 + i,
+            count: AtomicUsize::new(0),
+        });
+        let lock = FairLock::new(view, options()).unwrap();
+        let (held, violations) = (Arc::clone(&held), Arc::clone(&violations));
+        tasks.push(tokio::spawn(async move {
+            for round in 0..30u64 {
+                let Ok(guard) = lock.lock("l", Duration::from_secs(60)).await else {
+                    continue;
+                };
+                {
+                    let mut h = held.lock().unwrap();
+                    h.retain(|(_, g)| g.is_held());
+                    if guard.is_held() && !h.is_empty() {
+                        violations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    h.push((i, guard));
+                }
+                tokio::time::sleep(Duration::from_millis(1 + (round * 3 + i as u64) % 7)).await;
+                let mine = {
+                    let mut h = held.lock().unwrap();
+                    let at = h.iter().position(|(j, _)| *j == i).unwrap();
+                    h.remove(at).1
+                };
+                let _ = mine.release().await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
