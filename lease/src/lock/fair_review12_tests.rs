@@ -656,3 +656,57 @@ async fn probe_late_read_answers_make_no_second_owner() {
     }
     assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
+
+/// The lock is free; the head claims, and the next in line, seeing the head's cell, claims
+/// early before the head's read back (here the head's reads take 3 ms more). Then the next
+/// in line is cut off from the store (a partition, a long pause). The head's read back
+/// shows the claim of a contender behind it, so the head holds on, waiting for it to give
+/// way, which it cannot: the free lock stays unowned until that claim's TTL (15 s). In the
+/// thesis only the head writes the main row, and it would own at once.
+#[tokio::test(start_paused = true)]
+async fn finding_next_in_line_cut_off_after_its_early_claim_blocks_the_head_for_a_ttl() {
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let (head_view, next_view) = (
+        FaultyCellStore::new(Arc::clone(&store)),
+        FaultyCellStore::new(Arc::clone(&store)),
+    );
+    head_view.inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_millis(3)),
+        Times::Always,
+    );
+    let head = FairLock::new(Arc::new(head_view), LockOptions::default()).unwrap();
+    let next = FairLock::new(Arc::new(next_view.clone()), LockOptions::default()).unwrap();
+    let asked = Instant::now();
+    let head = tokio::spawn(async move {
+        let guard = head.lock("l", Duration::from_secs(60)).await.unwrap();
+        (Instant::now(), guard)
+    });
+    tokio::time::sleep(Duration::from_micros(1_500)).await;
+    let next = tokio::spawn(async move { next.lock("l", Duration::from_secs(60)).await });
+    // As soon as both claims are in the main row, the next in line loses the store.
+    let mut cut = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_micros(250)).await;
+        if store.read_row("l", MAIN, "", 10).await.unwrap().len() == 2 {
+            next_view.inject(None, Fault::Latency(Duration::from_secs(60)), Times::Always);
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "the next in line never claimed early");
+    let (granted, guard) = head.await.unwrap();
+    guard.release().await.unwrap();
+    next.abort();
+    assert!(
+        granted - asked < Duration::from_secs(2),
+        "the head owned the free lock only after {:?}",
+        granted - asked
+    );
+}
