@@ -713,3 +713,58 @@ async fn finding_next_in_line_cut_off_after_its_early_claim_blocks_the_head_for_
         granted - asked
     );
 }
+
+/// Probe: waiters arriving 3 ms apart on one clock, store calls taking 1 ms plus 0 to 6 ms
+/// at random, holds of 0 to 4 ms: granted in arrival order, at most one place out.
+#[tokio::test(start_paused = true)]
+async fn probe_arrival_order_under_random_latency() {
+    const WAITERS: usize = 16;
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let lock = |slow: bool| {
+        let view = FaultyCellStore::new(Arc::clone(&store));
+        if slow {
+            view.inject(
+                None,
+                Fault::Latency(Duration::from_millis(3)),
+                Times::Random(0.3),
+            );
+            view.inject(
+                None,
+                Fault::Latency(Duration::from_millis(3)),
+                Times::Random(0.3),
+            );
+        }
+        FairLock::new(Arc::new(view), LockOptions::default()).unwrap()
+    };
+    let holder = lock(false)
+        .lock("l", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..WAITERS {
+        let (l, order) = (lock(true), Arc::clone(&order));
+        tasks.push(tokio::spawn(async move {
+            let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_micros((i as u64 * 1_300) % 4_000)).await;
+            guard.release().await.unwrap();
+        }));
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    holder.release().await.unwrap();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    for (at, i) in order.iter().enumerate() {
+        assert!(at.abs_diff(*i) <= 1, "grant order {order:?}");
+    }
+}
