@@ -80,6 +80,13 @@ pub(crate) struct Claim {
     ahead_seen: bool,
     /// Whether the previous read already showed a cell it may not wait on.
     strike: bool,
+    /// Whether the last main-row read judged showed another's cell marked held.
+    owner_seen: bool,
+    /// Whether the last read before claiming showed the head's cell marked held.
+    ahead_held: bool,
+    /// The head this contender last gave way to: it claims early behind that head again
+    /// only once its cell is marked held (else the two would collide again and again).
+    yielded_to: Option<String>,
 }
 
 impl Claim {
@@ -104,15 +111,27 @@ impl Claim {
 
     /// Records a main-row read made before claiming, with the queue read that placed it.
     pub(crate) fn saw_main(&mut self, main: &[Cell]) {
-        if let Some(ahead) = &self.ahead {
-            self.ahead_seen |= main.iter().any(|c| c.name == *ahead);
-        }
+        let Some(ahead) = &self.ahead else {
+            return;
+        };
+        let cell = main.iter().find(|c| c.name == *ahead);
+        self.ahead_seen |= cell.is_some();
+        self.ahead_held = cell.is_some_and(|c| c.value == HELD);
     }
 
     /// Whether the contender ahead (as of the last queue read) has been seen in the main
     /// row since: true when nobody is ahead.
     pub(crate) fn head_claimed(&self) -> bool {
-        self.ahead.is_none() || self.ahead_seen
+        match &self.ahead {
+            None => true,
+            Some(_) if !self.ahead_seen => false,
+            Some(_) => self.ahead_held || self.yielded_to != self.ahead,
+        }
+    }
+
+    /// Whether the last main-row read judged showed another contender's cell marked held.
+    pub(crate) fn owner_seen(&self) -> bool {
+        self.owner_seen
     }
 
     /// Judges a main-row read (at most [`MAIN_READ`] cells) made after `id`'s claim was
@@ -120,6 +139,7 @@ impl Claim {
     /// verdict that the queue could change comes back [`Verdict::Unsure`]: read the queue
     /// ([`Claim::saw_queue`]) and judge the same read again, fresh.
     pub(crate) fn judge(&mut self, main: &[Cell], id: &str, fresh: bool) -> Verdict {
+        self.owner_seen = main.iter().any(|c| c.name != id && c.value == HELD);
         if !main.iter().any(|c| c.name == id) {
             // Our cell is gone (expired while we were paused): start the claim again.
             self.strike = false;
@@ -148,6 +168,9 @@ impl Claim {
             (false, true, true) => Verdict::Yield,
         };
         self.strike = !may_wait && verdict == Verdict::HoldOn;
+        if verdict == Verdict::Yield {
+            self.yielded_to.clone_from(&self.ahead);
+        }
         debug!(
             others = main.len() - 1,
             may_wait,
@@ -164,6 +187,8 @@ pub(crate) struct Waiter {
     pub(crate) mine: String,
     /// Our place by the last queue read.
     pub(crate) place: usize,
+    /// Whether the last pause was none (reads back to back).
+    pub(crate) fast: bool,
     pub(crate) pace: Pace,
     /// The queue cells the previous queue read returned.
     pub(crate) seen: Vec<String>,
@@ -175,6 +200,7 @@ impl Waiter {
         Waiter {
             mine,
             place: usize::MAX,
+            fast: false,
             pace: Pace::new(poll),
             seen: Vec::new(),
             claim: Claim::default(),

@@ -75,6 +75,10 @@ static ARRIVALS: AtomicU64 = AtomicU64::new(0);
 /// Immediate main-row retries of `try_lock` before it reports the lock held.
 const TRY_ROUNDS: usize = 3;
 
+/// Main-row reads `try_lock` makes, besides those rounds, while the only others there are
+/// claims queued behind it (an early claim of the next in line, which gives way to it).
+const TRY_HOLD_READS: usize = 16;
+
 /// The fair queue lock.
 #[derive(Clone)]
 pub struct FairLock {
@@ -237,7 +241,10 @@ impl FairLock {
         let id = cells.id().to_owned();
         let claimed = cells.has(MAIN, &id);
         if !claimed {
-            let place = if early && waiter.place <= 2 {
+            // The second in line reads the main row too only while it polls back to back
+            // (short holds): then it is likely next in line by its next read.
+            let joint = waiter.place <= 1 || (waiter.place == 2 && waiter.fast);
+            let place = if early && joint {
                 // Next in line: read the main row with the queue, and claim only once the
                 // head's cell is there (it has claimed, so its read back is most likely
                 // done by the time ours lands, and ours does not make it collide).
@@ -315,10 +322,13 @@ impl Lock for FairLock {
             let pause = match self.round(&cells, &mut waiter, true).await? {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
+                // Waiting for claims behind us to give way: a few round trips at most.
+                Step::HoldingOn if !waiter.claim.owner_seen() => Duration::ZERO,
                 // Jittered, so that waiters do not poll in step.
                 Step::Waiting | Step::HoldingOn => poll_delay(waiter.pace.delay(Instant::now())),
                 Step::Collided => poll_delay(waiter.pace.collided()),
             };
+            waiter.fast = pause.is_zero();
             if !cells.keep_fresh().await {
                 // Our queue cell may have expired: write it again under the same name, which
                 // keeps our place in the queue.
@@ -365,12 +375,17 @@ impl Lock for FairLock {
         waiter
             .pace
             .observed(Instant::now(), Duration::ZERO, 0, None);
-        for _ in 0..TRY_ROUNDS {
+        let (mut rounds, mut holds) = (0, 0);
+        while rounds < TRY_ROUNDS && holds <= TRY_HOLD_READS {
             match self.round(&cells, &mut waiter, false).await? {
                 Step::Owned if cells.keep_fresh().await => {
                     return Ok(Some(self.granted(cells, attempt)));
                 }
-                Step::Owned | Step::HoldingOn | Step::Collided => continue,
+                // An owner's cell: the lock is held.
+                Step::HoldingOn if waiter.claim.owner_seen() => break,
+                // Only claims queued behind us: they give way; read again.
+                Step::HoldingOn => holds += 1,
+                Step::Owned | Step::Collided => rounds += 1,
                 Step::Waiting => break,
             }
         }

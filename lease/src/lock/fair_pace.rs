@@ -5,15 +5,18 @@
 //! proportion to the contenders; polling everyone slowly (`poll_interval`) caps the lock at a
 //! few hand-overs per poll. So each waiter paces itself by its place in the queue:
 //!
-//! - **next in line** (place 1): reads start half the time it has already spent waiting on
-//!   the current holder apart, at least one measured round trip, at most `poll_interval /
-//!   10`: a quick hand-over is noticed within about a round trip, a long hold costs a few
-//!   reads (the gaps grow geometrically). A gap shorter than the timer's tick (tokio
-//!   rounds sleeps up to the next millisecond, several round trips on a LAN) is not slept:
-//!   the next read goes out at once, so the next in line keeps one read in flight.
+//! - **next in line** (place 1; it reads the main row, where its early claim stands, see
+//!   [`fair_claim`](super::fair_claim)): reads start half the time it has already spent
+//!   waiting on the current holder apart, at least one measured round trip, at most
+//!   `poll_interval`: a quick hand-over is noticed within about a round trip, and after the
+//!   first few reads a long hold costs one read per `poll_interval` (the gaps grow
+//!   geometrically up to that). A gap shorter than the timer's tick (tokio rounds sleeps
+//!   up to the next millisecond, several round trips on a LAN) is not slept: the next read
+//!   goes out at once, so the next in line keeps one read in flight.
 //! - **second in line** (place 2): paced as below, but like the next in line it reads at
 //!   once rather than sleep less than a tick: with a short hold it is next in line before
-//!   such a sleep would end.
+//!   such a sleep would end. While it reads back to back it reads the main row along with
+//!   the queue, so that it can claim early on the read that finds it next in line.
 //! - **within the window** (places 2 to [`WINDOW`] - 1): looks again after about half the
 //!   time the places ahead of it should take, (place - 1) × hand-over time / 2, where the
 //!   hand-over time is measured from how fast its own place went down (at least the time
@@ -195,7 +198,7 @@ impl Pace {
         let waited = now.saturating_duration_since(at);
         // The gap between the starts of two reads.
         let gap = match place {
-            0 | 1 => (waited / 2).clamp(rt, (self.poll / 10).max(rt)),
+            0 | 1 => (waited / 2).clamp(rt, self.poll.max(rt)),
             p if p < WINDOW => {
                 // At least two round trips per hand-over (the release, the next in line's read),
                 // and at least the time this waiter has stood still.

@@ -6,7 +6,7 @@ const POLL: Duration = Duration::from_millis(20);
 const RT: Duration = Duration::from_micros(200);
 
 #[test]
-fn next_in_line_reads_back_to_back_then_backs_off_to_a_tenth_of_the_poll() {
+fn next_in_line_reads_back_to_back_then_backs_off_to_the_poll() {
     let t0 = Instant::now();
     let mut pace = Pace::new(POLL);
     pace.observed(t0, RT, 1, None);
@@ -18,13 +18,22 @@ fn next_in_line_reads_back_to_back_then_backs_off_to_a_tenth_of_the_poll() {
         pace.delay(t0 + Duration::from_millis(3)),
         Duration::from_micros(1_500) - RT
     );
-    // Never slower than a tenth of the poll.
-    assert_eq!(pace.delay(t0 + Duration::from_secs(5)), POLL / 10 - RT);
+    // Waited 10 ms: 5 ms apart; never slower than the poll.
+    assert_eq!(
+        pace.delay(t0 + Duration::from_millis(10)),
+        Duration::from_millis(5) - RT
+    );
+    assert_eq!(pace.delay(t0 + Duration::from_secs(5)), POLL - RT);
     assert_eq!(pace.read_limit(), 3);
-    // A slow store (10 ms round trips): one read in flight at a time, no sleep.
+    // A slow store (10 ms round trips): one read in flight at a time early on, no sleep;
+    // a long hold still costs one read per poll.
     let mut slow = Pace::new(POLL);
     slow.observed(t0, Duration::from_millis(10), 1, None);
-    assert_eq!(slow.delay(t0 + Duration::from_secs(5)), Duration::ZERO);
+    assert_eq!(slow.delay(t0 + Duration::from_millis(5)), Duration::ZERO);
+    assert_eq!(
+        slow.delay(t0 + Duration::from_secs(5)),
+        POLL - Duration::from_millis(10)
+    );
 }
 
 #[test]
@@ -144,6 +153,6 @@ fn an_instant_store_is_not_polled_in_a_busy_loop() {
     let mut pace = Pace::new(POLL);
     pace.observed(t0, Duration::ZERO, 1, None);
     assert_eq!(pace.delay(t0), POLL / 200);
-    assert_eq!(pace.delay(t0 + Duration::from_secs(5)), POLL / 10);
+    assert_eq!(pace.delay(t0 + Duration::from_secs(5)), POLL);
     assert_eq!(pace.collided(), POLL / 200);
 }

@@ -350,34 +350,54 @@ impl Holdable for Cells {
         left
     }
 
+    /// Held while every owned cell is still in the store. After a release that failed in
+    /// part, only the cells whose delete was not confirmed are owned: `true` while one of
+    /// them stands, so the release is sent again rather than taken for done.
     async fn still_held(&self) -> Result<bool, StoreError> {
-        let last = self.owned.lock().ok().and_then(|o| o.last().cloned());
-        let give_up_at = Instant::now() + self.options.timing.effective_request_timeout();
-        match last {
-            Some(o) => Ok(self
-                .durable
-                .read_cell(self.at(o.row, &o.cell), give_up_at)
-                .await?
-                .is_some()),
-            None => Ok(false),
+        let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
+        if owned.is_empty() {
+            return Ok(false);
         }
+        let give_up_at = Instant::now() + self.options.timing.effective_request_timeout();
+        let reads = owned
+            .iter()
+            .map(|o| self.durable.read_cell(self.at(o.row, &o.cell), give_up_at));
+        for found in futures::future::join_all(reads).await {
+            if found?.is_none() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
         let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
         let timestamp = ClientClock::next();
-        // All at once: a hand-over waits for the last of them.
+        let give_up_at = Instant::now() + self.options.timing.effective_request_timeout();
+        // All at once: a hand-over waits for the last of them. Each is sent again (same
+        // timestamp) until confirmed or its time is up.
         let deletes = owned.iter().map(|o| {
             self.durable
-                .store()
-                .delete(self.at(o.row, &o.cell), timestamp)
+                .delete(self.at(o.row, &o.cell), timestamp, give_up_at)
         });
-        for result in futures::future::join_all(deletes).await {
-            result?;
+        let results = futures::future::join_all(deletes).await;
+        let mut failed = None;
+        if let Ok(mut left) = self.owned.lock() {
+            for (o, result) in owned.iter().zip(results) {
+                match result {
+                    Ok(()) => left.retain(|x| !(x.row == o.row && x.cell == o.cell)),
+                    Err(error) => {
+                        debug!(lock = %self.lock, cell = %o.cell, %error, "release delete not confirmed");
+                        failed.get_or_insert(error);
+                    }
+                }
+            }
         }
-        if let Ok(mut owned) = self.owned.lock() {
-            owned.clear();
+        match failed {
+            // The cells still owned are those not confirmed deleted: `still_held` reads
+            // them, and the hold machine sends the release again while one stands.
+            Some(error) => Err(error),
+            None => Ok(CasOutcome::Applied),
         }
-        Ok(CasOutcome::Applied)
     }
 }
