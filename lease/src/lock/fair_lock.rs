@@ -402,3 +402,7 @@ mod tests;
 #[cfg(test)]
 #[path = "fair_review12_tests.rs"]
 mod review12;
+
+#[cfg(test)]
+#[path = "fair_review13_tests.rs"]
+mod review13;

@@ -1,0 +1,167 @@
+//! Review 13: the fixes of review 12's findings (commit c4973b5). Findings as failing tests.
+
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::cells::faulty::FaultyCellStore;
+use crate::cells::memory::{CellOp, MemoryCellStore};
+use crate::memory::{Fault, Times};
+
+/// The holder releases its two cells (queue and main) at once. One delete is not applied
+/// (its coordinator answers `Unavailable`), the other is applied but its answer is lost
+/// (a timeout), and every later send fails while the outage lasts. Both stay owned, so
+/// `release_target` asks `still_held`, which says "held" only if *every* owned cell is
+/// present: one is gone, so it says "not held", and the release is taken for done (the
+/// guard's `release` returns `Ok`) while the other cell still stands. "All present" is the
+/// right test for a renewal (any cell gone: the lock may be lost), but a release is done
+/// only when *none* is left. On a cluster the cell left is either the holder's queue cell
+/// (the waiter after the next in line waits its TTL, review 12's finding again) or its
+/// main cell (the free lock blocked for a TTL for everyone, though its release said Ok).
+#[tokio::test(start_paused = true)]
+async fn finding_release_taken_for_done_while_an_unconfirmed_cell_stands() {
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let view = FaultyCellStore::new(Arc::clone(&store));
+    let guard = FairLock::new(Arc::new(view.clone()), LockOptions::default())
+        .unwrap()
+        .lock("l", Duration::from_secs(60))
+        .await
+        .unwrap();
+    // Let the held mark land.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The first delete is not applied, the second applied with its answer lost; every send
+    // after those fails.
+    view.inject(Some(CellOp::Delete), Fault::Unavailable, Times::Next(1));
+    view.inject(
+        Some(CellOp::Delete),
+        Fault::TimeoutAfterApply,
+        Times::Next(1),
+    );
+    view.inject(Some(CellOp::Delete), Fault::Unavailable, Times::Always);
+    let released = guard.release().await;
+    let queue = store.read_row("l", QUEUE, "", 10).await.unwrap();
+    let main = store.read_row("l", MAIN, "", 10).await.unwrap();
+    let left = queue.len() + main.len();
+    assert!(
+        released.is_err() || left == 0,
+        "release returned {released:?} while cells stand: queue {queue:?}, main {main:?}"
+    );
+}
+
+/// The limit review 12 documented (the next in line cut off right after its early claim:
+/// the head waits for that claim's TTL) now costs a busy loop: the head's read back shows
+/// only a claim queued behind it, no owner, so `lock()` reads the main row again with no
+/// pause at all (`Step::HoldingOn` without an owner seen: `Duration::ZERO`), for the whole
+/// TTL (15 s by default). With 1 ms round trips that is ~15 000 reads of one partition
+/// (~50 000 on a LAN, and a CQL server's per-partition Paxos/read path under it) from one
+/// client, instead of one per poll. The next in line itself is capped at one read per
+/// `poll_interval` in a long hold; here the bound asserted is twice that rate.
+#[tokio::test(start_paused = true)]
+async fn finding_head_reads_back_to_back_for_a_ttl_behind_a_cut_off_claim() {
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let (head_view, next_view) = (
+        FaultyCellStore::new(Arc::clone(&store)),
+        FaultyCellStore::new(Arc::clone(&store)),
+    );
+    // The head's reads are slower, so that the next in line claims before its read back.
+    head_view.inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_millis(3)),
+        Times::Always,
+    );
+    let head = FairLock::new(Arc::new(head_view.clone()), LockOptions::default()).unwrap();
+    let next = FairLock::new(Arc::new(next_view.clone()), LockOptions::default()).unwrap();
+    let asked = Instant::now();
+    let head = tokio::spawn(async move {
+        let guard = head.lock("l", Duration::from_secs(60)).await.unwrap();
+        (Instant::now(), guard)
+    });
+    tokio::time::sleep(Duration::from_micros(1_500)).await;
+    let next = tokio::spawn(async move { next.lock("l", Duration::from_secs(60)).await });
+    let mut cut = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_micros(250)).await;
+        if store.read_row("l", MAIN, "", 10).await.unwrap().len() == 2 {
+            next_view.inject(None, Fault::Latency(Duration::from_secs(60)), Times::Always);
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "the next in line never claimed early");
+    // From now on the head sees the store as everyone else does.
+    head_view.clear_faults();
+    let before = head_view.round_trips();
+    let (granted, guard) = head.await.unwrap();
+    let calls = head_view.round_trips() - before;
+    guard.release().await.unwrap();
+    next.abort();
+    let waited = granted - asked;
+    let poll = LockOptions::default().poll_interval;
+    let bound = 2 * waited.as_millis() / poll.as_millis();
+    assert!(
+        u128::from(calls) <= bound,
+        "the head made {calls} store calls while waiting {waited:?} on a claim behind it \
+         (at most {bound} at twice the poll rate)"
+    );
+}
+
+/// `try_lock` first on a free lock reads on past an early claim queued behind it, but for
+/// a number of reads (`TRY_HOLD_READS`, back to back), not for the time the claim needs to
+/// go away. The next in line gives way with a delete; if that one delete fails once (a
+/// coordinator answering `Unavailable`, sent again by `Durable` after the retry interval,
+/// about 1 s), or its client is a few times slower than the `try_lock`'s, the `try_lock`
+/// runs out of reads in ~17 round trips (here ~70 ms), reports the free lock held, and the
+/// waiter behind it owns instead. In the thesis only the head writes the main row: the
+/// `try_lock`, first, owns. One failed request of another client decides it here.
+#[tokio::test(start_paused = true)]
+async fn finding_try_lock_first_on_a_free_lock_fails_when_the_early_claims_delete_is_retried() {
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    let store: Arc<dyn CellStore> = Arc::new(memory);
+    let (first_view, next_view) = (
+        FaultyCellStore::new(Arc::clone(&store)),
+        FaultyCellStore::new(Arc::clone(&store)),
+    );
+    // As in review 12's test: the try_lock's reads 3 ms slower, so the next in line claims
+    // early before its read back. The next in line's first delete fails, not applied.
+    first_view.inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_millis(3)),
+        Times::Always,
+    );
+    next_view.inject(Some(CellOp::Delete), Fault::Unavailable, Times::Next(1));
+    let first = FairLock::new(Arc::new(first_view), LockOptions::default()).unwrap();
+    let next = FairLock::new(Arc::new(next_view), LockOptions::default()).unwrap();
+    let tried = tokio::spawn(async move { first.try_lock("l").await.unwrap() });
+    tokio::time::sleep(Duration::from_micros(5_500)).await;
+    let queue = store.read_row("l", QUEUE, "", 10).await.unwrap();
+    assert_eq!(queue.len(), 1, "the try_lock is queued first: {queue:?}");
+    let waiter = tokio::spawn(async move { next.lock("l", Duration::from_secs(10)).await });
+    let tried = tried.await.unwrap();
+    let failed = tried.is_none();
+    if let Some(guard) = tried {
+        guard.release().await.unwrap();
+    }
+    let waited = waiter.await.unwrap().unwrap();
+    assert!(
+        !failed,
+        "try_lock was first in the queue on a free lock, yet failed; the lock() behind it got it \
+         (held: {})",
+        waited.is_held()
+    );
+}
