@@ -37,6 +37,7 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use super::fair_pace::Pace;
+use super::numbering::poll_delay;
 use super::plain::Cells;
 use crate::cells::rows::MAIN;
 use crate::cells::{Cell, ClientClock};
@@ -49,6 +50,9 @@ pub(crate) const HELD: i64 = 2;
 
 /// How many main-row cells a read asks for; a row that full counts as contended.
 pub(crate) const MAIN_READ: usize = 8;
+
+/// Back-to-back main-row reads, at most, while only claims behind us stand in the way.
+const QUICK_HOLDS: u32 = 8;
 
 /// Length of a queue cell's name before the contender id: arrival time and sequence.
 const QUEUE_PREFIX: usize = 40;
@@ -189,6 +193,8 @@ pub(crate) struct Waiter {
     pub(crate) place: usize,
     /// Whether the last pause was none (reads back to back).
     pub(crate) fast: bool,
+    /// Back-to-back reads so far while waiting on claims behind us.
+    pub(crate) quick_holds: u32,
     pub(crate) pace: Pace,
     /// The queue cells the previous queue read returned.
     pub(crate) seen: Vec<String>,
@@ -201,10 +207,23 @@ impl Waiter {
             mine,
             place: usize::MAX,
             fast: false,
+            quick_holds: 0,
             pace: Pace::new(poll),
             seen: Vec::new(),
             claim: Claim::default(),
         }
+    }
+
+    /// The pause after holding on: none for the first [`QUICK_HOLDS`] reads in a row while
+    /// only claims behind us stand in the way (they give way within a few round trips),
+    /// else the next in line's pace (at most `poll_interval`), so that a claim that never
+    /// goes away (its contender cut off, until its TTL) costs a read per poll, not a spin.
+    pub(crate) fn hold_pause(&mut self) -> Duration {
+        if !self.claim.owner_seen() && self.quick_holds < QUICK_HOLDS {
+            self.quick_holds += 1;
+            return Duration::ZERO;
+        }
+        poll_delay(self.pace.delay(Instant::now()))
     }
 }
 

@@ -52,7 +52,7 @@
 //!   this object; it can only collide in the main row (safe, then retried).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,12 +61,11 @@ use tokio::time::Instant;
 use tracing::{debug, info, instrument};
 
 use super::bakery::poll_delay;
-use super::fair_claim::{CLAIM, MAIN_READ, Verdict, Waiter, mark_held};
-use super::fair_pace::{estimated_place, head_moved};
+use super::fair_claim::{CLAIM, Verdict, Waiter, mark_held};
 use super::plain::{Attempt, Cells, PlainLock};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
+use crate::cells::CellStore;
 use crate::cells::rows::{MAIN, QUEUE};
-use crate::cells::{Cell, CellStore, ClientClock};
 use crate::global_time::{GlobalTime, LocalClock};
 
 /// This process's arrivals so far: orders arrivals that share a time.
@@ -74,10 +73,6 @@ static ARRIVALS: AtomicU64 = AtomicU64::new(0);
 
 /// Immediate main-row retries of `try_lock` before it reports the lock held.
 const TRY_ROUNDS: usize = 3;
-
-/// Main-row reads `try_lock` makes, besides those rounds, while the only others there are
-/// claims queued behind it (an early claim of the next in line, which gives way to it).
-const TRY_HOLD_READS: usize = 16;
 
 /// The fair queue lock.
 #[derive(Clone)]
@@ -144,88 +139,6 @@ impl FairLock {
     pub fn with_arrival_clock(mut self, clock: LocalClock) -> Self {
         self.arrival_clock = Some(clock);
         self
-    }
-
-    async fn arrival_time(&self) -> Result<i64, LockError> {
-        if let Some(clock) = &self.arrival_clock {
-            return Ok(clock());
-        }
-        match &self.global_time {
-            None => Ok(ClientClock::next()),
-            Some(time) => time.now().await.map_err(|source| LockError::Store {
-                name: "GlobalTime".into(),
-                source,
-            }),
-        }
-    }
-
-    /// Enqueues: the queue cell's name is the arrival time, 20 digits, then the process's
-    /// arrival sequence, 20 digits, then the id.
-    async fn enqueue(&self, cells: &Cells) -> Result<String, LockError> {
-        let micros = self.arrival_time().await?.max(0);
-        let sequence = ARRIVALS.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{micros:020}{sequence:020}{}", cells.id());
-        cells.put(QUEUE, &name, 1).await?;
-        Ok(name)
-    }
-
-    /// The names of the first (at most `limit`) cells of the queue, read from the last head
-    /// seen.
-    async fn queue_head(
-        &self,
-        cells: &Cells,
-        mine: &str,
-        limit: usize,
-    ) -> Result<Vec<String>, LockError> {
-        let hint = self
-            .heads
-            .lock()
-            .ok()
-            .and_then(|h| h.get(&cells.lock).cloned())
-            .unwrap_or_default();
-        let from = hint.as_str().min(mine);
-        let head = self
-            .base
-            .durable
-            .read_row(&cells.lock, QUEUE, from, limit, cells.read_deadline())
-            .await
-            .map_err(|e| cells.store_error(e))?;
-        if let (Some(first), Ok(mut heads)) = (head.first(), self.heads.lock()) {
-            heads.insert(cells.lock.clone(), first.name.clone());
-        }
-        Ok(head.into_iter().map(|c| c.name).collect())
-    }
-
-    /// Reads the main row (at most [`MAIN_READ`] cells).
-    async fn read_main(&self, cells: &Cells) -> Result<Vec<Cell>, LockError> {
-        self.base
-            .durable
-            .read_row(&cells.lock, MAIN, "", MAIN_READ, cells.read_deadline())
-            .await
-            .map_err(|e| cells.store_error(e))
-    }
-
-    /// Reads the queue's head and returns our place in it (0 = first); records it in the
-    /// waiter's pace and claim.
-    async fn read_place(&self, cells: &Cells, waiter: &mut Waiter) -> Result<usize, LockError> {
-        let sent = Instant::now();
-        let limit = waiter.pace.read_limit();
-        let head = self.queue_head(cells, &waiter.mine, limit).await?;
-        let now = Instant::now();
-        // Not among the cells read (or our own cell is gone: `keep_fresh` restores it):
-        // at least `limit`, and where the arrival times suggest.
-        let place = match head.iter().position(|c| *c == waiter.mine) {
-            Some(place) => place,
-            None if head.len() < limit => limit,
-            None => estimated_place(&head, &waiter.mine).max(limit),
-        };
-        let moved = head
-            .first()
-            .and_then(|first| head_moved(&waiter.seen, first));
-        waiter.claim.saw_queue(&head, place);
-        waiter.seen = head;
-        waiter.pace.observed(now, now - sent, place, moved);
-        Ok(place)
     }
 
     /// One round. Without a main-row claim: read the queue and, at place 0 (or 1 with
@@ -319,13 +232,16 @@ impl Lock for FairLock {
         let mine = self.enqueue(&cells).await?;
         let mut waiter = Waiter::new(mine.clone(), self.base.options.poll_interval);
         loop {
-            let pause = match self.round(&cells, &mut waiter, true).await? {
+            let step = self.round(&cells, &mut waiter, true).await?;
+            if !matches!(step, Step::HoldingOn) {
+                waiter.quick_holds = 0;
+            }
+            let pause = match step {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
                 Step::Owned => Duration::ZERO,
-                // Waiting for claims behind us to give way: a few round trips at most.
-                Step::HoldingOn if !waiter.claim.owner_seen() => Duration::ZERO,
+                Step::HoldingOn => waiter.hold_pause(),
                 // Jittered, so that waiters do not poll in step.
-                Step::Waiting | Step::HoldingOn => poll_delay(waiter.pace.delay(Instant::now())),
+                Step::Waiting => poll_delay(waiter.pace.delay(Instant::now())),
                 Step::Collided => poll_delay(waiter.pace.collided()),
             };
             waiter.fast = pause.is_zero();
@@ -375,16 +291,24 @@ impl Lock for FairLock {
         waiter
             .pace
             .observed(Instant::now(), Duration::ZERO, 0, None);
-        let (mut rounds, mut holds) = (0, 0);
-        while rounds < TRY_ROUNDS && holds <= TRY_HOLD_READS {
+        // Claims queued behind us give way; one whose delete fails is sent again after
+        // the store's retry interval (at most 1.5 times it), so wait that long for them.
+        let hold_until = Instant::now()
+            + self.base.options.timing.retry_interval.mul_f64(1.5)
+            + self.base.options.poll_interval;
+        let mut rounds = 0;
+        while rounds < TRY_ROUNDS {
             match self.round(&cells, &mut waiter, false).await? {
                 Step::Owned if cells.keep_fresh().await => {
                     return Ok(Some(self.granted(cells, attempt)));
                 }
                 // An owner's cell: the lock is held.
                 Step::HoldingOn if waiter.claim.owner_seen() => break,
-                // Only claims queued behind us: they give way; read again.
-                Step::HoldingOn => holds += 1,
+                Step::HoldingOn if Instant::now() >= hold_until => break,
+                Step::HoldingOn => {
+                    let pause = waiter.hold_pause();
+                    tokio::time::sleep(pause).await;
+                }
                 Step::Owned | Step::Collided => rounds += 1,
                 Step::Waiting => break,
             }
@@ -394,6 +318,9 @@ impl Lock for FairLock {
         Ok(None)
     }
 }
+
+#[path = "fair_queue.rs"]
+mod queue;
 
 #[cfg(test)]
 #[path = "fair_tests.rs"]

@@ -261,85 +261,18 @@ async fn waiters_read_at_their_pace_during_a_long_hold() {
 /// guards held at once.
 #[tokio::test(start_paused = true)]
 async fn probe_skewed_clocks_make_no_deadlock() {
-    const N: usize = 8;
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
-    let store: Arc<dyn CellStore> = Arc::new(memory);
-    let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
-    let worst = Arc::new(Mutex::new(Duration::ZERO));
-    let violations = Arc::new(AtomicUsize::new(0));
-    let base = crate::cells::wall_micros();
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..N {
-        let view = FaultyCellStore::new(Arc::clone(&store));
-        view.inject(
-            None,
-            Fault::Latency(Duration::from_millis(4)),
-            Times::Random(0.2),
-        );
-        let skew = i64::try_from(i).unwrap() * 8_000;
-        let clock: crate::global_time::LocalClock =
-            Arc::new(move || base - skew + i64::try_from(start.elapsed().as_micros()).unwrap());
-        let lock = FairLock::new(Arc::new(view), options())
-            .unwrap()
-            .with_arrival_clock(clock);
-        let (held, worst, violations) = (
-            Arc::clone(&held),
-            Arc::clone(&worst),
-            Arc::clone(&violations),
-        );
-        tasks.push(tokio::spawn(async move {
-            for round in 0..30u64 {
-                let asked = Instant::now();
-                let guard = if (round + i as u64) % 4 == 3 {
-                    match lock.try_lock("l").await.unwrap() {
-                        Some(g) => g,
-                        None => continue,
-                    }
-                } else {
-                    lock.lock("l", Duration::from_secs(60)).await.unwrap()
-                };
-                {
-                    let mut w = worst.lock().unwrap();
-                    *w = (*w).max(asked.elapsed());
-                    let mut h = held.lock().unwrap();
-                    h.retain(|(_, g)| g.is_held());
-                    if !h.is_empty() {
-                        violations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    h.push((i, guard));
-                }
-                tokio::time::sleep(Duration::from_millis(2 + (round * 5 + i as u64) % 9)).await;
-                let mine = {
-                    let mut h = held.lock().unwrap();
-                    let at = h.iter().position(|(j, _)| *j == i).unwrap();
-                    h.remove(at).1
-                };
-                let _ = mine.release().await;
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let worst = *worst.lock().unwrap();
-    eprintln!("worst wait {worst:?}, total {:?}", start.elapsed());
-    assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
-    assert!(worst < Duration::from_secs(3), "a lock() waited {worst:?}");
+    skewed_clocks_probe(1, 8_000).await;
 }
 
-/// Probe: as above, two tasks per lock object (so they share its remembered queue head);
-/// contenders whose arrival clocks disagree by up to 60 ms (latecomers sort ahead
-/// of the next in line), a mix of `lock` and `try_lock`, random latency; every `lock` must
-/// finish well within its timeout (no two contenders waiting on each other) and no two
-/// guards held at once.
+/// Probe: as above, two tasks per lock object (so they share its remembered queue head).
 #[tokio::test(start_paused = true)]
 async fn probe_skewed_clocks_shared_objects_make_no_deadlock() {
+    skewed_clocks_probe(2, 15_000).await;
+}
+
+/// Eight tasks, `per_object` of them on each lock object, object k's arrival clock
+/// `k × skew_us` behind.
+async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
     const N: usize = 8;
     let memory = MemoryCellStore::new();
     memory.inject(
@@ -353,25 +286,25 @@ async fn probe_skewed_clocks_shared_objects_make_no_deadlock() {
     let violations = Arc::new(AtomicUsize::new(0));
     let base = crate::cells::wall_micros();
     let start = Instant::now();
+    let objects: Vec<FairLock> = (0..N / per_object)
+        .map(|k| {
+            let view = FaultyCellStore::new(Arc::clone(&store));
+            view.inject(
+                None,
+                Fault::Latency(Duration::from_millis(4)),
+                Times::Random(0.2),
+            );
+            let skew = i64::try_from(k).unwrap() * skew_us;
+            let clock: crate::global_time::LocalClock =
+                Arc::new(move || base - skew + i64::try_from(start.elapsed().as_micros()).unwrap());
+            FairLock::new(Arc::new(view), options())
+                .unwrap()
+                .with_arrival_clock(clock)
+        })
+        .collect();
     let mut tasks = Vec::new();
-    let mut objects = Vec::new();
-    for k in 0..N / 2 {
-        let view = FaultyCellStore::new(Arc::clone(&store));
-        view.inject(
-            None,
-            Fault::Latency(Duration::from_millis(4)),
-            Times::Random(0.2),
-        );
-        let skew = i64::try_from(k).unwrap() * 15_000;
-        let clock: crate::global_time::LocalClock =
-            Arc::new(move || base - skew + i64::try_from(start.elapsed().as_micros()).unwrap());
-        let lock = FairLock::new(Arc::new(view), options())
-            .unwrap()
-            .with_arrival_clock(clock);
-        objects.push(lock);
-    }
     for i in 0..N {
-        let lock = objects[i / 2].clone();
+        let lock = objects[i / per_object].clone();
         let (held, worst, violations) = (
             Arc::clone(&held),
             Arc::clone(&worst),
@@ -412,7 +345,6 @@ async fn probe_skewed_clocks_shared_objects_make_no_deadlock() {
         t.await.unwrap();
     }
     let worst = *worst.lock().unwrap();
-    eprintln!("worst wait {worst:?}, total {:?}", start.elapsed());
     assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
     assert!(worst < Duration::from_secs(3), "a lock() waited {worst:?}");
 }
@@ -602,7 +534,7 @@ impl CellStore for LateReads {
         row: &str,
         from: &str,
         limit: usize,
-    ) -> Result<Vec<Cell>, crate::error::StoreError> {
+    ) -> Result<Vec<crate::cells::Cell>, crate::error::StoreError> {
         let answer = self.inner.read_row(lock, row, from, limit).await;
         let n = self
             .count

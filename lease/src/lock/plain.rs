@@ -2,10 +2,10 @@
 //! timestamps and a TTL, kept alive while it waits, cleaned up by later-timestamped deletes,
 //! and handed to the [`hold`](crate::hold) machine once the lock is held.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio::time::Instant;
 use tracing::{debug, instrument};
 
@@ -14,8 +14,7 @@ use super::{Contenders, LockError, LockGuard, LockOptions};
 use crate::cells::durable::Durable;
 use crate::cells::{CellRef, CellStore, ClientClock};
 use crate::error::StoreError;
-use crate::hold::{Hold, HoldTiming, Holdable};
-use crate::store::CasOutcome;
+use crate::hold::{Hold, HoldTiming};
 
 #[derive(Debug, Clone)]
 struct Owned {
@@ -77,6 +76,8 @@ pub(crate) struct Cells {
     pub(crate) slot: Slot,
     pub(crate) options: LockOptions,
     owned: Mutex<Vec<Owned>>,
+    /// Set once a release began: from then on `still_held` means "a cell still stands".
+    releasing: AtomicBool,
 }
 
 impl Cells {
@@ -87,6 +88,7 @@ impl Cells {
             slot,
             options,
             owned: Mutex::new(Vec::new()),
+            releasing: AtomicBool::new(false),
         })
     }
 
@@ -329,75 +331,5 @@ impl Drop for Attempt {
     }
 }
 
-#[async_trait]
-impl Holdable for Cells {
-    fn describe(&self) -> String {
-        format!("lock {:?} ({})", self.lock, self.id())
-    }
-
-    fn kind(&self) -> &'static str {
-        "lock"
-    }
-
-    async fn renew(&self) -> Result<CasOutcome, StoreError> {
-        self.rewrite_all().await.map(|()| CasOutcome::Applied)
-    }
-
-    /// A renewal is one write per cell, each bounded and sent again on its own until the
-    /// cell's validity runs out: cutting the whole renewal earlier would only start the
-    /// cells over with fresh timestamps.
-    fn renewal_budget(&self, _timing: &HoldTiming, left: Duration) -> Duration {
-        left
-    }
-
-    /// Held while every owned cell is still in the store. After a release that failed in
-    /// part, only the cells whose delete was not confirmed are owned: `true` while one of
-    /// them stands, so the release is sent again rather than taken for done.
-    async fn still_held(&self) -> Result<bool, StoreError> {
-        let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
-        if owned.is_empty() {
-            return Ok(false);
-        }
-        let give_up_at = Instant::now() + self.options.timing.effective_request_timeout();
-        let reads = owned
-            .iter()
-            .map(|o| self.durable.read_cell(self.at(o.row, &o.cell), give_up_at));
-        for found in futures::future::join_all(reads).await {
-            if found?.is_none() {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    async fn release(&self) -> Result<CasOutcome, StoreError> {
-        let owned: Vec<Owned> = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
-        let timestamp = ClientClock::next();
-        let give_up_at = Instant::now() + self.options.timing.effective_request_timeout();
-        // All at once: a hand-over waits for the last of them. Each is sent again (same
-        // timestamp) until confirmed or its time is up.
-        let deletes = owned.iter().map(|o| {
-            self.durable
-                .delete(self.at(o.row, &o.cell), timestamp, give_up_at)
-        });
-        let results = futures::future::join_all(deletes).await;
-        let mut failed = None;
-        if let Ok(mut left) = self.owned.lock() {
-            for (o, result) in owned.iter().zip(results) {
-                match result {
-                    Ok(()) => left.retain(|x| !(x.row == o.row && x.cell == o.cell)),
-                    Err(error) => {
-                        debug!(lock = %self.lock, cell = %o.cell, %error, "release delete not confirmed");
-                        failed.get_or_insert(error);
-                    }
-                }
-            }
-        }
-        match failed {
-            // The cells still owned are those not confirmed deleted: `still_held` reads
-            // them, and the hold machine sends the release again while one stands.
-            Some(error) => Err(error),
-            None => Ok(CasOutcome::Applied),
-        }
-    }
-}
+#[path = "plain_hold.rs"]
+mod hold;
