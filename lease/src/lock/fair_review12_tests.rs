@@ -30,12 +30,7 @@ fn options() -> LockOptions {
 #[tokio::test(start_paused = true)]
 async fn probe_mutual_exclusion_under_faults() {
     const N: usize = 6;
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
     let violations = Arc::new(AtomicUsize::new(0));
@@ -148,29 +143,33 @@ async fn probe_mutual_exclusion_under_faults() {
 /// once only on an owner's cell.
 #[tokio::test(start_paused = true)]
 async fn try_lock_first_on_a_free_lock_wins_over_an_early_claim() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
-    let store: Arc<dyn CellStore> = Arc::new(memory);
+    // The next in line's deletes go through a coordinator that takes 8 ms (with 4 ms it
+    // owned even before the fix).
+    try_lock_first_on_a_free_lock_wins(|next| {
+        next.inject(
+            Some(CellOp::Delete),
+            Fault::Latency(Duration::from_millis(8)),
+            Times::Always,
+        );
+    })
+    .await;
+}
+
+/// A `try_lock` first on a free lock, its reads 3 ms slower than the store's 1 ms, and a
+/// `lock()` arriving just after it whose store calls get `next_faults` (so it claims early
+/// before the `try_lock`'s read back): the `try_lock` must get the lock.
+pub(super) async fn try_lock_first_on_a_free_lock_wins(next_faults: impl FnOnce(&FaultyCellStore)) {
+    let store: Arc<dyn CellStore> = Arc::new(super::tests::slow_memory());
     let (first_view, next_view) = (
         FaultyCellStore::new(Arc::clone(&store)),
         FaultyCellStore::new(Arc::clone(&store)),
     );
-    // The try_lock's reads go through a slower coordinator (3 ms more), the next in
-    // line's deletes through one that takes 8 ms (with 4 ms it still owns).
     first_view.inject(
         Some(CellOp::ReadRow),
         Fault::Latency(Duration::from_millis(3)),
         Times::Always,
     );
-    next_view.inject(
-        Some(CellOp::Delete),
-        Fault::Latency(Duration::from_millis(8)),
-        Times::Always,
-    );
+    next_faults(&next_view);
     let first = FairLock::new(Arc::new(first_view), LockOptions::default()).unwrap();
     let next = FairLock::new(Arc::new(next_view), LockOptions::default()).unwrap();
     let tried = tokio::spawn(async move { first.try_lock("l").await.unwrap() });
@@ -201,12 +200,7 @@ async fn try_lock_first_on_a_free_lock_wins_over_an_early_claim() {
 /// `poll_interval` for the next in line; joint queue and main-row reads for the second).
 #[tokio::test(start_paused = true)]
 async fn waiters_read_at_their_pace_during_a_long_hold() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let views: Vec<FaultyCellStore> = (0..3)
         .map(|_| FaultyCellStore::new(Arc::clone(&store)))
@@ -274,12 +268,7 @@ async fn probe_skewed_clocks_shared_objects_make_no_deadlock() {
 /// `k × skew_us` behind.
 async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
     const N: usize = 8;
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
     let worst = Arc::new(Mutex::new(Duration::ZERO));
@@ -355,12 +344,7 @@ async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
 #[tokio::test(start_paused = true)]
 async fn probe_dropped_lock_futures_leave_nothing_behind() {
     const N: usize = 6;
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let mut tasks = Vec::new();
     for i in 0..N {
@@ -451,12 +435,7 @@ async fn probe_late_held_mark_does_not_resurrect_the_cell() {
 /// both hand-overs take at most about that interval.
 #[tokio::test(start_paused = true)]
 async fn a_failed_queue_delete_on_release_is_sent_again() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let holder_view = FaultyCellStore::new(Arc::clone(&store));
     let lock = |view: Arc<dyn CellStore>| FairLock::new(view, LockOptions::default()).unwrap();
@@ -559,12 +538,7 @@ impl CellStore for LateReads {
 #[tokio::test(start_paused = true)]
 async fn probe_late_read_answers_make_no_second_owner() {
     const N: usize = 5;
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
     let violations = Arc::new(AtomicUsize::new(0));
@@ -617,12 +591,7 @@ async fn probe_late_read_answers_make_no_second_owner() {
 /// by review 12): the head owns within the claim's TTL and the clock skew, not sooner.
 #[tokio::test(start_paused = true)]
 async fn limit_next_in_line_cut_off_after_its_early_claim_blocks_the_head_for_a_ttl() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let (head_view, next_view) = (
         FaultyCellStore::new(Arc::clone(&store)),
@@ -670,12 +639,7 @@ async fn limit_next_in_line_cut_off_after_its_early_claim_blocks_the_head_for_a_
 #[tokio::test(start_paused = true)]
 async fn probe_arrival_order_under_random_latency() {
     const WAITERS: usize = 16;
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let lock = |slow: bool| {
         let view = FaultyCellStore::new(Arc::clone(&store));

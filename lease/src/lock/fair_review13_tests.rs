@@ -5,7 +5,7 @@
 use super::super::fair_claim::HELD;
 use super::*;
 use crate::cells::faulty::FaultyCellStore;
-use crate::cells::memory::{CellOp, MemoryCellStore};
+use crate::cells::memory::CellOp;
 use crate::memory::{Fault, Times};
 
 /// The holder releases its two cells (queue and main) at once. One delete is not applied
@@ -22,12 +22,7 @@ use crate::memory::{Fault, Times};
 /// so does every other `lock::` test; renewals would then need their own "all present".)
 #[tokio::test(start_paused = true)]
 async fn finding_release_taken_for_done_while_an_unconfirmed_cell_stands() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let view = FaultyCellStore::new(Arc::clone(&store));
     let guard = FairLock::new(Arc::new(view.clone()), LockOptions::default())
@@ -67,12 +62,7 @@ async fn finding_release_taken_for_done_while_an_unconfirmed_cell_stands() {
 /// without the `Duration::ZERO` arm for `HoldingOn` in `lock()` this passes, ~15 000 → ≤ 1 500.)
 #[tokio::test(start_paused = true)]
 async fn finding_head_reads_back_to_back_for_a_ttl_behind_a_cut_off_claim() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let (head_view, next_view) = (
         FaultyCellStore::new(Arc::clone(&store)),
@@ -132,44 +122,11 @@ async fn finding_head_reads_back_to_back_for_a_ttl_behind_a_cut_off_claim() {
 /// interval plus a few round trips, rather than in reads, would keep the loop bounded.)
 #[tokio::test(start_paused = true)]
 async fn finding_try_lock_first_on_a_free_lock_fails_when_the_early_claims_delete_is_retried() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
-    let store: Arc<dyn CellStore> = Arc::new(memory);
-    let (first_view, next_view) = (
-        FaultyCellStore::new(Arc::clone(&store)),
-        FaultyCellStore::new(Arc::clone(&store)),
-    );
-    // As in review 12's test: the try_lock's reads 3 ms slower, so the next in line claims
-    // early before its read back. The next in line's first delete fails, not applied.
-    first_view.inject(
-        Some(CellOp::ReadRow),
-        Fault::Latency(Duration::from_millis(3)),
-        Times::Always,
-    );
-    next_view.inject(Some(CellOp::Delete), Fault::Unavailable, Times::Next(1));
-    let first = FairLock::new(Arc::new(first_view), LockOptions::default()).unwrap();
-    let next = FairLock::new(Arc::new(next_view), LockOptions::default()).unwrap();
-    let tried = tokio::spawn(async move { first.try_lock("l").await.unwrap() });
-    tokio::time::sleep(Duration::from_micros(5_500)).await;
-    let queue = store.read_row("l", QUEUE, "", 10).await.unwrap();
-    assert_eq!(queue.len(), 1, "the try_lock is queued first: {queue:?}");
-    let waiter = tokio::spawn(async move { next.lock("l", Duration::from_secs(10)).await });
-    let tried = tried.await.unwrap();
-    let failed = tried.is_none();
-    if let Some(guard) = tried {
-        guard.release().await.unwrap();
-    }
-    let waited = waiter.await.unwrap().unwrap();
-    assert!(
-        !failed,
-        "try_lock was first in the queue on a free lock, yet failed; the lock() behind it got it \
-         (held: {})",
-        waited.is_held()
-    );
+    // The next in line's first delete fails, not applied.
+    super::review12::try_lock_first_on_a_free_lock_wins(|next| {
+        next.inject(Some(CellOp::Delete), Fault::Unavailable, Times::Next(1));
+    })
+    .await;
 }
 
 /// Probe (item 2 of the brief): the new holder's held mark is slow to land (40 ms), so the
@@ -181,12 +138,7 @@ async fn finding_try_lock_first_on_a_free_lock_fails_when_the_early_claims_delet
 /// fails on the main row during the hold.)
 #[tokio::test(start_paused = true)]
 async fn probe_next_in_line_that_gave_way_to_an_unmarked_holder_claims_again() {
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = super::tests::slow_memory();
     let counts = memory.clone();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let holder_view = FaultyCellStore::new(Arc::clone(&store));

@@ -89,15 +89,9 @@ async fn frozen_time_does_not_let_the_lowest_id_starve_others() {
 #[tokio::test(start_paused = true)]
 async fn hand_over_takes_a_few_round_trips_not_a_poll() {
     use crate::cells::faulty::FaultyCellStore;
-    use crate::memory::{Fault, Times};
 
     const WAITERS: usize = 12;
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let views: Vec<FaultyCellStore> = (0..=WAITERS)
         .map(|_| FaultyCellStore::new(Arc::clone(&store)))
@@ -157,14 +151,8 @@ async fn hand_over_takes_a_few_round_trips_not_a_poll() {
 async fn next_in_line_is_claimed_before_the_release() {
     use super::super::fair_claim::{CLAIM, HELD};
     use crate::cells::faulty::FaultyCellStore;
-    use crate::memory::{Fault, Times};
 
-    let memory = MemoryCellStore::new();
-    memory.inject(
-        None,
-        Fault::Latency(Duration::from_millis(1)),
-        Times::Always,
-    );
+    let memory = slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let (holder_view, next_view) = (
         FaultyCellStore::new(Arc::clone(&store)),
@@ -209,4 +197,16 @@ async fn next_in_line_is_claimed_before_the_release() {
         "hand-over took {:?}",
         granted - released
     );
+}
+
+/// An embedded cell store whose every call takes 1 ms (simulated time).
+pub(super) fn slow_memory() -> MemoryCellStore {
+    use crate::memory::{Fault, Times};
+    let memory = MemoryCellStore::new();
+    memory.inject(
+        None,
+        Fault::Latency(Duration::from_millis(1)),
+        Times::Always,
+    );
+    memory
 }
