@@ -13,7 +13,10 @@
 //!   holder's delete and the next in line's next read.
 //! - [`Lock::try_lock`] (TryGetLock): fail at once if the main row is not empty; else enqueue;
 //!   if you are not first, dequeue and fail; if first, proceed as GetLock (a few immediate
-//!   retries at most, never a wait).
+//!   retries at most, never a wait for a holder). A waiter that arrived just after it may
+//!   have claimed early; `try_lock` waits for that claim to give way (a few round trips;
+//!   at most 1.5 × `retry_interval` + `poll_interval` if its delete is retried), since it
+//!   is first.
 //! - While waiting and while held, the contender's cells are rewritten with their TTL (the
 //!   thesis's §5.3 lease; the guard does it through the shared hold machine); release
 //!   deletes both cells.

@@ -168,7 +168,8 @@ pub trait Lock: Send + Sync {
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError>;
 
     /// Takes the lock only if nobody holds it (TryGetLock): `Ok(None)` when held. Never
-    /// waits for another contender.
+    /// waits for a holder (the fair lock's may wait for a waiter's early claim to give way:
+    /// see its docs).
     ///
     /// # Errors
     /// As [`Lock::lock`], without the timeout.
