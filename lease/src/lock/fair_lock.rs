@@ -9,7 +9,7 @@
 //!   queue; write yourself into the main row and read it back; alone there, you own the lock;
 //!   otherwise delete your main cell and try again. One change to the thesis: the next in
 //!   line (place 1) writes its main cell as soon as it sees the head's there, and keeps it
-//!   while the head holds (see [`fair_claim`](super::fair_claim)), so a hand-over is the
+//!   while the head holds (see `lock/fair_claim.rs`), so a hand-over is the
 //!   holder's delete and the next in line's next read.
 //! - [`Lock::try_lock`] (TryGetLock): fail at once if the main row is not empty; else enqueue;
 //!   if you are not first, dequeue and fail; if first, proceed as GetLock (a few immediate
@@ -22,7 +22,7 @@
 //!   deletes both cells.
 //!
 //! Arrival times come from the process's monotonic microsecond clock
-//! ([`ClientClock`]) or, with [`FairLock::with_global_time`], from
+//! ([`ClientClock`](crate::cells::ClientClock)) or, with [`FairLock::with_global_time`], from
 //! [`GlobalTime`], the thesis's non-decreasing cluster time.
 //!
 //! # Guarantees
@@ -138,7 +138,7 @@ impl FairLock {
     }
 
     /// Takes arrival times from `clock` (microseconds) instead of the process's
-    /// [`ClientClock`]: tests use it to model processes whose clocks disagree.
+    /// [`ClientClock`](crate::cells::ClientClock): tests use it to model processes whose clocks disagree.
     pub fn with_arrival_clock(mut self, clock: LocalClock) -> Self {
         self.arrival_clock = Some(clock);
         self
