@@ -1,7 +1,10 @@
 //! The benchmark the thesis left empty: every lock algorithm at 1, 4, 16 and 64 contenders.
 //!
 //! Default: the scylla backends over the CQL test server, real time. `--memory`: the embedded
-//! stores with `--latency-us` (default 300) added to every call. `--scylla HOST:PORT`: a real
+//! stores with `--latency-us` (default 300) added to every call; with `--virtual` as well, on
+//! tokio's paused clock, each call's delay drawn within `--jitter-pct` (default 20) of it:
+//! figures then count round trips only, free of the machine's CPU and load (the timer still
+//! rounds each delay up to a whole millisecond). `--scylla HOST:PORT`: a real
 //! cluster (keyspace `lock_bench`, replication factor 1). `--latency-ms L`: the CQL test
 //! server answers every request L ms late (each on its own, as a LAN and a quorum of
 //! replicas would; the tokio timer rounds each delay up to its next millisecond tick).
@@ -32,6 +35,7 @@ use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseClient, LeaseConfig, LeaseStore, MemoryStore};
 use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
 use examples::Args;
+use examples::jitter::Jittered;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::Consistency;
 use tokio::time::Instant;
@@ -62,18 +66,38 @@ async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
     if latency_ms.is_some() && (args.get("memory").is_some() || args.get("scylla").is_some()) {
         return Err("--latency-ms delays the CQL test server; --memory takes --latency-us".into());
     }
+    let is_virtual = args.get("virtual").is_some();
+    if (is_virtual || args.get("jitter-pct").is_some()) && args.get("memory").is_none() {
+        return Err("--virtual and --jitter-pct run the embedded stores: add --memory".into());
+    }
     if args.get("memory").is_some() {
         let latency = Duration::from_micros(args.get("latency-us").map_or(Ok(300), str::parse)?);
         let cells = MemoryCellStore::new();
         let leases = MemoryStore::new();
         if !latency.is_zero() {
-            cells.inject(None, Fault::Latency(latency), Times::Always);
             leases.inject(None, Fault::Latency(latency), Times::Always);
         }
+        let (cells, label): (Arc<dyn CellStore>, _) = if is_virtual {
+            let pct: u32 = args.get("jitter-pct").map_or(Ok(20), str::parse)?;
+            let spread = f64::from(pct.min(100)) / 100.0;
+            let label = format!(
+                "embedded stores, {latency:?} ± {pct} % per cell call, virtual time (paused clock)"
+            );
+            (
+                Arc::new(Jittered::new(Arc::new(cells), latency, spread)),
+                label,
+            )
+        } else {
+            if !latency.is_zero() {
+                cells.inject(None, Fault::Latency(latency), Times::Always);
+            }
+            let label = format!("embedded stores, {latency:?} per call, real time");
+            (Arc::new(cells), label)
+        };
         return Ok(Stores {
-            cells: Arc::new(cells),
+            cells,
             leases: Arc::new(CountingStore::new(Arc::new(leases) as Arc<dyn LeaseStore>)),
-            label: format!("embedded stores, {latency:?} per call, real time"),
+            label,
             _server: None,
         });
     }
@@ -329,8 +353,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "hold-ms",
             "think-ms",
             "runs",
+            "jitter-pct",
         ],
-        &["memory"],
+        &["memory", "virtual"],
     )?;
     let seconds = args.seconds("seconds")?.unwrap_or(Duration::from_secs(5));
     let contenders: Vec<usize> = args
@@ -355,9 +380,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // Virtual time: one thread on a paused clock that jumps to the next timer whenever every
+    // task waits, so only the stores' delays pass.
+    let runtime = if args.get("virtual").is_some() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+    };
     runtime.block_on(async {
         let stores = open(&args).await?;
         println!(
