@@ -1,7 +1,6 @@
 //! Shared plumbing of the example programs: command-line backend selection.
 
 pub mod frozen;
-pub mod jitter;
 
 use std::sync::Arc;
 

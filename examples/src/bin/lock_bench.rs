@@ -35,7 +35,6 @@ use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseClient, LeaseConfig, LeaseStore, MemoryStore};
 use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
 use examples::Args;
-use examples::jitter::Jittered;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::Consistency;
 use tokio::time::Instant;
@@ -67,33 +66,47 @@ async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
         return Err("--latency-ms delays the CQL test server; --memory takes --latency-us".into());
     }
     let is_virtual = args.get("virtual").is_some();
-    if (is_virtual || args.get("jitter-pct").is_some()) && args.get("memory").is_none() {
-        return Err("--virtual and --jitter-pct run the embedded stores: add --memory".into());
+    if is_virtual && args.get("memory").is_none() {
+        return Err("--virtual runs the embedded stores: add --memory".into());
+    }
+    if args.get("jitter-pct").is_some() && !is_virtual {
+        return Err("--jitter-pct varies the delays of --virtual: add it".into());
     }
     if args.get("memory").is_some() {
         let latency = Duration::from_micros(args.get("latency-us").map_or(Ok(300), str::parse)?);
         let cells = MemoryCellStore::new();
         let leases = MemoryStore::new();
-        if !latency.is_zero() {
-            leases.inject(None, Fault::Latency(latency), Times::Always);
+        // Virtual time: each call's delay drawn uniformly within the spread around the mean,
+        // so that answers do not all land on one tick.
+        let spread = if is_virtual {
+            f64::from(
+                args.get("jitter-pct")
+                    .map_or(Ok(20), str::parse::<u32>)?
+                    .min(100),
+            ) / 100.0
+        } else {
+            0.0
+        };
+        let fixed = latency.mul_f64(1.0 - spread);
+        let varying = latency.mul_f64(2.0 * spread);
+        for (delay, fault) in [
+            (fixed, Fault::Latency(fixed)),
+            (varying, Fault::LatencyUpTo(varying)),
+        ] {
+            if !delay.is_zero() {
+                cells.inject(None, fault, Times::Always);
+                leases.inject(None, fault, Times::Always);
+            }
         }
-        let (cells, label): (Arc<dyn CellStore>, _) = if is_virtual {
-            let pct: u32 = args.get("jitter-pct").map_or(Ok(20), str::parse)?;
-            let spread = f64::from(pct.min(100)) / 100.0;
-            let label = format!(
-                "embedded stores, {latency:?} ± {pct} % per cell call, virtual time (paused clock)"
-            );
-            (
-                Arc::new(Jittered::new(Arc::new(cells), latency, spread)),
-                label,
+        let label = if is_virtual {
+            format!(
+                "embedded stores, {latency:?} ± {:.0} % per call, virtual time (paused clock)",
+                spread * 100.0
             )
         } else {
-            if !latency.is_zero() {
-                cells.inject(None, Fault::Latency(latency), Times::Always);
-            }
-            let label = format!("embedded stores, {latency:?} per call, real time");
-            (Arc::new(cells), label)
+            format!("embedded stores, {latency:?} per call, real time")
         };
+        let cells: Arc<dyn CellStore> = Arc::new(cells);
         return Ok(Stores {
             cells,
             leases: Arc::new(CountingStore::new(Arc::new(leases) as Arc<dyn LeaseStore>)),

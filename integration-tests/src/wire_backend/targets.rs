@@ -37,6 +37,8 @@ pub fn register_lease(server: &CqlTestServer, keyspace: &str, table: &str) {
 pub fn wire_fault(f: Fault) -> WireFault {
     match f {
         Fault::Latency(d) => WireFault::Latency(d),
+        // The test server's delays are fixed per rule: a random one becomes its mean.
+        Fault::LatencyUpTo(d) => WireFault::Latency(d / 2),
         Fault::Unavailable => WireFault::Unavailable,
         Fault::TimeoutAfterApply => WireFault::CasTimeoutAfterApply,
         Fault::TimeoutWithoutApply => WireFault::CasTimeoutWithoutApply,

@@ -108,7 +108,7 @@ impl FaultyCellStore {
             tokio::time::sleep(latency).await;
         }
         match failure {
-            None | Some(Fault::Latency(_)) => {
+            None | Some(Fault::Latency(_) | Fault::LatencyUpTo(_)) => {
                 let result = send(Arc::clone(&self.inner)).await;
                 if !slow.is_zero() {
                     tokio::time::sleep(slow).await;
@@ -140,7 +140,7 @@ impl FaultyCellStore {
             tokio::time::sleep(latency).await;
         }
         match failure {
-            None | Some(Fault::Latency(_)) => call.await,
+            None | Some(Fault::Latency(_) | Fault::LatencyUpTo(_)) => call.await,
             Some(_) => Err(StoreError::Unavailable(format!("injected on {op:?}"))),
         }
     }

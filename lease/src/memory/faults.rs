@@ -27,6 +27,10 @@ pub enum Op {
 pub enum Fault {
     /// The call takes this much longer (on tokio time) before it is executed.
     Latency(Duration),
+    /// The call takes a random time longer, uniform below this bound, drawn per call: with a
+    /// [`Fault::Latency`] rule, round trips that vary as a network's do. (The conformance
+    /// suite's wire backend, whose test server delays by a fixed time, applies the mean.)
+    LatencyUpTo(Duration),
     /// The call fails without being applied (like `Unavailable`).
     Unavailable,
     /// The write is applied, then the answer is lost (like a CAS write timeout).
@@ -95,7 +99,7 @@ impl<O: Copy + PartialEq + std::fmt::Debug> FaultRules<O> {
             if rule.op.is_some_and(|o| o != op) {
                 continue;
             }
-            let is_latency = matches!(rule.fault, Fault::Latency(_));
+            let is_latency = matches!(rule.fault, Fault::Latency(_) | Fault::LatencyUpTo(_));
             if !is_latency && failure.is_some() {
                 continue;
             }
@@ -111,6 +115,7 @@ impl<O: Copy + PartialEq + std::fmt::Debug> FaultRules<O> {
             if fires {
                 match rule.fault {
                     Fault::Latency(d) => latency += d,
+                    Fault::LatencyUpTo(d) => latency += d.mul_f64(rand::rng().random::<f64>()),
                     other => failure = Some(other),
                 }
             }
@@ -140,7 +145,7 @@ impl<O: Copy + PartialEq + std::fmt::Debug> FaultRules<O> {
             tokio::time::sleep(latency).await;
         }
         match failure {
-            None | Some(Fault::Latency(_)) => apply(),
+            None | Some(Fault::Latency(_) | Fault::LatencyUpTo(_)) => apply(),
             Some(Fault::Unavailable) => Err(StoreError::Unavailable(format!("injected on {op:?}"))),
             Some(Fault::TimeoutWithoutApply) => Err(StoreError::Unknown(format!(
                 "injected timeout, not applied, on {op:?}"
@@ -152,5 +157,36 @@ impl<O: Copy + PartialEq + std::fmt::Debug> FaultRules<O> {
                 )))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bounded random latency adds to a fixed one, varies from call to call, and stays
+    /// below its bound; it is never taken for a failure.
+    #[test]
+    fn latency_up_to_varies_below_its_bound() {
+        let faults: FaultRules<Op> = FaultRules::default();
+        faults.add(
+            None,
+            Fault::Latency(Duration::from_millis(4)),
+            Times::Always,
+        );
+        faults.add(
+            None,
+            Fault::LatencyUpTo(Duration::from_millis(2)),
+            Times::Always,
+        );
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let (latency, failure) = faults.draw(Op::Read);
+            assert_eq!(failure, None);
+            assert!(latency >= Duration::from_millis(4), "{latency:?}");
+            assert!(latency < Duration::from_millis(6), "{latency:?}");
+            seen.insert(latency);
+        }
+        assert!(seen.len() > 100, "{} distinct latencies", seen.len());
     }
 }
