@@ -10,6 +10,49 @@ use crate::cells::faulty::FaultyCellStore;
 use crate::cells::memory::{CellOp, MemoryCellStore};
 use crate::memory::{Fault, Times};
 
+/// Which grants [`Holders::enter`] checks against the guards still held.
+#[derive(Clone, Copy)]
+enum Count {
+    /// Every grant.
+    AnyGrant,
+    /// Only a grant whose guard is still held when it arrives (a late answer may hand out a
+    /// guard whose validity already ran out: harmless).
+    HeldGrant,
+}
+
+/// The guards the probes' tasks hold, and how many grants overlapped one still held.
+#[derive(Default)]
+struct Holders {
+    held: Mutex<Vec<(usize, LockGuard)>>,
+    overlaps: AtomicUsize,
+}
+
+impl Holders {
+    fn enter(&self, task: usize, guard: LockGuard, count: Count) {
+        let mut held = self.held.lock().unwrap();
+        held.retain(|(_, g)| g.is_held());
+        let checked = match count {
+            Count::AnyGrant => true,
+            Count::HeldGrant => guard.is_held(),
+        };
+        if checked && !held.is_empty() {
+            self.overlaps
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        held.push((task, guard));
+    }
+
+    fn leave(&self, task: usize) -> LockGuard {
+        let mut held = self.held.lock().unwrap();
+        let at = held.iter().position(|(t, _)| *t == task).unwrap();
+        held.remove(at).1
+    }
+
+    fn overlaps(&self) -> usize {
+        self.overlaps.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 fn options() -> LockOptions {
     LockOptions {
         timing: crate::LeaseConfig {
@@ -32,8 +75,7 @@ async fn probe_mutual_exclusion_under_faults() {
     const N: usize = 6;
     let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
-    let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
-    let violations = Arc::new(AtomicUsize::new(0));
+    let held = Arc::new(Holders::default());
     let grants = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -80,12 +122,7 @@ async fn probe_mutual_exclusion_under_faults() {
             Times::Random(0.03),
         );
         let lock = FairLock::new(Arc::new(view), options()).unwrap();
-        let (held, violations, grants, errors) = (
-            Arc::clone(&held),
-            Arc::clone(&violations),
-            Arc::clone(&grants),
-            Arc::clone(&errors),
-        );
+        let (held, grants, errors) = (Arc::clone(&held), Arc::clone(&grants), Arc::clone(&errors));
         tasks.push(tokio::spawn(async move {
             for round in 0..40u64 {
                 let got = if round % 5 == 4 {
@@ -101,22 +138,10 @@ async fn probe_mutual_exclusion_under_faults() {
                         continue;
                     }
                 };
-                {
-                    let mut h = held.lock().unwrap();
-                    h.retain(|(_, g)| g.is_held());
-                    if !h.is_empty() {
-                        violations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    h.push((i, guard));
-                }
+                held.enter(i, guard, Count::AnyGrant);
                 grants.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(1 + (round * 7 + i as u64) % 15)).await;
-                let mine = {
-                    let mut h = held.lock().unwrap();
-                    let at = h.iter().position(|(j, _)| *j == i).unwrap();
-                    h.remove(at).1
-                };
-                let _ = mine.release().await;
+                let _ = held.leave(i).release().await;
             }
         }));
     }
@@ -124,7 +149,7 @@ async fn probe_mutual_exclusion_under_faults() {
         t.await.unwrap();
     }
     let (v, g, e) = (
-        violations.load(std::sync::atomic::Ordering::Relaxed),
+        held.overlaps(),
         grants.load(std::sync::atomic::Ordering::Relaxed),
         errors.load(std::sync::atomic::Ordering::Relaxed),
     );
@@ -270,9 +295,8 @@ async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
     const N: usize = 8;
     let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
-    let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
+    let held = Arc::new(Holders::default());
     let worst = Arc::new(Mutex::new(Duration::ZERO));
-    let violations = Arc::new(AtomicUsize::new(0));
     let base = crate::cells::wall_micros();
     let start = Instant::now();
     let objects: Vec<FairLock> = (0..N / per_object)
@@ -294,11 +318,7 @@ async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
     let mut tasks = Vec::new();
     for i in 0..N {
         let lock = objects[i / per_object].clone();
-        let (held, worst, violations) = (
-            Arc::clone(&held),
-            Arc::clone(&worst),
-            Arc::clone(&violations),
-        );
+        let (held, worst) = (Arc::clone(&held), Arc::clone(&worst));
         tasks.push(tokio::spawn(async move {
             for round in 0..30u64 {
                 let asked = Instant::now();
@@ -313,20 +333,10 @@ async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
                 {
                     let mut w = worst.lock().unwrap();
                     *w = (*w).max(asked.elapsed());
-                    let mut h = held.lock().unwrap();
-                    h.retain(|(_, g)| g.is_held());
-                    if !h.is_empty() {
-                        violations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    h.push((i, guard));
                 }
+                held.enter(i, guard, Count::AnyGrant);
                 tokio::time::sleep(Duration::from_millis(2 + (round * 5 + i as u64) % 9)).await;
-                let mine = {
-                    let mut h = held.lock().unwrap();
-                    let at = h.iter().position(|(j, _)| *j == i).unwrap();
-                    h.remove(at).1
-                };
-                let _ = mine.release().await;
+                let _ = held.leave(i).release().await;
             }
         }));
     }
@@ -334,7 +344,7 @@ async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
         t.await.unwrap();
     }
     let worst = *worst.lock().unwrap();
-    assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(held.overlaps(), 0);
     assert!(worst < Duration::from_secs(3), "a lock() waited {worst:?}");
 }
 
@@ -540,8 +550,7 @@ async fn probe_late_read_answers_make_no_second_owner() {
     const N: usize = 5;
     let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
-    let held: Arc<Mutex<Vec<(usize, LockGuard)>>> = Arc::default();
-    let violations = Arc::new(AtomicUsize::new(0));
+    let held = Arc::new(Holders::default());
     let mut tasks = Vec::new();
     for i in 0..N {
         let view: Arc<dyn CellStore> = Arc::new(LateReads {
@@ -551,34 +560,22 @@ async fn probe_late_read_answers_make_no_second_owner() {
             count: AtomicUsize::new(0),
         });
         let lock = FairLock::new(view, options()).unwrap();
-        let (held, violations) = (Arc::clone(&held), Arc::clone(&violations));
+        let held = Arc::clone(&held);
         tasks.push(tokio::spawn(async move {
             for round in 0..30u64 {
                 let Ok(guard) = lock.lock("l", Duration::from_secs(60)).await else {
                     continue;
                 };
-                {
-                    let mut h = held.lock().unwrap();
-                    h.retain(|(_, g)| g.is_held());
-                    if guard.is_held() && !h.is_empty() {
-                        violations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    h.push((i, guard));
-                }
+                held.enter(i, guard, Count::HeldGrant);
                 tokio::time::sleep(Duration::from_millis(1 + (round * 3 + i as u64) % 7)).await;
-                let mine = {
-                    let mut h = held.lock().unwrap();
-                    let at = h.iter().position(|(j, _)| *j == i).unwrap();
-                    h.remove(at).1
-                };
-                let _ = mine.release().await;
+                let _ = held.leave(i).release().await;
             }
         }));
     }
     for t in tasks {
         t.await.unwrap();
     }
-    assert_eq!(violations.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(held.overlaps(), 0);
 }
 
 /// The lock is free; the head claims, and the next in line, seeing the head's cell, claims
