@@ -588,37 +588,9 @@ async fn probe_late_read_answers_make_no_second_owner() {
 /// by review 12): the head owns within the claim's TTL and the clock skew, not sooner.
 #[tokio::test(start_paused = true)]
 async fn limit_next_in_line_cut_off_after_its_early_claim_blocks_the_head_for_a_ttl() {
-    let memory = super::tests::slow_memory();
-    let store: Arc<dyn CellStore> = Arc::new(memory);
-    let (head_view, next_view) = (
-        FaultyCellStore::new(Arc::clone(&store)),
-        FaultyCellStore::new(Arc::clone(&store)),
-    );
-    head_view.inject(
-        Some(CellOp::ReadRow),
-        Fault::Latency(Duration::from_millis(3)),
-        Times::Always,
-    );
-    let head = FairLock::new(Arc::new(head_view), LockOptions::default()).unwrap();
-    let next = FairLock::new(Arc::new(next_view.clone()), LockOptions::default()).unwrap();
-    let asked = Instant::now();
-    let head = tokio::spawn(async move {
-        let guard = head.lock("l", Duration::from_secs(60)).await.unwrap();
-        (Instant::now(), guard)
-    });
-    tokio::time::sleep(Duration::from_micros(1_500)).await;
-    let next = tokio::spawn(async move { next.lock("l", Duration::from_secs(60)).await });
-    // As soon as both claims are in the main row, the next in line loses the store.
-    let mut cut = false;
-    for _ in 0..200 {
-        tokio::time::sleep(Duration::from_micros(250)).await;
-        if store.read_row("l", MAIN, "", 10).await.unwrap().len() == 2 {
-            next_view.inject(None, Fault::Latency(Duration::from_secs(60)), Times::Always);
-            cut = true;
-            break;
-        }
-    }
-    assert!(cut, "the next in line never claimed early");
+    let CutOff {
+        asked, head, next, ..
+    } = next_in_line_cut_off().await;
     let (granted, guard) = head.await.unwrap();
     guard.release().await.unwrap();
     next.abort();
@@ -678,5 +650,58 @@ async fn probe_arrival_order_under_random_latency() {
     let order = order.lock().unwrap().clone();
     for (at, i) in order.iter().enumerate() {
         assert!(at.abs_diff(*i) <= 1, "grant order {order:?}");
+    }
+}
+
+/// A head and a next in line, the next in line cut off from the store once both claims
+/// stand in the main row.
+pub(super) struct CutOff {
+    /// The head's view of the store: its row reads take 3 ms, so that the next in line
+    /// claims before the head's read back.
+    pub(super) head_view: FaultyCellStore,
+    /// When the head asked for the lock.
+    pub(super) asked: Instant,
+    /// The head's `lock()`: when it was granted, and the guard.
+    pub(super) head: tokio::task::JoinHandle<(Instant, LockGuard)>,
+    /// The next in line's `lock()`, whose every call now takes a minute.
+    pub(super) next: tokio::task::JoinHandle<Result<LockGuard, LockError>>,
+}
+
+/// Sets up [`CutOff`] on a slow embedded store (paused clock).
+pub(super) async fn next_in_line_cut_off() -> CutOff {
+    let store: Arc<dyn CellStore> = Arc::new(super::tests::slow_memory());
+    let (head_view, next_view) = (
+        FaultyCellStore::new(Arc::clone(&store)),
+        FaultyCellStore::new(Arc::clone(&store)),
+    );
+    head_view.inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_millis(3)),
+        Times::Always,
+    );
+    let head = FairLock::new(Arc::new(head_view.clone()), LockOptions::default()).unwrap();
+    let next = FairLock::new(Arc::new(next_view.clone()), LockOptions::default()).unwrap();
+    let asked = Instant::now();
+    let head = tokio::spawn(async move {
+        let guard = head.lock("l", Duration::from_secs(60)).await.unwrap();
+        (Instant::now(), guard)
+    });
+    tokio::time::sleep(Duration::from_micros(1_500)).await;
+    let next = tokio::spawn(async move { next.lock("l", Duration::from_secs(60)).await });
+    let mut cut = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_micros(250)).await;
+        if store.read_row("l", MAIN, "", 10).await.unwrap().len() == 2 {
+            next_view.inject(None, Fault::Latency(Duration::from_secs(60)), Times::Always);
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "the next in line never claimed early");
+    CutOff {
+        head_view,
+        asked,
+        head,
+        next,
     }
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::super::fair_claim::HELD;
+use super::review12::{CutOff, next_in_line_cut_off};
 use super::*;
 use crate::cells::faulty::FaultyCellStore;
 use crate::cells::memory::CellOp;
@@ -62,37 +63,13 @@ async fn finding_release_taken_for_done_while_an_unconfirmed_cell_stands() {
 /// without the `Duration::ZERO` arm for `HoldingOn` in `lock()` this passes, ~15 000 → ≤ 1 500.)
 #[tokio::test(start_paused = true)]
 async fn finding_head_reads_back_to_back_for_a_ttl_behind_a_cut_off_claim() {
-    let memory = super::tests::slow_memory();
-    let store: Arc<dyn CellStore> = Arc::new(memory);
-    let (head_view, next_view) = (
-        FaultyCellStore::new(Arc::clone(&store)),
-        FaultyCellStore::new(Arc::clone(&store)),
-    );
     // The head's reads are slower, so that the next in line claims before its read back.
-    head_view.inject(
-        Some(CellOp::ReadRow),
-        Fault::Latency(Duration::from_millis(3)),
-        Times::Always,
-    );
-    let head = FairLock::new(Arc::new(head_view.clone()), LockOptions::default()).unwrap();
-    let next = FairLock::new(Arc::new(next_view.clone()), LockOptions::default()).unwrap();
-    let asked = Instant::now();
-    let head = tokio::spawn(async move {
-        let guard = head.lock("l", Duration::from_secs(60)).await.unwrap();
-        (Instant::now(), guard)
-    });
-    tokio::time::sleep(Duration::from_micros(1_500)).await;
-    let next = tokio::spawn(async move { next.lock("l", Duration::from_secs(60)).await });
-    let mut cut = false;
-    for _ in 0..200 {
-        tokio::time::sleep(Duration::from_micros(250)).await;
-        if store.read_row("l", MAIN, "", 10).await.unwrap().len() == 2 {
-            next_view.inject(None, Fault::Latency(Duration::from_secs(60)), Times::Always);
-            cut = true;
-            break;
-        }
-    }
-    assert!(cut, "the next in line never claimed early");
+    let CutOff {
+        head_view,
+        asked,
+        head,
+        next,
+    } = next_in_line_cut_off().await;
     // From now on the head sees the store as everyone else does.
     head_view.clear_faults();
     let before = head_view.round_trips();
