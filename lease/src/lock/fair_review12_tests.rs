@@ -447,12 +447,8 @@ async fn probe_late_held_mark_does_not_resurrect_the_cell() {
 async fn a_failed_queue_delete_on_release_is_sent_again() {
     let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
-    let holder_view = FaultyCellStore::new(Arc::clone(&store));
+    let (holder_view, holder) = holder_on_own_view(&store).await;
     let lock = |view: Arc<dyn CellStore>| FairLock::new(view, LockOptions::default()).unwrap();
-    let holder = lock(Arc::new(holder_view.clone()))
-        .lock("l", Duration::from_secs(60))
-        .await
-        .unwrap();
     let next = {
         let l = lock(Arc::clone(&store));
         tokio::spawn(async move { l.lock("l", Duration::from_secs(60)).await.unwrap() })
@@ -704,4 +700,15 @@ pub(super) async fn next_in_line_cut_off() -> CutOff {
         head,
         next,
     }
+}
+
+/// A holder of lock "l" whose calls go through its own fault-injecting view of `store`.
+pub(super) async fn holder_on_own_view(store: &Arc<dyn CellStore>) -> (FaultyCellStore, LockGuard) {
+    let view = FaultyCellStore::new(Arc::clone(store));
+    let guard = FairLock::new(Arc::new(view.clone()), LockOptions::default())
+        .unwrap()
+        .lock("l", Duration::from_secs(60))
+        .await
+        .unwrap();
+    (view, guard)
 }

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::super::fair_claim::HELD;
-use super::review12::{CutOff, next_in_line_cut_off};
+use super::review12::{CutOff, holder_on_own_view, next_in_line_cut_off};
 use super::*;
 use crate::cells::faulty::FaultyCellStore;
 use crate::cells::memory::CellOp;
@@ -118,12 +118,8 @@ async fn probe_next_in_line_that_gave_way_to_an_unmarked_holder_claims_again() {
     let memory = super::tests::slow_memory();
     let counts = memory.clone();
     let store: Arc<dyn CellStore> = Arc::new(memory);
-    let holder_view = FaultyCellStore::new(Arc::clone(&store));
+    let (holder_view, holder) = holder_on_own_view(&store).await;
     let lock = |view: Arc<dyn CellStore>| FairLock::new(view, LockOptions::default()).unwrap();
-    let holder = lock(Arc::new(holder_view.clone()))
-        .lock("l", Duration::from_secs(60))
-        .await
-        .unwrap();
     // The mark is written by a task spawned at the grant, not yet run: it goes out slow.
     holder_view.inject(
         Some(CellOp::Write),
