@@ -4,15 +4,15 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Finding (review 14): `--memory --virtual --latency-us 0` is accepted, and then never ends.
+/// Review 14's finding: `--memory --virtual --latency-us 0` was accepted, and then never ended.
 /// With no delay the embedded stores answer without ever waiting, so a lone contender's
 /// lock → release loop never yields to a timer; on the current-thread runtime with a paused
 /// clock the clock only moves when every task waits, so the 1 s window never closes and the
 /// bench spins one core forever (seen: still at 100 % CPU after 60 s of wall time, no row
-/// printed; with `--latency-us 1000` the same command ends in 0.1 s). It should either
-/// reject a zero delay under `--virtual` or keep time some other way.
+/// printed; with `--latency-us 1000` the same command ends in 0.1 s). Now it is refused at
+/// once with an error naming the delay.
 #[test]
-fn finding_virtual_bench_with_zero_latency_never_ends() {
+fn virtual_bench_refuses_a_zero_delay() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_lock_bench"))
         .args([
             "--memory",
@@ -27,7 +27,7 @@ fn finding_virtual_bench_with_zero_latency_never_ends() {
             "1",
         ])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("lock_bench starts");
     let started = Instant::now();
@@ -42,9 +42,19 @@ fn finding_virtual_bench_with_zero_latency_never_ends() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(
-        status.is_some(),
+    let status = status.expect(
         "lock_bench --memory --virtual --latency-us 0 (1 s of virtual time, one contender) \
-         still running after 20 s of wall time: the paused clock never advances"
+         still running after 20 s of wall time: the paused clock never advances",
+    );
+    assert!(
+        !status.success(),
+        "a zero delay under --virtual must be refused"
+    );
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr piped"), &mut stderr)
+        .expect("stderr read");
+    assert!(
+        stderr.contains("--latency-us"),
+        "error names the delay: {stderr}"
     );
 }

@@ -72,6 +72,14 @@ async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
     if args.get("jitter-pct").is_some() && !is_virtual {
         return Err("--jitter-pct varies the delays of --virtual: add it".into());
     }
+    if is_virtual
+        && args
+            .get("latency-us")
+            .is_some_and(|us| us.parse() == Ok(0u64))
+    {
+        // Stores that never wait never let the paused clock move: the window would not end.
+        return Err("--virtual needs a delay: --latency-us above 0".into());
+    }
     if args.get("memory").is_some() {
         let latency = Duration::from_micros(args.get("latency-us").map_or(Ok(300), str::parse)?);
         let cells = MemoryCellStore::new();
@@ -79,11 +87,11 @@ async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
         // Virtual time: each call's delay drawn uniformly within the spread around the mean,
         // so that answers do not all land on one tick.
         let spread = if is_virtual {
-            f64::from(
-                args.get("jitter-pct")
-                    .map_or(Ok(20), str::parse::<u32>)?
-                    .min(100),
-            ) / 100.0
+            let pct = args.get("jitter-pct").map_or(Ok(20), str::parse::<u32>)?;
+            if pct > 100 {
+                return Err("--jitter-pct is at most 100".into());
+            }
+            f64::from(pct) / 100.0
         } else {
             0.0
         };
