@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod golden;
 pub use cql_test_server::driver_log;
 pub mod history;
+pub mod namespaced;
 pub mod tweaked;
 pub mod wire_backend;
 pub mod wire_lock_backend;

@@ -2,18 +2,17 @@
 //! CQL test server, or on the cluster named by `SCYLLA_URI`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use cql_lease::cells::CellStore;
 use cql_lease::cells::scylla::{self as cells, CellOptions, ScyllaCellStore};
 use cql_lease::scylla::cql::render;
 use cql_test_server::{CqlTestServer, Flavor};
 use scylla::client::session::Session;
-use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::Consistency;
 
 use crate::backend::Backend;
 use crate::conformance::lock::LockBackend;
+use crate::namespaced::Namespaced;
 use crate::wire_backend::{RealCluster, WireBackend, test_options};
 
 /// Every statement of the cell store, with the label the server counts it under.
@@ -89,27 +88,18 @@ impl LockBackend for WireLockBackend {
     }
 }
 
-/// Locks on the cluster named by `SCYLLA_URI`, in fresh tables.
+/// Locks on the cluster named by `SCYLLA_URI`: the shared test tables, in names of their own.
 #[derive(Debug)]
 pub struct RealClusterLocks {
     leases: RealCluster,
-    cells: Arc<ScyllaCellStore>,
+    cells: Arc<Namespaced<ScyllaCellStore>>,
 }
 
 impl RealClusterLocks {
     /// Connects to `SCYLLA_URI`; panics when it is not set (these tests are `#[ignore]`d).
     pub async fn from_env() -> Self {
         let leases = RealCluster::from_env().await;
-        let uri = std::env::var("SCYLLA_URI").expect("SCYLLA_URI");
-        let session = SessionBuilder::new()
-            .known_node(&uri)
-            .build()
-            .await
-            .expect("connect to SCYLLA_URI");
-        let table = format!("cells_{}", uuid::Uuid::new_v4().simple());
-        let mut options = cell_options("cql_lease_tests", &table);
-        options.location.request_timeout = Some(Duration::from_secs(5));
-        let cells = cell_store(Arc::new(session), options).await;
+        let cells = leases.lock_cells().await;
         RealClusterLocks { leases, cells }
     }
 }
