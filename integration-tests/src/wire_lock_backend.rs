@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use cql_lease::cells::CellStore;
+use cql_lease::cells::memory::CellOp;
 use cql_lease::cells::scylla::{self as cells, CellOptions, ScyllaCellStore};
+use cql_lease::memory::{Fault, Times};
 use cql_lease::scylla::cql::render;
 use cql_test_server::{CqlTestServer, Flavor};
 use scylla::client::session::Session;
@@ -13,7 +15,7 @@ use scylla::statement::Consistency;
 use crate::backend::Backend;
 use crate::conformance::lock::LockBackend;
 use crate::namespaced::Namespaced;
-use crate::wire_backend::{RealCluster, WireBackend, test_options};
+use crate::wire_backend::{RealCluster, WireBackend, target, test_options, wire_fault, wire_times};
 
 /// Every statement of the cell store, with the label the server counts it under.
 pub const CELL_STATEMENTS: [(&str, &str); 5] = [
@@ -23,6 +25,16 @@ pub const CELL_STATEMENTS: [(&str, &str); 5] = [
     ("cells.read_row", cells::READ_ROW),
     ("cells.read_cell", cells::READ_CELL),
 ];
+
+/// The label the CQL test server counts and targets a cell-store operation by.
+pub fn cell_label(op: CellOp) -> &'static str {
+    match op {
+        CellOp::Write => "cells.write",
+        CellOp::Delete => "cells.delete",
+        CellOp::ReadRow => "cells.read_row",
+        CellOp::ReadCell => "cells.read_cell",
+    }
+}
 
 /// Cell options for tests: one replica, QUORUM, a client-side timeout.
 pub fn cell_options(keyspace: &str, table: &str) -> CellOptions {
@@ -78,6 +90,17 @@ impl LockBackend for WireLockBackend {
     fn leases(&self) -> &dyn Backend {
         &self.leases
     }
+    fn inject_cells(&self, op: Option<CellOp>, fault: Fault, times: Times) {
+        let labels = CELL_STATEMENTS.map(|(label, _)| label);
+        self.leases.server.inject(
+            target(op.map(cell_label), &labels[1..]),
+            wire_fault(fault),
+            wire_times(times),
+        );
+    }
+    fn clear_store_faults(&self) {
+        self.leases.server.clear_faults();
+    }
     fn tombstones_walked(&self) -> Option<u64> {
         let refused = self.leases.server.refused();
         assert!(
@@ -114,4 +137,10 @@ impl LockBackend for RealClusterLocks {
     fn leases(&self) -> &dyn Backend {
         &self.leases
     }
+    fn inject_cells(&self, op: Option<CellOp>, fault: Fault, _: Times) {
+        // Fault scenarios skip this backend (`supports_faults` is false): a call here is a
+        // scenario that would pass without its fault.
+        panic!("no fault injection on a real cluster ({op:?}, {fault:?})");
+    }
+    fn clear_store_faults(&self) {}
 }

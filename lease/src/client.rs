@@ -233,7 +233,8 @@ impl LeaseClient {
     }
 
     /// Waits until `name` is acquired, polling every `retry_interval` (jittered between half and all of it), for at most
-    /// `timeout` when given.
+    /// `timeout` when given (an attempt still under way then is dropped, which gives its
+    /// claim back).
     ///
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
@@ -257,7 +258,23 @@ impl LeaseClient {
         let mut delays = self.poll_delays();
         let mut last_holder = None;
         loop {
-            match self.try_acquire(name, owner, value).await {
+            // An attempt still settling a lost answer at the limit is dropped there: it
+            // gives its claim back (see `try_acquire`'s cancel safety).
+            let attempt = self.try_acquire(name, owner, value);
+            let answer = match give_up_at {
+                Some(limit) => match tokio::time::timeout_at(limit, attempt).await {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        return Err(LeaseError::Timeout {
+                            name: name.to_owned(),
+                            waited: started.elapsed(),
+                            last_holder,
+                        });
+                    }
+                },
+                None => attempt.await,
+            };
+            match answer {
                 Ok(TryAcquire::Acquired(lease)) => return Ok(lease),
                 Ok(TryAcquire::Held(holder)) => last_holder = Some(Box::new(holder)),
                 Err(LeaseError::InvalidArgument(e)) => return Err(e.into()),

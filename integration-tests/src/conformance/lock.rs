@@ -8,10 +8,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cql_lease::cells::CellStore;
 use cql_lease::cells::faulty::FaultyCellStore;
-use cql_lease::cells::memory::MemoryCellStore;
+use cql_lease::cells::memory::{CellOp, MemoryCellStore};
 use cql_lease::lock::{
     BakeryLock, Contenders, FairLock, LeaseLock, Lock, LockError, LockOptions, ShadowLock,
 };
+use cql_lease::memory::{Fault, Times};
 use cql_lease::{InvalidArgument, LeaseClient};
 
 use super::test_config;
@@ -20,6 +21,7 @@ use crate::backend::{Backend, MemoryBackend};
 pub use super::lock_hazards::*;
 pub use super::lock_scenarios::*;
 pub use super::lock_stale::*;
+pub use super::lock_transient::*;
 
 /// What the lock suite needs from a backend: a cell store and a lease backend.
 #[async_trait]
@@ -43,6 +45,11 @@ pub trait LockBackend: Send + Sync {
     fn tombstones_walked(&self) -> Option<u64> {
         None
     }
+    /// Adds a fault, in the store itself (for every contender), for cell-store calls of `op`
+    /// (all when `None`). Only where [`LockBackend::supports_faults`].
+    fn inject_cells(&self, op: Option<CellOp>, fault: Fault, times: Times);
+    /// Removes every fault of the cell store and of the lease store.
+    fn clear_store_faults(&self);
 }
 
 /// The embedded backend for locks.
@@ -71,6 +78,13 @@ impl LockBackend for MemoryLockBackend {
     }
     fn tombstones_walked(&self) -> Option<u64> {
         Some(self.cells.tombstones_walked())
+    }
+    fn inject_cells(&self, op: Option<CellOp>, fault: Fault, times: Times) {
+        self.cells.inject(op, fault, times);
+    }
+    fn clear_store_faults(&self) {
+        self.cells.clear_faults();
+        self.leases.clear_faults();
     }
 }
 
@@ -251,6 +265,10 @@ macro_rules! lock_suite {
             slow_contender_between_read_and_write [Bakery, Shadow],
             reused_contender_key_cannot_hide_a_ticket [Bakery],
             dropped_lock_leaves_no_cell [Bakery, Fair, Shadow],
+            lock_rides_through_store_timeouts [Bakery, Fair, Shadow, Lease],
+            lock_under_endless_store_errors_ends_at_its_timeout [Bakery, Fair, Shadow, Lease],
+            try_lock_rides_through_store_errors_within_its_budget [Bakery, Fair, Shadow, Lease],
+            try_lock_under_endless_store_errors_is_unreachable [Bakery, Fair, Shadow, Lease],
         );
         mod global_time {
             #[allow(unused_imports)]

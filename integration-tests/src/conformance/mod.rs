@@ -20,6 +20,7 @@ pub mod lock;
 pub mod lock_hazards;
 pub mod lock_scenarios;
 pub mod lock_stale;
+pub mod lock_transient;
 pub mod queue;
 pub mod queue_bakery;
 pub mod queue_bakery_convoy;

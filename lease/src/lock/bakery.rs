@@ -42,6 +42,7 @@ use tracing::{debug, info, instrument};
 pub(crate) use super::numbering::poll_delay;
 use super::numbering::{self, Chosen, Waited};
 use super::plain::{Attempt, Cells, PlainLock};
+use super::transient::{Trouble, transient_cause, until_deadline, within_budget};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::{CHOOSING, NUMBER};
@@ -120,6 +121,9 @@ impl BakeryLock {
                         waited: started.elapsed(),
                     });
                 }
+                // Transient: the caller tries again with a new contender while this one's
+                // cells are removed in the background (`attempt` drops armed).
+                Err(error) if transient_cause(&error).is_some() => return Err(error),
                 Err(error) => {
                     cells.clear().await;
                     attempt.disarm();
@@ -219,31 +223,49 @@ impl Lock for BakeryLock {
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
         let _wait = crate::metrics::LockWait::start(self.algorithm());
         check_request(name, Some(timeout))?;
-        let deadline = Instant::now() + timeout;
-        match self.acquire(name, Some(deadline)).await? {
-            Some(guard) => Ok(guard),
-            None => Err(LockError::Timeout {
-                name: name.to_owned(),
-                waited: timeout,
-            }),
-        }
+        let started = Instant::now();
+        let deadline = started + timeout;
+        let acquisition = async {
+            let mut trouble = Trouble::new(name, self.base.options.timing.retry_interval);
+            loop {
+                match self.acquire(name, Some(deadline)).await {
+                    Ok(Some(guard)) => return Ok(guard),
+                    Ok(None) => {
+                        return Err(LockError::Timeout {
+                            name: name.to_owned(),
+                            waited: started.elapsed(),
+                        });
+                    }
+                    // Transient: again after a retry interval with a new contender, until
+                    // the deadline cuts it.
+                    Err(error) => {
+                        let wake = trouble.failed(error)?;
+                        tokio::time::sleep_until(wake).await;
+                    }
+                }
+            }
+        };
+        until_deadline(name, started, deadline, acquisition).await
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
         check_request(name, None)?;
-        let deadline = self.base.read_deadline();
-        let tickets = self
-            .base
-            .durable
-            .read_row(name, NUMBER, "", 1, deadline)
-            .await
-            .map_err(|source| LockError::Store {
-                name: name.to_owned(),
-                source,
-            })?;
-        if !tickets.is_empty() {
-            return Ok(None);
-        }
-        self.acquire(name, None).await
+        within_budget(name, &self.base.options.timing, || async {
+            let deadline = self.base.read_deadline();
+            let tickets = self
+                .base
+                .durable
+                .read_row(name, NUMBER, "", 1, deadline)
+                .await
+                .map_err(|source| LockError::Store {
+                    name: name.to_owned(),
+                    source,
+                })?;
+            if !tickets.is_empty() {
+                return Ok(None);
+            }
+            self.acquire(name, None).await
+        })
+        .await
     }
 }

@@ -66,6 +66,7 @@ use tracing::{debug, info, instrument};
 use super::bakery::poll_delay;
 use super::fair_claim::{CLAIM, Verdict, Waiter, mark_held};
 use super::plain::{Attempt, Cells, PlainLock};
+use super::transient::{Trouble, until_deadline, within_budget};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::{MAIN, QUEUE};
@@ -211,31 +212,49 @@ impl FairLock {
         }
     }
 
-    fn granted(&self, cells: Arc<Cells>, attempt: Attempt) -> LockGuard {
-        attempt.disarm();
-        mark_held(&cells);
-        info!(lock = %cells.lock, id = cells.id(), "fair lock held");
-        cells.into_guard("fair")
-    }
-}
-
-#[async_trait]
-impl Lock for FairLock {
-    fn algorithm(&self) -> &'static str {
-        "fair"
-    }
-
-    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
-        let _wait = crate::metrics::LockWait::start(self.algorithm());
-        check_request(name, Some(timeout))?;
-        let started = Instant::now();
-        let deadline = started + timeout;
+    /// `lock` proper: enqueue, then rounds until the lock is owned or `deadline` comes.
+    /// Transient store errors are ridden through: the contender keeps its cells (and so its
+    /// place in the queue) and tries the failed step again after a retry interval; a queue
+    /// cell whose write was given up (and so deleted) is written again under the same name.
+    async fn wait_in_line(
+        &self,
+        name: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<LockGuard, LockError> {
+        let mut trouble = Trouble::new(name, self.base.options.timing.retry_interval);
         let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
-        let mine = self.enqueue(&cells).await?;
+        let mine = loop {
+            match self.queue_name(&cells).await {
+                Ok(mine) => break mine,
+                Err(error) => tokio::time::sleep_until(trouble.failed(error)?).await,
+            }
+        };
         let mut waiter = Waiter::new(mine.clone(), self.base.options.poll_interval);
         loop {
-            let step = self.round(&cells, &mut waiter, true).await?;
+            let step = async {
+                if !cells.has(QUEUE, &mine) {
+                    // Not (or no longer) in the queue: our arrival, or a write given up.
+                    cells.put(QUEUE, &mine, 1).await?;
+                }
+                self.round(&cells, &mut waiter, true).await
+            };
+            let step = match step.await {
+                Ok(step) => {
+                    trouble.recovered();
+                    step
+                }
+                Err(error) => {
+                    let wake = trouble.failed(error)?;
+                    if !cells.keep_fresh().await {
+                        cells.clear().await;
+                    }
+                    // Past the deadline the caller's bound cuts this sleep.
+                    tokio::time::sleep_until(wake).await;
+                    continue;
+                }
+            };
             if !matches!(step, Step::HoldingOn) {
                 waiter.quick_holds = 0;
             }
@@ -250,9 +269,11 @@ impl Lock for FairLock {
             waiter.fast = pause.is_zero();
             if !cells.keep_fresh().await {
                 // Our queue cell may have expired: write it again under the same name, which
-                // keeps our place in the queue.
+                // keeps our place in the queue (if that fails, the next round writes it).
                 cells.clear().await;
-                cells.put(QUEUE, &mine, 1).await?;
+                if let Err(error) = cells.put(QUEUE, &mine, 1).await {
+                    trouble.failed(error)?;
+                }
             }
             let wake = Instant::now() + pause;
             if wake >= deadline {
@@ -272,8 +293,44 @@ impl Lock for FairLock {
         }
     }
 
+    fn granted(&self, cells: Arc<Cells>, attempt: Attempt) -> LockGuard {
+        attempt.disarm();
+        mark_held(&cells);
+        info!(lock = %cells.lock, id = cells.id(), "fair lock held");
+        cells.into_guard("fair")
+    }
+}
+
+#[async_trait]
+impl Lock for FairLock {
+    fn algorithm(&self) -> &'static str {
+        "fair"
+    }
+
+    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
+        let _wait = crate::metrics::LockWait::start(self.algorithm());
+        check_request(name, Some(timeout))?;
+        let started = Instant::now();
+        let deadline = started + timeout;
+        until_deadline(
+            name,
+            started,
+            deadline,
+            self.wait_in_line(name, started, deadline),
+        )
+        .await
+    }
+
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
         check_request(name, None)?;
+        within_budget(name, &self.base.options.timing, || self.try_once(name)).await
+    }
+}
+
+impl FairLock {
+    /// One `try_lock` attempt. On a store error its contender's cells are removed in the
+    /// background.
+    async fn try_once(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
         let main = self
             .base
             .durable

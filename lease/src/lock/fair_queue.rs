@@ -27,12 +27,17 @@ impl FairLock {
         }
     }
 
-    /// Enqueues: the queue cell's name is the arrival time, 20 digits, then the process's
-    /// arrival sequence, 20 digits, then the id.
-    pub(super) async fn enqueue(&self, cells: &Cells) -> Result<String, LockError> {
+    /// The queue cell's name of an arrival now: the arrival time, 20 digits, then the
+    /// process's arrival sequence, 20 digits, then the id.
+    pub(super) async fn queue_name(&self, cells: &Cells) -> Result<String, LockError> {
         let micros = self.arrival_time().await?.max(0);
         let sequence = ARRIVALS.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{micros:020}{sequence:020}{}", cells.id());
+        Ok(format!("{micros:020}{sequence:020}{}", cells.id()))
+    }
+
+    /// Enqueues under [`FairLock::queue_name`].
+    pub(super) async fn enqueue(&self, cells: &Cells) -> Result<String, LockError> {
+        let name = self.queue_name(cells).await?;
         cells.put(QUEUE, &name, 1).await?;
         Ok(name)
     }

@@ -1,7 +1,8 @@
 //! A mutex on the LWT lease (seed 001): one conditional write takes it, with a fencing token.
 //!
-//! `lock` is [`LeaseClient::acquire`] (polling while held, up to the timeout); `try_lock` is
-//! one [`LeaseClient::try_acquire`]. The guard keeps the lease through the shared hold
+//! `lock` is [`LeaseClient::acquire`] (polling while held, and riding through store errors,
+//! up to the timeout); `try_lock` is one [`LeaseClient::try_acquire`], made again after a
+//! transient store error within its budget (see [`Lock::try_lock`]). The guard keeps the lease through the shared hold
 //! machine with conditional renewals (`IF holder = me`), and releases it conditionally.
 //!
 //! # Guarantees
@@ -20,6 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use super::transient::{until_deadline, within_budget};
 use super::{Lock, LockError, LockGuard, check_request};
 use crate::client::{LeaseClient, TryAcquire};
 use crate::error::LeaseError;
@@ -67,25 +69,33 @@ impl Lock for LeaseLock {
         let _wait = crate::metrics::LockWait::start(self.algorithm());
         check_request(name, Some(timeout))?;
         let started = Instant::now();
-        match self
-            .client
-            .acquire(name, &self.owner, None, Some(timeout))
-            .await
-        {
-            Ok(lease) => Ok(self.guard(lease)),
-            Err(LeaseError::Timeout { .. }) => Err(LockError::Timeout {
-                name: name.to_owned(),
-                waited: started.elapsed(),
-            }),
-            Err(error) => Err(error.into()),
-        }
+        // The lease client retries every failure but a refusal or bad input, and bounds each
+        // attempt by the timeout (an attempt cut there gives its claim back).
+        let acquired = async {
+            match self
+                .client
+                .acquire(name, &self.owner, None, Some(timeout))
+                .await
+            {
+                Ok(lease) => Ok(self.guard(lease)),
+                Err(LeaseError::Timeout { .. }) => Err(LockError::Timeout {
+                    name: name.to_owned(),
+                    waited: started.elapsed(),
+                }),
+                Err(error) => Err(error.into()),
+            }
+        };
+        until_deadline(name, started, started + timeout, acquired).await
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
         check_request(name, None)?;
-        match self.client.try_acquire(name, &self.owner, None).await? {
-            TryAcquire::Acquired(lease) => Ok(Some(self.guard(lease))),
-            TryAcquire::Held(_) => Ok(None),
-        }
+        within_budget(name, self.client.config(), || async {
+            match self.client.try_acquire(name, &self.owner, None).await? {
+                TryAcquire::Acquired(lease) => Ok(Some(self.guard(lease))),
+                TryAcquire::Held(_) => Ok(None),
+            }
+        })
+        .await
     }
 }

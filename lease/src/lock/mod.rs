@@ -48,6 +48,7 @@ mod numbering;
 mod plain;
 pub mod shadow;
 pub mod ticket;
+mod transient;
 
 use std::time::Duration;
 
@@ -105,7 +106,9 @@ pub enum LockError {
     /// Bad input; nothing was written.
     #[error(transparent)]
     InvalidArgument(#[from] InvalidArgument),
-    /// `lock` gave up waiting; the contender's cells were removed.
+    /// `lock` gave up waiting at its timeout (the lock was held, or the store did not
+    /// answer in time); nothing is held: the contender's cells were removed, or are being
+    /// removed in the background if the store does not answer (their TTL bounds them).
     #[error("timed out after {waited:?} waiting for lock {name:?}")]
     Timeout {
         /// The lock name.
@@ -113,7 +116,10 @@ pub enum LockError {
         /// How long it waited.
         waited: Duration,
     },
-    /// The store failed beyond the retries.
+    /// The store refused a request ([`StoreError::Rejected`]: syntax, schema, permissions),
+    /// or, from helpers outside [`Lock`] (e.g. [`ticket::TicketBakery`]), failed beyond its
+    /// retries. Nothing is held: the contender's cells are removed (in the background if the
+    /// store does not answer; their TTL bounds them).
     #[error("store error on lock {name:?}: {source}")]
     Store {
         /// The lock name.
@@ -133,7 +139,21 @@ pub enum LockError {
         /// The contender id whose cell is hidden.
         id: String,
     },
-    /// The lease lock's lease layer failed.
+    /// [`Lock::try_lock`] met only transient store errors (request timeouts, unavailable
+    /// replicas, unknown outcomes) until its budget ran out, so it cannot say whether the
+    /// lock is free. Nothing is held: what its attempts wrote is removed (in the background
+    /// if the store still does not answer; the TTL bounds it). Trying again later is safe.
+    #[error("lock {name:?}: store unreachable for {waited:?}, nothing is held: {source}")]
+    Unreachable {
+        /// The lock name.
+        name: String,
+        /// How long `try_lock` kept trying.
+        waited: Duration,
+        /// The last store error.
+        source: StoreError,
+    },
+    /// The lease lock's lease layer refused: a definite store refusal
+    /// ([`LeaseError::Store`] with [`StoreError::Rejected`]) or bad input.
     #[error(transparent)]
     Lease(#[from] LeaseError),
     /// Releasing failed, or the lock was already lost.
@@ -156,8 +176,19 @@ pub trait Lock: Send + Sync {
     /// zero, at most [`MAX_LOCK_TIMEOUT`]).
     ///
     /// # Errors
-    /// [`LockError::InvalidArgument`] for a bad name or timeout (nothing written),
-    /// [`LockError::Timeout`], or a store failure beyond the retries.
+    /// - [`LockError::InvalidArgument`] for a bad name or timeout (nothing written);
+    /// - [`LockError::Timeout`] when `timeout` passes, whatever the store was doing: a
+    ///   `lock` that meets transient store errors (request timeouts, unavailable replicas,
+    ///   answers lost with their outcome unknown) keeps trying, one jittered
+    ///   `retry_interval` apart, until its timeout, as the election and the work queue's
+    ///   workers do. A plain cell write is sent again with the same cell, value and
+    ///   timestamp, and deleted with a later timestamp if given up; a lease claim whose
+    ///   answer was lost is read back by its unique holder id and released if not handed
+    ///   over. So nothing is left held when it times out;
+    /// - a definite refusal, which ends it at once: [`LockError::Store`] or
+    ///   [`LockError::Lease`] carrying [`StoreError::Rejected`] (syntax, schema,
+    ///   permissions), and [`LockError::Shadowed`] (a plain-cell contender whose own cell is
+    ///   hidden by a newer write or delete).
     ///
     /// # Cancel safety
     /// Dropping the future removes the contender's cells in the background with
@@ -171,8 +202,15 @@ pub trait Lock: Send + Sync {
     /// waits for a holder (the fair lock's may wait for a waiter's early claim to give way:
     /// see its docs).
     ///
+    /// Within one attempt's budget, [`LeaseConfig::resolve_timeout`] from the call (the
+    /// time the library gives any lost answer to be settled), transient store errors are
+    /// retried as [`Lock::lock`] retries them; a held lock is still answered at once.
+    ///
     /// # Errors
-    /// As [`Lock::lock`], without the timeout.
+    /// - [`LockError::InvalidArgument`] for a bad name (nothing written);
+    /// - [`LockError::Unreachable`] when the budget ran out with only transient store errors:
+    ///   whether the lock is free is unknown, and nothing is held;
+    /// - a definite refusal, as for [`Lock::lock`].
     ///
     /// # Cancel safety
     /// As [`Lock::lock`].

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use tracing::{debug, info};
 
 use super::plain::{Attempt, PlainLock};
+use super::transient::{Trouble, until_deadline, within_budget};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::{MAIN, SHADOW};
@@ -91,10 +92,12 @@ impl ShadowLock {
         &self.stats
     }
 
-    /// One TryLock, with its three answers.
+    /// One TryLock, with its three answers. Unlike [`Lock::try_lock`], a store error is not
+    /// tried again here.
     ///
     /// # Errors
-    /// Bad input, or store failures beyond the retries.
+    /// Bad input, or [`LockError::Store`] when a request failed beyond the store's own
+    /// retries (the contender's cells are then removed in the background).
     ///
     /// # Cancel safety
     /// Dropping it removes the contender's cells in the background.
@@ -168,31 +171,50 @@ impl Lock for ShadowLock {
         let _wait = crate::metrics::LockWait::start(self.algorithm());
         check_request(name, Some(timeout))?;
         let started = Instant::now();
-        let mut attempt = 1u32;
-        loop {
-            let pause = match self.try_lock_once(name).await? {
-                TryLockResult::Success(guard) => return Ok(guard),
-                TryLockResult::AnotherThreadIsOwner => self.owner_backoff,
-                TryLockResult::ConcurrentAttempt => {
-                    attempt += 1;
-                    Duration::from_millis(50) * (attempt - 1)
-                }
-            };
-            let wake = Instant::now() + pause.mul_f64(rand::random_range(0.0..1.0));
-            if wake >= started + timeout {
-                return Err(LockError::Timeout {
-                    name: name.to_owned(),
-                    waited: started.elapsed(),
-                });
+        let deadline = started + timeout;
+        let acquisition = async {
+            let mut trouble = Trouble::new(name, self.base.options.timing.retry_interval);
+            let mut attempt = 1u32;
+            loop {
+                // A failed TryLock has given its cells back (in the background when it
+                // returned early): the next one starts afresh.
+                let wake = match self.try_lock_once(name).await {
+                    Ok(TryLockResult::Success(guard)) => return Ok(guard),
+                    Ok(answer) => {
+                        trouble.recovered();
+                        let pause = match answer {
+                            TryLockResult::AnotherThreadIsOwner => self.owner_backoff,
+                            _ => {
+                                attempt += 1;
+                                Duration::from_millis(50) * (attempt - 1)
+                            }
+                        };
+                        let wake = Instant::now() + pause.mul_f64(rand::random_range(0.0..1.0));
+                        if wake >= deadline {
+                            return Err(LockError::Timeout {
+                                name: name.to_owned(),
+                                waited: started.elapsed(),
+                            });
+                        }
+                        wake
+                    }
+                    // Transient: again after a retry interval, until the deadline cuts it.
+                    Err(error) => trouble.failed(error)?,
+                };
+                tokio::time::sleep_until(wake).await;
             }
-            tokio::time::sleep_until(wake).await;
-        }
+        };
+        until_deadline(name, started, deadline, acquisition).await
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
-        Ok(match self.try_lock_once(name).await? {
-            TryLockResult::Success(guard) => Some(guard),
-            _ => None,
+        check_request(name, None)?;
+        within_budget(name, &self.base.options.timing, || async {
+            Ok(match self.try_lock_once(name).await? {
+                TryLockResult::Success(guard) => Some(guard),
+                _ => None,
+            })
         })
+        .await
     }
 }
