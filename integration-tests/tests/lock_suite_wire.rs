@@ -33,7 +33,8 @@ mod scylla_mode {
 mod real_cluster {
     use integration_tests::wire_lock_backend::RealClusterLocks;
 
-    integration_tests::lock_suite!(
+    // Scenarios that inject faults into the stores are not generated here (`portable:`).
+    integration_tests::lock_suite!(portable:
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)] #[ignore = "needs SCYLLA_URI=host:port of a ScyllaDB/Cassandra cluster"],
         RealClusterLocks::from_env().await
     );

@@ -62,9 +62,7 @@ async fn nothing_left_held(b: &dyn LockBackend, algo: Algo, name: &str, what: &s
 /// middle of it keeps trying and gets the lock once the store answers again, after the
 /// holder (whose renewals failed too) was told to stop; the lock then excludes others.
 pub async fn lock_rides_through_store_timeouts(b: &dyn LockBackend, algo: Algo) {
-    if !b.supports_faults() {
-        return;
-    }
+    assert!(b.supports_faults(), "{}: a fault scenario", b.name());
     let timing = lock_options().timing;
     let name = lock_name("rides-through");
     let (h, a, c) = (
@@ -124,9 +122,7 @@ pub async fn lock_rides_through_store_timeouts(b: &dyn LockBackend, algo: Algo) 
 /// A store that never answers again: `lock` keeps trying and ends at its own timeout, with
 /// the timeout error (not a store error), and leaves nothing held behind.
 pub async fn lock_under_endless_store_errors_ends_at_its_timeout(b: &dyn LockBackend, algo: Algo) {
-    if !b.supports_faults() {
-        return;
-    }
+    assert!(b.supports_faults(), "{}: a fault scenario", b.name());
     let timing = lock_options().timing;
     let name = lock_name("endless-errors");
     let a = contender(b, algo, 0);
@@ -164,9 +160,7 @@ pub async fn try_lock_rides_through_store_errors_within_its_budget(
     b: &dyn LockBackend,
     algo: Algo,
 ) {
-    if !b.supports_faults() {
-        return;
-    }
+    assert!(b.supports_faults(), "{}: a fault scenario", b.name());
     let timing = lock_options().timing;
     let name = lock_name("try-rides-through");
     let (a, c) = (contender(b, algo, 0), contender(b, algo, 1));
@@ -211,9 +205,7 @@ pub async fn try_lock_rides_through_store_errors_within_its_budget(
 /// A store that never answers again: `try_lock` gives up once its budget (the resolve
 /// timeout) has passed, with [`LockError::Unreachable`], and leaves nothing held behind.
 pub async fn try_lock_under_endless_store_errors_is_unreachable(b: &dyn LockBackend, algo: Algo) {
-    if !b.supports_faults() {
-        return;
-    }
+    assert!(b.supports_faults(), "{}: a fault scenario", b.name());
     let timing = lock_options().timing;
     let name = lock_name("try-endless-errors");
     let a = contender(b, algo, 0);
