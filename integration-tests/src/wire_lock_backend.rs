@@ -121,7 +121,11 @@ pub struct RealClusterLocks {
 impl RealClusterLocks {
     /// Connects to `SCYLLA_URI`; panics when it is not set (these tests are `#[ignore]`d).
     pub async fn from_env() -> Self {
-        let leases = RealCluster::from_env().await;
+        Self::on(RealCluster::from_env().await).await
+    }
+
+    /// Locks on `leases`' cluster, in its names.
+    pub async fn on(leases: RealCluster) -> Self {
         let cells = leases.lock_cells().await;
         RealClusterLocks { leases, cells }
     }

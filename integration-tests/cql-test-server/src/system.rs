@@ -154,7 +154,11 @@ impl Engine {
         for (name, columns) in [
             (
                 "tables",
-                vec![("keyspace_name", text()), ("table_name", text())],
+                vec![
+                    ("keyspace_name", text()),
+                    ("table_name", text()),
+                    ("default_time_to_live", CqlType::Int),
+                ],
             ),
             (
                 "views",

@@ -8,7 +8,8 @@
 //! numbers, cursors) expires after [`KEEP_TEST_DATA`] (the tables' default TTL), so what the
 //! runs leave behind does not grow with their number.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -44,8 +45,9 @@ pub const LOCK_CELLS: &str = "lock_cells";
 /// How long a cell written without a TTL of its own stays in the test tables.
 pub const KEEP_TEST_DATA: Duration = Duration::from_secs(2 * 24 * 3600);
 
-/// The tables, created at most once per test process (every test of a binary shares them).
-static SCHEMA: OnceCell<()> = OnceCell::const_new();
+/// The clusters whose tables this process has made sure of: schema statements are sent at
+/// most once per process and cluster (every test of a binary shares the tables).
+static SCHEMA: Mutex<BTreeMap<String, Arc<OnceCell<()>>>> = Mutex::new(BTreeMap::new());
 
 /// The lease store's options on the test keyspace.
 fn lease_options() -> ScyllaOptions {
@@ -60,37 +62,30 @@ pub fn lock_cell_options() -> CellOptions {
     }
 }
 
-/// Connects to `SCYLLA_URI`. Panics when it is not set: the tests that call this are
-/// `#[ignore]`d, and one that was asked to run must not pass without a cluster.
-async fn connect() -> Arc<Session> {
-    let uri = std::env::var("SCYLLA_URI")
-        .unwrap_or_else(|_| panic!("SCYLLA_URI is not set: {NEEDS_SCYLLA_URI}"));
-    let session = SessionBuilder::new()
-        .known_node(&uri)
-        .build()
-        .await
-        .expect("connect to SCYLLA_URI");
-    Arc::new(session)
-}
-
 /// Creates the keyspace and the fixed tables if missing, and gives the tables their default
 /// TTL if they have none yet: schema changes only the first time, on a fresh keyspace.
-async fn ensure_schema(session: &Session) {
-    SCHEMA
-        .get_or_init(|| async {
-            lease_options()
-                .create_schema(session)
-                .await
-                .expect("lease schema");
-            ScyllaQueueStore::create_schema(session, &test_options(KEYSPACE, WORK_ITEMS))
-                .await
-                .expect("queue schema");
-            ScyllaCellStore::create_schema(session, &lock_cell_options())
-                .await
-                .expect("cell schema");
-            keep_test_data_bounded(session).await;
-        })
-        .await;
+async fn ensure_schema(uri: &str, session: &Session) {
+    let once = Arc::clone(
+        SCHEMA
+            .lock()
+            .expect("schema registry")
+            .entry(uri.to_owned())
+            .or_default(),
+    );
+    once.get_or_init(|| async {
+        lease_options()
+            .create_schema(session)
+            .await
+            .expect("lease schema");
+        ScyllaQueueStore::create_schema(session, &test_options(KEYSPACE, WORK_ITEMS))
+            .await
+            .expect("queue schema");
+        ScyllaCellStore::create_schema(session, &lock_cell_options())
+            .await
+            .expect("cell schema");
+        keep_test_data_bounded(session).await;
+    })
+    .await;
 }
 
 /// Sets [`KEEP_TEST_DATA`] as the default TTL of the test tables that have none.
@@ -136,10 +131,24 @@ pub struct RealCluster {
 
 impl RealCluster {
     /// Connects to `SCYLLA_URI` and prepares the stores on the shared tables (created if
-    /// missing). Panics when `SCYLLA_URI` is not set.
+    /// missing). Panics when `SCYLLA_URI` is not set: the tests that call this are
+    /// `#[ignore]`d, and one that was asked to run must not pass without a cluster.
     pub async fn from_env() -> RealCluster {
-        let session = connect().await;
-        ensure_schema(&session).await;
+        let uri = std::env::var("SCYLLA_URI")
+            .unwrap_or_else(|_| panic!("SCYLLA_URI is not set: {NEEDS_SCYLLA_URI}"));
+        Self::connect_to(&uri).await
+    }
+
+    /// Connects to the node at `uri` (`host:port`) and prepares the stores on the shared
+    /// tables (created if missing).
+    pub async fn connect_to(uri: &str) -> RealCluster {
+        let session = SessionBuilder::new()
+            .known_node(uri)
+            .build()
+            .await
+            .unwrap_or_else(|e| panic!("connect to {uri}: {e}"));
+        let session = Arc::new(session);
+        ensure_schema(uri, &session).await;
         let prefix = fresh_prefix();
         let queue = ScyllaQueueStore::new(Arc::clone(&session), test_options(KEYSPACE, WORK_ITEMS))
             .await
