@@ -22,6 +22,8 @@ use cql_workqueue::{
 #[derive(Debug)]
 pub struct Namespaced<S: ?Sized> {
     prefix: String,
+    /// The TTL given to plain cells written without one (`None`: kept so).
+    untimed_ttl: Option<Duration>,
     inner: Arc<S>,
 }
 
@@ -30,6 +32,23 @@ impl<S: ?Sized> Namespaced<S> {
     pub fn new(prefix: &str, inner: Arc<S>) -> Self {
         Namespaced {
             prefix: prefix.to_owned(),
+            untimed_ttl: None,
+            inner,
+        }
+    }
+
+    /// Plain cells written without a TTL (ticket high-water marks, `GlobalTime`) get `ttl`:
+    /// the cell store writes them `USING TTL 0`, which a table's default TTL does not
+    /// override, and a test's cells need not outlive the test by much.
+    pub fn expiring_untimed_cells(mut self, ttl: Duration) -> Self {
+        self.untimed_ttl = Some(ttl);
+        self
+    }
+
+    fn with<T: ?Sized>(&self, inner: Arc<T>) -> Namespaced<T> {
+        Namespaced {
+            prefix: self.prefix.clone(),
+            untimed_ttl: self.untimed_ttl,
             inner,
         }
     }
@@ -101,6 +120,7 @@ impl<S: CellStore + ?Sized> CellStore for Namespaced<S> {
     ) -> Result<(), StoreError> {
         let lock = self.name(at.lock);
         let at = CellRef { lock: &lock, ..at };
+        let ttl = ttl.or(self.untimed_ttl);
         self.inner.write(at, value, ttl, timestamp).await
     }
     async fn delete(&self, at: CellRef<'_>, timestamp: i64) -> Result<(), StoreError> {
@@ -307,8 +327,8 @@ impl<S: QueueStore + ?Sized> QueueStore for Namespaced<S> {
     fn bakery_parts(&self) -> Option<BakeryParts> {
         let parts = self.inner.bakery_parts()?;
         Some(BakeryParts {
-            items: Arc::new(Namespaced::new(&self.prefix, parts.items)),
-            cells: Arc::new(Namespaced::new(&self.prefix, parts.cells)),
+            items: Arc::new(self.with(parts.items)),
+            cells: Arc::new(self.with(parts.cells)),
         })
     }
     fn claim_mode(&self) -> ClaimMode {
@@ -353,5 +373,36 @@ mod tests {
         );
         assert_eq!(a.read("job").await.unwrap(), None);
         assert!(b.read("job").await.unwrap().is_some());
+    }
+
+    /// A plain cell written without a TTL through a namespace that expires untimed cells is
+    /// gone after that TTL; with a TTL of its own it keeps that one.
+    #[tokio::test(start_paused = true)]
+    async fn untimed_cells_expire_when_asked() {
+        use cql_lease::cells::memory::MemoryCellStore;
+        let store = Arc::new(MemoryCellStore::new());
+        let cells = Namespaced::new("a.", Arc::clone(&store))
+            .expiring_untimed_cells(Duration::from_secs(60));
+        let at = |cell| CellRef {
+            lock: "l",
+            row: "r",
+            cell,
+        };
+        cells.write(at("untimed"), 1, None, 1).await.unwrap();
+        let own = Some(Duration::from_secs(600));
+        cells.write(at("timed"), 2, own, 2).await.unwrap();
+        assert_eq!(cells.read_cell(at("untimed")).await.unwrap(), Some(1));
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert_eq!(cells.read_cell(at("untimed")).await.unwrap(), None);
+        assert_eq!(cells.read_cell(at("timed")).await.unwrap(), Some(2));
+        let raw = CellRef {
+            lock: "a.l",
+            ..at("timed")
+        };
+        assert_eq!(
+            store.read_cell(raw).await.unwrap(),
+            Some(2),
+            "stored prefixed"
+        );
     }
 }

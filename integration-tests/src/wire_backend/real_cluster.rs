@@ -5,8 +5,10 @@
 //! one keyspace and a fixed set of tables, the ones a user creates with the schema helpers,
 //! created once per test process and never dropped or multiplied; each test keeps to its own
 //! names ([`Namespaced`]). Every cell written without a TTL of its own (fences, attempt
-//! numbers, cursors) expires after [`KEEP_TEST_DATA`] (the tables' default TTL), so what the
-//! runs leave behind does not grow with their number.
+//! numbers, cursors: the tables' default TTL; plain lock cells such as ticket high-water
+//! marks and `GlobalTime`, which the cell store writes `USING TTL 0`: given one by
+//! [`Namespaced::expiring_untimed_cells`]) expires after [`KEEP_TEST_DATA`], so what the runs
+//! leave behind does not grow with their number.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -161,7 +163,9 @@ impl RealCluster {
                 &prefix,
                 Arc::new(store),
             )))),
-            queue: Arc::new(Namespaced::new(&prefix, Arc::new(queue))),
+            queue: Arc::new(
+                Namespaced::new(&prefix, Arc::new(queue)).expiring_untimed_cells(KEEP_TEST_DATA),
+            ),
             session,
             prefix,
         }
@@ -174,7 +178,9 @@ impl RealCluster {
         let cells = ScyllaCellStore::new(Arc::clone(&self.session), options)
             .await
             .expect("prepare cells");
-        Arc::new(Namespaced::new(&self.prefix, Arc::new(cells)))
+        Arc::new(
+            Namespaced::new(&self.prefix, Arc::new(cells)).expiring_untimed_cells(KEEP_TEST_DATA),
+        )
     }
 }
 
