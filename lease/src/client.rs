@@ -113,8 +113,10 @@ impl LeaseClient {
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Store`] when the
     /// store failed definitely; [`LeaseError::OutcomeUnknown`] when the outcome could not be
-    /// settled within `resolve_timeout` (the claim is then released in the background, if it
-    /// applied); [`LeaseError::Lost`] for an answer that came after the deadline.
+    /// settled within `resolve_timeout`, or the store refused the read-back
+    /// ([`StoreError::Rejected`]; see [`LeaseError::is_refusal`]) (the claim is then
+    /// remembered for release on sight and released in the background, if it applied);
+    /// [`LeaseError::Lost`] for an answer that came after the deadline.
     ///
     /// # Cancel safety
     /// Cancel-safe: if the future is dropped after the LWT was sent and before the lease is
@@ -238,8 +240,11 @@ impl LeaseClient {
     ///
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
-    /// `timeout` passes; [`LeaseError::Store`] when the store refuses the request. Other
-    /// failures of single attempts are logged and retried.
+    /// `timeout` passes; a refusal ([`LeaseError::is_refusal`]), which ends it at once:
+    /// [`LeaseError::Store`] when the store refuses the claim, [`LeaseError::OutcomeUnknown`]
+    /// when it refuses the read-back of a claim whose answer was lost (that claim may have
+    /// applied: it is released in the background and on sight). Other failures of single
+    /// attempts are logged and retried.
     ///
     /// # Cancel safety
     /// Cancel-safe: each attempt is [`LeaseClient::try_acquire`], which gives back a claim
@@ -278,12 +283,9 @@ impl LeaseClient {
                 Ok(TryAcquire::Acquired(lease)) => return Ok(lease),
                 Ok(TryAcquire::Held(holder)) => last_holder = Some(Box::new(holder)),
                 Err(LeaseError::InvalidArgument(e)) => return Err(e.into()),
-                Err(LeaseError::Store {
-                    source: StoreError::Rejected(e),
-                    ..
-                }) => {
-                    return Err(LeaseError::store(name, StoreError::Rejected(e)));
-                }
+                // Refused, the claim or the read-back of its lost answer: no retry can change
+                // that (a claim that may have applied is given back by `try_acquire`).
+                Err(error) if error.is_refusal() => return Err(error),
                 Err(error) => warn!(lease = name, %error, "acquire attempt failed; will retry"),
             }
             let delay = delays.next().unwrap_or(self.config.retry_interval);

@@ -120,8 +120,10 @@ pub enum LeaseError {
         /// The store's error.
         source: StoreError,
     },
-    /// A write's outcome stayed unknown because the read-back failed too. If it applied, the
-    /// library has asked the store to delete it (best effort) and the TTL bounds it anyway.
+    /// A write's outcome stayed unknown because the read-back failed too: it did not settle
+    /// within the resolve timeout, or the store refused it (`source` is then
+    /// [`StoreError::Rejected`], see [`LeaseError::is_refusal`]). If it applied, the library
+    /// has asked the store to delete it (best effort) and the TTL bounds it anyway.
     #[error("outcome of {operation} on lease {name:?} is unknown: {source}")]
     OutcomeUnknown {
         /// The lease name.
@@ -134,6 +136,25 @@ pub enum LeaseError {
 }
 
 impl LeaseError {
+    /// Whether the store refused a request of the call ([`StoreError::Rejected`]: syntax,
+    /// schema, permissions), the claim itself ([`LeaseError::Store`]) or the read-back that
+    /// was to settle its lost answer ([`LeaseError::OutcomeUnknown`]): asking again cannot
+    /// change the answer, so a retrying caller should stop. In the second case the claim may
+    /// still have been written; it is released in the background and on sight, as any claim
+    /// whose outcome stayed unknown.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::Store {
+                source: StoreError::Rejected(_),
+                ..
+            } | LeaseError::OutcomeUnknown {
+                source: StoreError::Rejected(_),
+                ..
+            }
+        )
+    }
+
     pub(crate) fn store(name: &str, source: StoreError) -> Self {
         LeaseError::Store {
             name: name.to_owned(),

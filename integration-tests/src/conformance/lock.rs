@@ -256,6 +256,7 @@ macro_rules! lock_suite {
             lock_under_endless_store_errors_ends_at_its_timeout [Bakery, Fair, Shadow, Lease],
             try_lock_rides_through_store_errors_within_its_budget [Bakery, Fair, Shadow, Lease],
             try_lock_under_endless_store_errors_is_unreachable [Bakery, Fair, Shadow, Lease],
+            try_lock_under_write_timeouts_answers_within_its_budget [Bakery, Fair, Shadow, Lease],
         );
     };
     // Without `portable:` scenarios that inject faults into the stores are generated too;

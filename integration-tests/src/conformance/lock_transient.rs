@@ -202,6 +202,61 @@ pub async fn try_lock_rides_through_store_errors_within_its_budget(
     guard.release().await.unwrap();
 }
 
+/// Writes (cell writes and deletes, lease claims) time out for good while reads answer:
+/// `try_lock` gives up with `Unreachable` once its budget (the resolve timeout) has passed,
+/// not after a whole write retry plus a whole delete retry (validity + takeover bound, more
+/// than the budget) of the attempt under way; the attempt cut there leaves nothing held.
+pub async fn try_lock_under_write_timeouts_answers_within_its_budget(
+    b: &dyn LockBackend,
+    algo: Algo,
+) {
+    assert!(b.supports_faults(), "{}: a fault scenario", b.name());
+    let timing = lock_options().timing;
+    assert!(
+        timing.validity() + timing.takeover_bound()
+            > timing.resolve_timeout + timing.retry_interval,
+        "the scenario needs one attempt's retries to outlast the budget"
+    );
+    let name = lock_name("try-budget");
+    let a = contender(b, algo, 0);
+    b.inject_cells(Some(CellOp::Write), Fault::TimeoutAfterApply, Times::Always);
+    b.inject_cells(
+        Some(CellOp::Delete),
+        Fault::TimeoutAfterApply,
+        Times::Always,
+    );
+    b.leases().inject(
+        Some(Op::TryAcquire),
+        Fault::TimeoutWithoutApply,
+        Times::Always,
+    );
+    let started = Instant::now();
+    let got = a.lock.try_lock(&name).await;
+    let waited = started.elapsed();
+    assert!(
+        matches!(got, Err(LockError::Unreachable { .. })),
+        "{} / {algo:?}: expected Unreachable, got {got:?}",
+        b.name()
+    );
+    // In real time (over the wire, on a shared machine) a little room for scheduling, far
+    // less than the retries the budget cuts.
+    let scheduling = if b.simulated_time() {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(500)
+    };
+    let budget = timing.resolve_timeout + timing.retry_interval;
+    assert!(
+        waited <= budget + scheduling,
+        "{} / {algo:?}: try_lock answered after {waited:?}; its budget is the resolve timeout \
+         ({:?}, plus one retry interval)",
+        b.name(),
+        timing.resolve_timeout
+    );
+    b.clear_store_faults();
+    nothing_left_held(b, algo, &name, "a try_lock cut at its budget").await;
+}
+
 /// A store that never answers again: `try_lock` gives up once its budget (the resolve
 /// timeout) has passed, with [`LockError::Unreachable`], and leaves nothing held behind.
 pub async fn try_lock_under_endless_store_errors_is_unreachable(b: &dyn LockBackend, algo: Algo) {

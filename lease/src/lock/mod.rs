@@ -107,8 +107,11 @@ pub enum LockError {
     #[error(transparent)]
     InvalidArgument(#[from] InvalidArgument),
     /// `lock` gave up waiting at its timeout (the lock was held, or the store did not
-    /// answer in time); nothing is held: the contender's cells were removed, or are being
-    /// removed in the background if the store does not answer (their TTL bounds them).
+    /// answer in time); nothing is held: the contender's cells were deleted, or are being
+    /// deleted in the background if the store does not answer. A cell whose delete cannot be
+    /// confirmed (the store stays unreachable, or a write still in flight lands after the
+    /// delete was given up) expires within its TTL (`ttl + max_clock_skew`); until then it
+    /// may keep others waiting.
     #[error("timed out after {waited:?} waiting for lock {name:?}")]
     Timeout {
         /// The lock name.
@@ -118,8 +121,9 @@ pub enum LockError {
     },
     /// The store refused a request ([`StoreError::Rejected`]: syntax, schema, permissions),
     /// or, from helpers outside [`Lock`] (e.g. [`ticket::TicketBakery`]), failed beyond its
-    /// retries. Nothing is held: the contender's cells are removed (in the background if the
-    /// store does not answer; their TTL bounds them).
+    /// retries. Nothing is held: the contender's cells are deleted (in the background if the
+    /// store does not answer; any whose delete cannot be confirmed expire within their TTL,
+    /// `ttl + max_clock_skew`).
     #[error("store error on lock {name:?}: {source}")]
     Store {
         /// The lock name.
@@ -141,8 +145,12 @@ pub enum LockError {
     },
     /// [`Lock::try_lock`] met only transient store errors (request timeouts, unavailable
     /// replicas, unknown outcomes) until its budget ran out, so it cannot say whether the
-    /// lock is free. Nothing is held: what its attempts wrote is removed (in the background
-    /// if the store still does not answer; the TTL bounds it). Trying again later is safe.
+    /// lock is free. Nothing is held: what its attempts wrote is deleted, in the background
+    /// if the store still does not answer; what cannot be confirmed deleted (the store stays
+    /// unreachable, or a write still in flight lands after its delete was given up) expires
+    /// within its TTL (`ttl + max_clock_skew`), and may keep others waiting until then. A
+    /// lease claim that may have applied is also released on sight by its client. Trying
+    /// again later is safe.
     #[error("lock {name:?}: store unreachable for {waited:?}, nothing is held: {source}")]
     Unreachable {
         /// The lock name.
@@ -152,8 +160,11 @@ pub enum LockError {
         /// The last store error.
         source: StoreError,
     },
-    /// The lease lock's lease layer refused: a definite store refusal
-    /// ([`LeaseError::Store`] with [`StoreError::Rejected`]) or bad input.
+    /// The lease lock's lease layer refused (see [`LeaseError::is_refusal`]): a definite
+    /// store refusal of the claim ([`LeaseError::Store`] with [`StoreError::Rejected`]) or of
+    /// the read-back settling a claim whose answer was lost ([`LeaseError::OutcomeUnknown`]
+    /// with [`StoreError::Rejected`]: that claim may have been written; it is released in the
+    /// background and on sight, and its TTL bounds it), or bad input.
     #[error(transparent)]
     Lease(#[from] LeaseError),
     /// Releasing failed, or the lock was already lost.
@@ -184,27 +195,36 @@ pub trait Lock: Send + Sync {
     ///   workers do. A plain cell write is sent again with the same cell, value and
     ///   timestamp, and deleted with a later timestamp if given up; a lease claim whose
     ///   answer was lost is read back by its unique holder id and released if not handed
-    ///   over. So nothing is left held when it times out;
+    ///   over. So nothing is held when it times out (see [`LockError::Timeout`] for cells
+    ///   whose delete cannot be confirmed);
     /// - a definite refusal, which ends it at once: [`LockError::Store`] or
     ///   [`LockError::Lease`] carrying [`StoreError::Rejected`] (syntax, schema,
-    ///   permissions), and [`LockError::Shadowed`] (a plain-cell contender whose own cell is
-    ///   hidden by a newer write or delete).
+    ///   permissions; for the lease lock, also a refused read-back of a lost claim), and
+    ///   [`LockError::Shadowed`] (a plain-cell contender whose own cell is hidden by a newer
+    ///   write or delete).
     ///
     /// # Cancel safety
-    /// Dropping the future removes the contender's cells in the background with
+    /// Dropping the future deletes the contender's cells in the background with
     /// later-timestamped deletes, including a cell whose write was still in flight (cells
-    /// are tracked before their write is sent, so a write that lands afterwards loses to the
-    /// delete); only if the store stays unreachable does the TTL remove them instead. It
-    /// never leaves a lock held.
+    /// are tracked before their write is sent, so a write that lands before the delete is
+    /// confirmed loses to it). Deletes are retried for at most `ttl + max_clock_skew`; a
+    /// cell whose delete cannot be confirmed in that time (the store stays unreachable, or
+    /// a write lands after its delete was given up) expires within its TTL
+    /// (`ttl + max_clock_skew`) instead, and may keep others waiting until then. The caller
+    /// never holds a lock it did not get; a lease claim is given back as for
+    /// [`LeaseClient::try_acquire`](crate::LeaseClient::try_acquire).
     async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError>;
 
     /// Takes the lock only if nobody holds it (TryGetLock): `Ok(None)` when held. Never
     /// waits for a holder (the fair lock's may wait for a waiter's early claim to give way:
     /// see its docs).
     ///
-    /// Within one attempt's budget, [`LeaseConfig::resolve_timeout`] from the call (the
-    /// time the library gives any lost answer to be settled), transient store errors are
-    /// retried as [`Lock::lock`] retries them; a held lock is still answered at once.
+    /// Within one budget, [`LeaseConfig::resolve_timeout`] from the call (the time the
+    /// library gives any lost answer to be settled), transient store errors are retried as
+    /// [`Lock::lock`] retries them; a held lock is still answered at once. The budget bounds
+    /// the attempts themselves: one still under way when it runs out (a write or delete
+    /// being sent again) is dropped there, its cells deleted in the background (see Cancel
+    /// safety), so `try_lock` answers within the budget (plus scheduling).
     ///
     /// # Errors
     /// - [`LockError::InvalidArgument`] for a bad name (nothing written);

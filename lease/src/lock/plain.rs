@@ -150,7 +150,8 @@ impl Cells {
     ///
     /// The cell is tracked *before* the write is sent: if this future is dropped, or gives
     /// up, while the write is in flight, the cleanup ([`Cells::clear`]) still deletes it with
-    /// a later timestamp, so a write that lands afterwards leaves nothing behind. Its
+    /// a later timestamp, so a write that lands before that delete is confirmed loses to it
+    /// (one that lands after the delete was given up stays until its TTL runs out). Its
     /// `sent_at` is only relied upon once the write is confirmed (the caller continues).
     #[instrument(level = "debug", skip(self), fields(lock = %self.lock, id = self.id()))]
     pub(crate) async fn put(
@@ -191,8 +192,10 @@ impl Cells {
     }
 
     /// Deletes one cell with a fresh (later) timestamp; retried until the cell would have
-    /// expired anyway. The cell stays tracked until the delete is confirmed or given up, so
-    /// a cleanup after this future is dropped deletes it again.
+    /// expired anyway (the takeover bound, `ttl + max_clock_skew`). The cell stays tracked
+    /// until the delete is confirmed or given up, so a cleanup after this future is dropped
+    /// deletes it again. Once given up, a write of the cell still in flight may land later:
+    /// that cell then stands until its own TTL runs out.
     #[instrument(level = "debug", skip(self), fields(lock = %self.lock, id = self.id()))]
     pub(crate) async fn remove(&self, row: &'static str, cell: &str) {
         let timestamp = ClientClock::next();
@@ -202,7 +205,7 @@ impl Cells {
             .delete(self.at(row, cell), timestamp, give_up_at)
             .await
         {
-            debug!(%error, "delete gave up; the TTL removes the cell");
+            debug!(%error, "delete gave up; the cell, if it stands, expires within its TTL");
         }
         if let Ok(mut owned) = self.owned.lock() {
             owned.retain(|o| !(o.row == row && o.cell == cell));

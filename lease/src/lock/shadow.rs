@@ -97,10 +97,11 @@ impl ShadowLock {
     ///
     /// # Errors
     /// Bad input, or [`LockError::Store`] when a request failed beyond the store's own
-    /// retries (the contender's cells are then removed in the background).
+    /// retries (the contender's cells are then deleted in the background; see
+    /// [`Lock::lock`]'s cancel safety for one whose delete cannot be confirmed).
     ///
     /// # Cancel safety
-    /// Dropping it removes the contender's cells in the background.
+    /// As [`Lock::lock`]: dropping it deletes the contender's cells in the background.
     pub async fn try_lock_once(&self, name: &str) -> Result<TryLockResult, LockError> {
         check_request(name, None)?;
         let read_deadline = || self.base.read_deadline();

@@ -5,13 +5,16 @@
 //! caller's own bound: the timeout of [`Lock::lock`](super::Lock::lock), or the budget
 //! ([`LeaseConfig::resolve_timeout`]) of [`Lock::try_lock`](super::Lock::try_lock).
 //!
-//! What a failed attempt wrote is never left behind: a plain cell whose write was not
-//! confirmed is deleted with a later timestamp (or, if the attempt is given up, by its
-//! contender's cleanup), and a lease claim whose answer was lost is settled by reading back
-//! its unique holder id and released when it is not handed over (see
+//! What a failed attempt wrote is cleaned up: a plain cell whose write was not confirmed is
+//! deleted with a later timestamp (or, if the attempt is given up, by its contender's
+//! cleanup, in the background); a cell whose delete cannot be confirmed either (the store
+//! stays unreachable, or the write lands after the delete was given up) expires within its
+//! TTL (`ttl + max_clock_skew`). A lease claim whose answer was lost is settled by reading
+//! back its unique holder id and released when it is not handed over (see
 //! [`LeaseClient::try_acquire`](crate::LeaseClient::try_acquire)). Only bad input, a
-//! definite refusal ([`StoreError::Rejected`]), a contender whose own cell is hidden
-//! ([`LockError::Shadowed`]) and the caller's bound end the loop.
+//! definite refusal ([`StoreError::Rejected`], of a request or of the read-back settling a
+//! lost claim), a contender whose own cell is hidden ([`LockError::Shadowed`]) and the
+//! caller's bound end the loop.
 
 use std::future::Future;
 use std::time::Duration;
@@ -31,6 +34,8 @@ pub(crate) fn transient_cause(error: &LockError) -> Option<StoreError> {
         LockError::Store { source, .. } | LockError::Unreachable { source, .. } => {
             transient_store_error(source)
         }
+        // Refused, the claim or the read-back of its lost answer: asking again cannot help.
+        LockError::Lease(error) if error.is_refusal() => None,
         LockError::Lease(LeaseError::Store { source, .. }) => transient_store_error(source),
         LockError::Lease(LeaseError::OutcomeUnknown { source, .. }) => Some(source.clone()),
         // An answer that came after the claim's deadline: it was given back, nothing is held.
@@ -98,6 +103,16 @@ impl Trouble {
         }
     }
 
+    /// An attempt cut at the caller's bound before it answered: its requests may have been
+    /// applied, so the outcome is unknown (reported if no earlier failure says more).
+    pub(crate) fn cut(&mut self) {
+        if self.last.is_none() {
+            self.last = Some(StoreError::Unknown(
+                "no answer within the try_lock budget".into(),
+            ));
+        }
+    }
+
     /// The error of a `try_lock` whose budget ran out with only transient failures.
     pub(crate) fn unreachable(&self) -> LockError {
         LockError::Unreachable {
@@ -111,8 +126,14 @@ impl Trouble {
 }
 
 /// `try_lock`'s loop: runs `attempt` (one try, which answers at once when the lock is held),
-/// again after each transient failure while `timing.resolve_timeout` from now has not
-/// passed; then [`LockError::Unreachable`].
+/// again after each transient failure, all within `timing.resolve_timeout` from now; then
+/// [`LockError::Unreachable`].
+///
+/// The budget bounds each attempt too, not only the pause before the next one: an attempt
+/// whose writes keep timing out could otherwise retry a write for a whole validity and its
+/// cleanup for a whole takeover bound. An attempt still under way when the budget runs out
+/// is dropped there, as `lock`'s acquisition is at its timeout: every attempt is
+/// cancel-safe (its contender's cells, or its claim, are given back in the background).
 pub(crate) async fn within_budget<T, F, Fut>(
     name: &str,
     timing: &LeaseConfig,
@@ -125,7 +146,13 @@ where
     let budget_end = Instant::now() + timing.resolve_timeout;
     let mut trouble = Trouble::new(name, timing.retry_interval);
     loop {
-        match attempt().await {
+        let Ok(result) = tokio::time::timeout_at(budget_end, attempt()).await else {
+            trouble.cut();
+            let error = trouble.unreachable();
+            warn!(lock = name, %error, "try_lock budget ran out mid-attempt; nothing is held");
+            return Err(error);
+        };
+        match result {
             Ok(answer) => {
                 trouble.recovered();
                 return Ok(answer);
