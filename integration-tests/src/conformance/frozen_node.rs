@@ -14,7 +14,9 @@ use scylla::client::session_builder::SessionBuilder;
 use scylla::policies::host_filter::AllowListHostFilter;
 use tokio::time::Instant;
 
-use super::election::{election_config, first_elected, leader_and_two_followers, slack};
+use super::election::{
+    election_config, first_elected, leader_and_two_followers, leader_and_two_followers_of, slack,
+};
 use super::queue::{queue, queue_config, queue_with};
 use super::{client, test_config};
 use crate::backend::Backend;
@@ -35,6 +37,17 @@ pub(crate) fn kept_config() -> cql_lease::LeaseConfig {
         renew_interval: Duration::from_millis(800),
         ..test_config()
     }
+}
+
+/// An election whose leader keeps its term through a freeze: [`kept_config`]'s timing.
+fn kept_election(b: &WireBackend, name: &str) -> cql_election::Election {
+    let kept = kept_config();
+    let config = cql_election::ElectionConfig {
+        lease_ttl: kept.ttl,
+        renew_interval: kept.renew_interval,
+        ..election_config()
+    };
+    cql_election::Election::new(b.store(), name, config).expect("election")
 }
 
 /// How long the node stays frozen: half again the TTL of the guards kept through it.
@@ -98,8 +111,9 @@ fn assert_bounded_waits(b: &WireBackend, slowest: Duration, cut: usize) {
 
 /// A leader keeps its term through the freeze, and the followers stay followers.
 pub async fn leader_keeps_its_term_through_a_frozen_node(b: &WireBackend) {
+    let e = kept_election(b, "frozen-leader");
     let (leader, term, stop, others) =
-        leader_and_two_followers(b, "frozen-leader", election_config().renew_interval).await;
+        leader_and_two_followers_of(b, &e, kept_config().renew_interval).await;
     let (slowest, cut) = through_a_freeze(b, "frozen-leader", "the leader's term", || {
         leader.is_leader() && !stop.is_cancelled()
     })
@@ -136,8 +150,9 @@ pub async fn crashed_leader_is_replaced_in_bound_with_a_down_node(b: &WireBacken
 /// A leader keeps its term while a node is down for longer than the lease TTL, the
 /// followers stay followers, and the healed node serves again.
 pub async fn leader_keeps_its_term_through_a_down_node(b: &WireBackend) {
+    let e = kept_election(b, "down-leader");
     let (leader, term, stop, others) =
-        leader_and_two_followers(b, "down-leader", election_config().renew_interval).await;
+        leader_and_two_followers_of(b, &e, kept_config().renew_interval).await;
     b.server.node_fault(FROZEN, NodeFault::Down);
     let until = Instant::now() + freeze_length();
     while Instant::now() < until {
