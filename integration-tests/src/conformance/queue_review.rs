@@ -286,7 +286,7 @@ pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend
         claim: cql_lease::LeaseConfig {
             // A long pause before the resend: the window in which the enqueuer dies.
             retry_interval: Duration::from_secs(1),
-            // Requests may take longer than the slow entry's 2 x lag (else a slow write is
+            // Requests may take longer than the slow entry's 1.5 x lag (else a slow write is
             // cut and sent again, landing sooner).
             request_timeout: Some(Duration::from_secs(4)),
             // And the enqueue keeps re-placing a late entry that long (it gives up after
@@ -299,12 +299,12 @@ pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend
     let lag = config.cursor_lag();
     let q = queue_with(b, "slow-entry", config);
     let scanner = q.with_clock(WallClock::system());
-    // The enqueue's first index call (its entry) is applied after 2 x lag, its row's answer
-    // is lost after the row was written. The scanner below looks at 1.25 x lag: its claim has
-    // 0.75 x lag to find nothing, room for a loaded machine's slow round trips.
+    // The enqueue's first index call (its entry) is applied after 1.5 x lag (under the wire
+    // driver's own 2 s timeout), its row's answer is lost after the row was written. The
+    // scanner below looks at 1.125 x lag: its claim has 0.375 x lag to find nothing.
     b.inject_queue(
         Some(QueueOp::Index),
-        Fault::Latency(lag * 2),
+        Fault::Latency(lag * 3 / 2),
         Times::Next(1),
     );
     b.inject_queue(
@@ -322,7 +322,7 @@ pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend
     let crash = async {
         // While the entry is on its way, a scan finds nothing and moves the cursor to its
         // clock minus the lag: past the entry's position.
-        b.sleep(lag + lag / 4).await;
+        b.sleep(lag + lag / 8).await;
         assert!(scanner.claim("scanner").await.expect("claim").is_none());
         // Dies as soon as the row exists.
         loop {
