@@ -1,8 +1,9 @@
 //! Wall-clock readings for ordering and scheduling (never for deciding who holds what).
 //!
 //! The system clock is read fresh on every call, so a clock stepped by NTP is followed at
-//! once. Under tokio's paused test clock, the time tokio skipped is added, so retry back-off
-//! and delayed items can be tested without sleeping; outside tests that drift is zero.
+//! once. Under tokio's paused test clock it moves with tokio's clock (the time tokio skipped
+//! is added, the real time spent computing is not), so retry back-off and delayed items can
+//! be tested without sleeping, however slow the machine; outside tests that drift is zero.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -20,12 +21,18 @@ pub fn now_micros() -> i64 {
     micros_of(SystemTime::now()).saturating_add(paused_drift())
 }
 
-/// How far tokio's clock ran ahead of the real monotonic clock (paused test time only).
+/// How far tokio's clock is from the real monotonic clock: zero outside paused test time.
+/// Under paused time it is negative while the test computes (real time passes, tokio's
+/// clock stands still), so the wall clock moves with tokio's clock alone, as every timer
+/// and TTL of the test does; clamped at zero, the wall clock would run in real time through
+/// a loaded machine's slow stretches and drift away from the TTLs and cursors it is
+/// compared with.
 fn paused_drift() -> i64 {
     let (std_origin, tokio_origin) = ORIGIN.with(|origin| *origin);
     let tokio_elapsed = tokio::time::Instant::now().saturating_duration_since(tokio_origin);
     let real_elapsed = std_origin.elapsed();
-    i64::try_from(tokio_elapsed.saturating_sub(real_elapsed).as_micros()).unwrap_or(0)
+    let micros = |d: std::time::Duration| i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+    micros(tokio_elapsed).saturating_sub(micros(real_elapsed))
 }
 
 /// A reading strictly above every earlier one of this process: unique ids and the client
@@ -111,5 +118,26 @@ mod tests {
         let gap = now_micros() - behind;
         assert!((4_900_000..=5_100_000).contains(&gap), "skew of {gap} µs");
         assert!(next_micros() < next_micros());
+    }
+
+    /// Real time spent computing (a loaded machine) does not move the paused wall clock,
+    /// so a paused test's sleeps move it by exactly what they sleep.
+    #[tokio::test(start_paused = true)]
+    async fn stands_still_while_paused_test_computes() {
+        let before = now_micros();
+        std::thread::sleep(Duration::from_millis(300));
+        let busy = now_micros() - before;
+        // The system clock read twice a few microseconds apart (or stepped by NTP).
+        assert!(
+            busy < 50_000,
+            "moved {busy} µs while tokio's clock stood still"
+        );
+        let start = now_micros();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let slept = now_micros() - start;
+        assert!(
+            (950_000..=1_050_000).contains(&slept),
+            "moved {slept} µs over a 1 s sleep"
+        );
     }
 }

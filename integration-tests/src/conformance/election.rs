@@ -72,7 +72,20 @@ pub async fn leader_and_two_followers(
     tokio_util::sync::CancellationToken,
     Vec<Campaign>,
 ) {
-    let e = election(b, name);
+    leader_and_two_followers_of(b, &election(b, name), settle).await
+}
+
+/// [`leader_and_two_followers`] in the election `e`.
+pub async fn leader_and_two_followers_of(
+    b: &dyn Backend,
+    e: &Election,
+    settle: Duration,
+) -> (
+    Campaign,
+    FencingToken,
+    tokio_util::sync::CancellationToken,
+    Vec<Campaign>,
+) {
     let mut leader = e.campaign("a", None).expect("campaign");
     let (term, _, stop) = next_elected(&mut leader).await;
     let others = vec![

@@ -10,12 +10,31 @@ use cql_workqueue::{EntryKind, IndexEntry, ItemId, NewItem, WallClock};
 use super::queue::{claim_soon, queue_config, queue_store, queue_with};
 use crate::backend::Backend;
 
+/// How long the racing write stays in flight. The scanner starts 100 ms into it and must
+/// finish its claim before the write lands: a wide window, so that a loaded machine's slow
+/// round trips keep the scanner inside it.
+const IN_FLIGHT: Duration = Duration::from_secs(1);
+
+/// [`queue_config`] whose requests may stay in flight for [`IN_FLIGHT`]: the library cuts a
+/// request at its request timeout (else a third of the 1 s validity), and a cut write would
+/// be sent again rather than land late.
+fn in_flight_config() -> cql_workqueue::QueueConfig {
+    let config = queue_config();
+    cql_workqueue::QueueConfig {
+        claim: cql_lease::LeaseConfig {
+            request_timeout: Some(IN_FLIGHT * 2),
+            ..config.claim
+        },
+        ..config
+    }
+}
+
 /// A dead letter is requeued while another process scans: the scanner reads the requeue's
 /// new run entry while the row still reads discarded (the requeue LWT is on its way). The
 /// scanner must not treat that entry as a dead letter's leftover and delete it: once the
 /// requeue applies, the item is available and must be claimable.
 pub async fn requeue_in_flight_keeps_its_entry(b: &dyn Backend) {
-    let q = queue_with(b, "requeue-race", queue_config());
+    let q = queue_with(b, "requeue-race", in_flight_config());
     let id = q.enqueue("poison").await.expect("enqueue");
     let job = claim_soon(b, &q, "w").await.expect("the job");
     job.discard("bad").await.expect("discard");
@@ -28,7 +47,7 @@ pub async fn requeue_in_flight_keeps_its_entry(b: &dyn Backend) {
     // The requeue's LWT is slow (under the request timeout): its run entry is in place first.
     b.inject_queue(
         Some(QueueOp::Reschedule),
-        Fault::Latency(Duration::from_millis(250)),
+        Fault::Latency(IN_FLIGHT),
         Times::Next(1),
     );
     let scanner = async {
@@ -58,7 +77,7 @@ pub async fn requeue_in_flight_keeps_its_entry(b: &dyn Backend) {
 /// an older entry) is far enough below the entry that the enqueuer's cursor check does not
 /// re-place it.
 pub async fn past_run_at_enqueue_in_flight_keeps_its_entry(b: &dyn Backend) {
-    let config = queue_config();
+    let config = in_flight_config();
     let q = queue_with(b, "past-run-at", config);
     let width = i64::try_from(config.bucket_width.as_micros()).expect("width");
     let now = cql_workqueue::clock::now_micros();
@@ -77,7 +96,7 @@ pub async fn past_run_at_enqueue_in_flight_keeps_its_entry(b: &dyn Backend) {
         .expect("entry");
     b.inject_queue(
         Some(QueueOp::Enqueue),
-        Fault::Latency(Duration::from_millis(250)),
+        Fault::Latency(IN_FLIGHT),
         Times::Next(1),
     );
     let other = q.with_clock(WallClock::system());
@@ -109,7 +128,7 @@ pub async fn past_run_at_enqueue_in_flight_keeps_its_entry(b: &dyn Backend) {
 /// reading the row back. A scanner meeting that entry in between finds the row available, and
 /// must not start tomorrow's job now.
 pub async fn duplicate_enqueue_entry_does_not_start_delayed_job(b: &dyn Backend) {
-    let q = queue_with(b, "dup-early", queue_config());
+    let q = queue_with(b, "dup-early", in_flight_config());
     let tomorrow = std::time::SystemTime::now() + Duration::from_secs(86_400);
     let first = NewItem::text("tomorrow").unique("nightly").run_at(tomorrow);
     let id = q.enqueue_item(first).await.expect("enqueue").id().clone();
@@ -119,7 +138,7 @@ pub async fn duplicate_enqueue_entry_does_not_start_delayed_job(b: &dyn Backend)
     // The duplicate's LWT is slow (under the request timeout): its entry is in place first.
     b.inject_queue(
         Some(QueueOp::Enqueue),
-        Fault::Latency(Duration::from_millis(250)),
+        Fault::Latency(IN_FLIGHT),
         Times::Next(1),
     );
     let scanner = async {
@@ -267,9 +286,12 @@ pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend
         claim: cql_lease::LeaseConfig {
             // A long pause before the resend: the window in which the enqueuer dies.
             retry_interval: Duration::from_secs(1),
-            // Requests may take longer than the lag (else a slow write is cut and sent
-            // again, landing sooner).
-            request_timeout: Some(Duration::from_secs(2)),
+            // Requests may take longer than the slow entry's 1.5 x lag (else a slow write is
+            // cut and sent again, landing sooner).
+            request_timeout: Some(Duration::from_secs(4)),
+            // And the enqueue keeps re-placing a late entry that long (it gives up after
+            // `resolve_timeout` of late writes).
+            resolve_timeout: Duration::from_secs(4),
             ..queue_config().claim
         },
         ..queue_config()
@@ -277,8 +299,9 @@ pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend
     let lag = config.cursor_lag();
     let q = queue_with(b, "slow-entry", config);
     let scanner = q.with_clock(WallClock::system());
-    // The enqueue's first index call (its entry) is applied after 1.5 x lag, its row's
-    // answer is lost after the row was written.
+    // The enqueue's first index call (its entry) is applied after 1.5 x lag (under the wire
+    // driver's own 2 s timeout), its row's answer is lost after the row was written. The
+    // scanner below looks at 1.125 x lag: its claim has 0.375 x lag to find nothing.
     b.inject_queue(
         Some(QueueOp::Index),
         Fault::Latency(lag * 3 / 2),
@@ -299,7 +322,7 @@ pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend
     let crash = async {
         // While the entry is on its way, a scan finds nothing and moves the cursor to its
         // clock minus the lag: past the entry's position.
-        b.sleep(lag + lag / 4).await;
+        b.sleep(lag + lag / 8).await;
         assert!(scanner.claim("scanner").await.expect("claim").is_none());
         // Dies as soon as the row exists.
         loop {

@@ -11,17 +11,17 @@ use cql_lease::scylla::ScyllaOptions;
 use cql_test_server::NodeFault;
 use tokio::time::Instant;
 
-use super::{FROZEN, assert_bounded_waits, through_a_freeze};
+use super::{FROZEN, assert_bounded_waits, kept_config, through_a_freeze};
 use crate::backend::Backend;
 use crate::conformance::election::slack;
-use crate::conformance::{client, test_config};
+use crate::conformance::{client, client_with, test_config};
 use crate::wire_backend::WireBackend;
 use crate::wire_lock_backend::register_cells;
 
 /// A lease lock's guard stays held through the freeze: its renewals go around the frozen
 /// node.
 pub async fn lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
-    let lock = LeaseLock::new(client(b), "w").expect("lease lock");
+    let lock = LeaseLock::new(client_with(b, kept_config()), "w").expect("lease lock");
     let guard = lock
         .lock("frozen-lock", Duration::from_secs(5))
         .await
@@ -132,7 +132,7 @@ async fn plain_guard_through_a_freeze(
     make: impl Fn(Arc<dyn CellStore>, LockOptions) -> Arc<dyn Lock>,
 ) {
     let options = LockOptions {
-        timing: test_config(),
+        timing: kept_config(),
         ..LockOptions::default()
     };
     let cells = cluster_cells(b).await;
