@@ -64,10 +64,14 @@ impl CellStore for StaleRead {
 }
 
 /// The slow contender's read is answered this late: past the TTL of the cell it wrote just
-/// before (2 s on the store, whole seconds).
-const STALE_BY: Duration = Duration::from_millis(3000);
+/// before (whole seconds on the store).
+fn stale_by() -> Duration {
+    lock_options().timing.ttl * 3 / 2
+}
 /// The newcomer starts once the slow contender's cell has expired on every store.
-const NEWCOMER_AT: Duration = Duration::from_millis(2100);
+fn newcomer_at() -> Duration {
+    lock_options().timing.ttl + Duration::from_millis(100)
+}
 
 /// A contender that reads (the tickets, the main row), stalls past its own choosing/shadow
 /// cell's TTL, then writes (its ticket, its main cell) must not enter beside a newcomer that
@@ -84,7 +88,7 @@ pub async fn slow_contender_between_read_and_write(b: &dyn LockBackend, algo: Al
         row,
         nth,
         seen: AtomicUsize::new(0),
-        delay: STALE_BY,
+        delay: stale_by(),
     });
     // The slow one gets the lower id, so the bakery's tie (same ticket) goes its way.
     let make = |store: Arc<dyn CellStore>, key: &str, options: LockOptions| -> Arc<dyn Lock> {
@@ -105,7 +109,7 @@ pub async fn slow_contender_between_read_and_write(b: &dyn LockBackend, algo: Al
     let patient = LockOptions {
         timing: LeaseConfig {
             request_timeout: Some(LONG),
-            resolve_timeout: STALE_BY * 3,
+            resolve_timeout: stale_by() * 3,
             ..lock_options().timing
         },
         ..lock_options()
@@ -117,10 +121,13 @@ pub async fn slow_contender_between_read_and_write(b: &dyn LockBackend, algo: Al
         let name = name.clone();
         tokio::spawn(async move { slow.lock(&name, LONG).await.unwrap() })
     };
-    tokio::time::sleep_until(t0 + NEWCOMER_AT).await;
-    let fast_guard: LockGuard = fast.lock(&name, Duration::from_secs(5)).await.unwrap();
-    // The slow contender wakes at t0 + 3 s; give it time to (wrongly) enter.
-    tokio::time::sleep_until(t0 + STALE_BY + Duration::from_millis(700)).await;
+    tokio::time::sleep_until(t0 + newcomer_at()).await;
+    let fast_guard: LockGuard = fast
+        .lock(&name, lock_options().timing.ttl * 5 / 2)
+        .await
+        .unwrap();
+    // The slow contender wakes at t0 + stale_by(); give it time to (wrongly) enter.
+    tokio::time::sleep_until(t0 + stale_by() + Duration::from_millis(700)).await;
     let both = slow_task.is_finished() && fast_guard.is_held();
     fast_guard.release().await.unwrap();
     let slow_guard = slow_task.await.unwrap();

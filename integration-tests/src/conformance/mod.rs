@@ -41,14 +41,17 @@ use cql_lease::{LeaseClient, LeaseConfig};
 
 use crate::backend::Backend;
 
-/// Timing used by the suite: short enough for real-time runs on the CQL test server.
+/// Timing used by the suite: short enough for real-time runs, long enough that a loaded
+/// two-core machine or a real node stays within it. A 4 s TTL leaves a 3 s validity (the
+/// store counts TTLs in whole seconds) and derives a 1 s request timeout: with a 2 s TTL
+/// (333 ms per request) starved test processes lost leases and claims they still held.
 pub fn test_config() -> LeaseConfig {
     LeaseConfig {
-        ttl: Duration::from_secs(2),
-        renew_interval: Duration::from_millis(400),
+        ttl: Duration::from_secs(4),
+        renew_interval: Duration::from_millis(800),
         retry_interval: Duration::from_millis(100),
         max_clock_skew: Duration::ZERO,
-        resolve_timeout: Duration::from_secs(2),
+        resolve_timeout: Duration::from_secs(4),
         request_timeout: None,
     }
 }

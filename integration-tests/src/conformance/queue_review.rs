@@ -300,7 +300,7 @@ pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend
     let q = queue_with(b, "slow-entry", config);
     let scanner = q.with_clock(WallClock::system());
     // The enqueue's first index call (its entry) is applied after 1.5 x lag (under the wire
-    // driver's own 2 s timeout), its row's answer is lost after the row was written. The
+    // driver's own 8 s timeout), its row's answer is lost after the row was written. The
     // scanner below looks at 1.125 x lag: its claim has 0.375 x lag to find nothing.
     b.inject_queue(
         Some(QueueOp::Index),
