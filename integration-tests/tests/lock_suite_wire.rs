@@ -1,6 +1,6 @@
 //! The lock suite over the real CQL wire: the scylla cell and lease stores against the CQL
 //! test server in Cassandra mode (all of it) and in Scylla mode (what the flavour changes),
-//! in real time, and against `SCYLLA_URI` (`-- --ignored`).
+//! in real time, and against `SCYLLA_URI` (ignored unless asked for: `-- --include-ignored`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -35,7 +35,7 @@ mod real_cluster {
 
     // Scenarios that inject faults into the stores are not generated here (`portable:`).
     integration_tests::lock_suite!(portable:
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)] #[ignore = "needs SCYLLA_URI=host:port of a ScyllaDB/Cassandra cluster"],
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)] #[ignore = "needs a real cluster: set SCYLLA_URI=host:port and pass --include-ignored"],
         RealClusterLocks::from_env().await
     );
 }

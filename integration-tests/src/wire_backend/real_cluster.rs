@@ -64,8 +64,9 @@ pub fn lock_cell_options() -> CellOptions {
     }
 }
 
-/// Creates the keyspace and the fixed tables if missing, and gives the tables their default
-/// TTL if they have none yet: schema changes only the first time, on a fresh keyspace.
+/// Creates the keyspace and the fixed tables if missing, and gives each of them the default
+/// TTL if it has none (`ALTER TABLE`): schema changes only where something is missing, so
+/// none once a first run has set the keyspace up.
 async fn ensure_schema(uri: &str, session: &Session) {
     let once = Arc::clone(
         SCHEMA
@@ -132,8 +133,9 @@ pub struct RealCluster {
 }
 
 impl RealCluster {
-    /// Connects to `SCYLLA_URI` and prepares the stores on the shared tables (created if
-    /// missing). Panics when `SCYLLA_URI` is not set: the tests that call this are
+    /// Connects to `SCYLLA_URI` (as `SCYLLA_USERNAME` with `SCYLLA_PASSWORD` when both are
+    /// set) and prepares the stores on the shared tables (created if missing). Panics when
+    /// `SCYLLA_URI` is not set: the tests that call this are
     /// `#[ignore]`d, and one that was asked to run must not pass without a cluster.
     pub async fn from_env() -> RealCluster {
         let uri = std::env::var("SCYLLA_URI")
@@ -144,8 +146,14 @@ impl RealCluster {
     /// Connects to the node at `uri` (`host:port`) and prepares the stores on the shared
     /// tables (created if missing).
     pub async fn connect_to(uri: &str) -> RealCluster {
-        let session = SessionBuilder::new()
-            .known_node(uri)
+        let mut builder = SessionBuilder::new().known_node(uri);
+        if let (Ok(user), Ok(password)) = (
+            std::env::var("SCYLLA_USERNAME"),
+            std::env::var("SCYLLA_PASSWORD"),
+        ) {
+            builder = builder.user(user, password);
+        }
+        let session = builder
             .build()
             .await
             .unwrap_or_else(|e| panic!("connect to {uri}: {e}"));
