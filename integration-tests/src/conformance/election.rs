@@ -61,17 +61,20 @@ pub async fn first_elected(campaigns: &mut [Campaign]) -> (usize, FencingToken, 
     (i, term, at)
 }
 
+/// A leader's campaign, its term and stop token, and its followers' campaigns.
+pub type LeaderAndFollowers = (
+    Campaign,
+    FencingToken,
+    tokio_util::sync::CancellationToken,
+    Vec<Campaign>,
+);
+
 /// A leader "a" elected on `name`, with followers "b" and "c" campaigning for `settle`.
 pub async fn leader_and_two_followers(
     b: &dyn Backend,
     name: &str,
     settle: Duration,
-) -> (
-    Campaign,
-    FencingToken,
-    tokio_util::sync::CancellationToken,
-    Vec<Campaign>,
-) {
+) -> LeaderAndFollowers {
     leader_and_two_followers_of(b, &election(b, name), settle).await
 }
 
@@ -80,12 +83,7 @@ pub async fn leader_and_two_followers_of(
     b: &dyn Backend,
     e: &Election,
     settle: Duration,
-) -> (
-    Campaign,
-    FencingToken,
-    tokio_util::sync::CancellationToken,
-    Vec<Campaign>,
-) {
+) -> LeaderAndFollowers {
     let mut leader = e.campaign("a", None).expect("campaign");
     let (term, _, stop) = next_elected(&mut leader).await;
     let others = vec![
