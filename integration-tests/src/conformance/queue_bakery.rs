@@ -103,8 +103,8 @@ pub async fn resent_enqueue_cannot_undo_a_completion(b: &dyn Backend) {
 /// one, and exactly one claim wins each round.
 pub async fn one_winner_among_simultaneous_claims(b: &dyn Backend) {
     // Twelve racers, each claim a few cell round trips slowed by 20 ms: on a loaded machine
-    // one can outlast the suite's 333 ms request timeout and fail every claim of the round.
-    // This scenario is about the tie-break, so requests get the 2 s the driver allows.
+    // one can outlast the suite's request timeout and fail every claim of the round. This
+    // scenario is about the tie-break, so requests get 2 s.
     let config = queue_config();
     let config = cql_workqueue::QueueConfig {
         claim: cql_lease::LeaseConfig {

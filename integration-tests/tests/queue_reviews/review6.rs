@@ -69,7 +69,7 @@ async fn finding_revival_refused_by_a_seal_is_reported_as_a_done_duplicate() {
     // Nobody scans until the leftover entry is older than any enqueue's window.
     tokio::time::sleep(enqueue_window(&config) + Duration::from_secs(2)).await;
     let slow = Tweaked {
-        // Within the request timeout (333 ms here), so it is answered.
+        // Within the request timeout (1 s here), so it is answered.
         slow_revive: Some(Duration::from_millis(250)),
         ..Tweaked::over(&b)
     };
@@ -122,7 +122,7 @@ async fn finding_requeue_dead_refused_by_a_seal_says_not_a_dead_letter() {
     let (id, _) = dead_letter_with_a_given_up_requeue(&b, name, config, NewItem::text("x")).await;
     tokio::time::sleep(enqueue_window(&config) + Duration::from_secs(1)).await;
     let slow = Tweaked {
-        // Within the request timeout (333 ms here), so it is answered.
+        // Within the request timeout (1 s here), so it is answered.
         slow_requeue: Some(Duration::from_millis(250)),
         ..Tweaked::over(&b)
     };

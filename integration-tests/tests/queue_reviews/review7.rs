@@ -70,7 +70,7 @@ async fn finding_purge_read_back_takes_a_requeued_and_completed_job_for_its_purg
     let name = "purge-vs-requeue";
     let id = dead_letter(&b, name, config, NewItem::text("x")).await;
     let lost = Tweaked {
-        // Within the request timeout (333 ms here), so the answer is "unknown", not cut.
+        // Within the request timeout (1 s here), so the answer is "unknown", not cut.
         purges_lost_after: Some(Duration::from_millis(250)),
         ..Tweaked::over(&b)
     };
