@@ -136,9 +136,11 @@ async fn hand_over_takes_a_few_round_trips_not_a_poll() {
         );
         last = *at;
     }
+    // Measured 8.9 to 12.4 over 65 runs (the waiters' pace is jittered); waiters that
+    // polled instead of pacing themselves cost tens to hundreds per acquisition.
     let per_acquisition = (calls(&views) - before) as f64 / WAITERS as f64;
     assert!(
-        per_acquisition <= 12.0,
+        per_acquisition <= 16.0,
         "{per_acquisition} store calls per acquisition"
     );
 }
