@@ -107,6 +107,11 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Namespaced<S> {
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.inner.peek(&self.name(name)).await
     }
+    /// The inner line under the same prefix (its rows are named by the lease).
+    fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
+        let inner = self.inner.waiting_line()?;
+        Some(Arc::new(Namespaced::new(&self.prefix, inner)))
+    }
 }
 
 #[async_trait]

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-use tracing::{debug, info, instrument, warn};
+use tracing::{debug, info, instrument};
 
 use crate::config::{LeaseConfig, MAX_NAME_LEN, check_claim, check_text};
 use crate::error::{LeaseError, LossReason, StoreError};
@@ -13,6 +12,7 @@ use crate::lease::{Lease, hold_error};
 use crate::orphans::Orphans;
 use crate::store::{AcquireOutcome, Claim, LeaseStore, StoredLease};
 use crate::target::LeaseTarget;
+use crate::waiting_line::Line;
 
 /// How many fresh attempts `try_acquire` makes when an answer is lost and the read-back shows
 /// the lease free (the attempt has not applied; it may still, and is then released on sight,
@@ -57,6 +57,7 @@ pub struct LeaseClient {
     store: Arc<dyn LeaseStore>,
     config: LeaseConfig,
     orphans: Arc<Orphans>,
+    line: Option<Line>,
 }
 
 impl std::fmt::Debug for LeaseClient {
@@ -71,7 +72,16 @@ impl LeaseClient {
     /// Creates a client after validating `config`.
     pub fn new(store: Arc<dyn LeaseStore>, config: LeaseConfig) -> Result<Self, LeaseError> {
         config.validate()?;
+        let line = store.waiting_line().map(|cells| {
+            Line::new(
+                cells,
+                config.store_ttl(),
+                config.retry_interval,
+                config.effective_request_timeout(),
+            )
+        });
         Ok(LeaseClient {
+            line,
             store: Arc::new(crate::timed::TimedStore::new(
                 store,
                 config.effective_request_timeout(),
@@ -79,6 +89,11 @@ impl LeaseClient {
             config,
             orphans: Arc::default(),
         })
+    }
+
+    /// The waiting line of this client's store, if it keeps one.
+    pub(crate) fn line(&self) -> Option<&Line> {
+        self.line.as_ref()
     }
 
     /// The timing configuration.
@@ -232,74 +247,6 @@ impl LeaseClient {
             name,
             last_error.unwrap_or_else(|| StoreError::Unavailable("no answer".into())),
         ))
-    }
-
-    /// Waits until `name` is acquired, polling every `retry_interval` (jittered between half and all of it), for at most
-    /// `timeout` when given (an attempt still under way then is dropped, which gives its
-    /// claim back).
-    ///
-    /// # Errors
-    /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
-    /// `timeout` passes; a refusal ([`LeaseError::is_refusal`]), which ends it at once:
-    /// [`LeaseError::Store`] when the store refuses the claim, [`LeaseError::OutcomeUnknown`]
-    /// when it refuses the read-back of a claim whose answer was lost (that claim may have
-    /// applied: it is released in the background and on sight). Other failures of single
-    /// attempts are logged and retried.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: each attempt is [`LeaseClient::try_acquire`], which gives back a claim
-    /// that was sent but not handed over; between attempts it only sleeps.
-    #[instrument(skip(self, value))]
-    pub async fn acquire(
-        &self,
-        name: &str,
-        owner: &str,
-        value: Option<&str>,
-        timeout: Option<Duration>,
-    ) -> Result<Lease, LeaseError> {
-        check_claim(name, owner, value)?;
-        let started = Instant::now();
-        let give_up_at = timeout.map(|t| started + t);
-        let mut delays = self.poll_delays();
-        let mut last_holder = None;
-        loop {
-            // An attempt still settling a lost answer at the limit is dropped there: it
-            // gives its claim back (see `try_acquire`'s cancel safety).
-            let attempt = self.try_acquire(name, owner, value);
-            let answer = match give_up_at {
-                Some(limit) => match tokio::time::timeout_at(limit, attempt).await {
-                    Ok(answer) => answer,
-                    Err(_) => {
-                        return Err(LeaseError::Timeout {
-                            name: name.to_owned(),
-                            waited: started.elapsed(),
-                            last_holder,
-                        });
-                    }
-                },
-                None => attempt.await,
-            };
-            match answer {
-                Ok(TryAcquire::Acquired(lease)) => return Ok(lease),
-                Ok(TryAcquire::Held(holder)) => last_holder = Some(Box::new(holder)),
-                Err(LeaseError::InvalidArgument(e)) => return Err(e.into()),
-                // Refused, the claim or the read-back of its lost answer: no retry can change
-                // that (a claim that may have applied is given back by `try_acquire`).
-                Err(error) if error.is_refusal() => return Err(error),
-                Err(error) => warn!(lease = name, %error, "acquire attempt failed; will retry"),
-            }
-            let delay = delays.next().unwrap_or(self.config.retry_interval);
-            let wake = Instant::now() + delay;
-            if let Some(limit) = give_up_at.filter(|limit| wake >= *limit) {
-                tokio::time::sleep_until(limit).await;
-                return Err(LeaseError::Timeout {
-                    name: name.to_owned(),
-                    waited: started.elapsed(),
-                    last_holder,
-                });
-            }
-            tokio::time::sleep_until(wake).await;
-        }
     }
 
     /// Marks `holder_id` (an acquisition of this process that nobody acts on any more) as

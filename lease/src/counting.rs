@@ -3,8 +3,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 
+use crate::cells::{Cell, CellRef, CellStore};
 use crate::error::StoreError;
 use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
 
@@ -62,6 +65,7 @@ impl CallCounts {
 pub struct CountingStore<S: ?Sized> {
     inner: Arc<S>,
     counts: [AtomicU64; 5],
+    line_calls: Arc<AtomicU64>,
 }
 
 impl<S: LeaseStore + ?Sized> CountingStore<S> {
@@ -70,6 +74,7 @@ impl<S: LeaseStore + ?Sized> CountingStore<S> {
         CountingStore {
             inner,
             counts: Default::default(),
+            line_calls: Arc::default(),
         }
     }
 
@@ -87,6 +92,12 @@ impl<S: LeaseStore + ?Sized> CountingStore<S> {
     /// Plain reads ([`LeaseStore::peek`]) so far: no Paxos round.
     pub fn peeks(&self) -> u64 {
         self.counts[4].load(Ordering::Relaxed)
+    }
+
+    /// Calls to the waiting line ([`LeaseStore::waiting_line`]) so far: plain reads and
+    /// writes, no Paxos round.
+    pub fn line_calls(&self) -> u64 {
+        self.line_calls.load(Ordering::Relaxed)
     }
 
     fn count(&self, i: usize) {
@@ -115,5 +126,50 @@ impl<S: LeaseStore + ?Sized> LeaseStore for CountingStore<S> {
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.count(4);
         self.inner.peek(name).await
+    }
+    fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
+        let inner = self.inner.waiting_line()?;
+        Some(Arc::new(CountingCells {
+            inner,
+            calls: Arc::clone(&self.line_calls),
+        }))
+    }
+}
+
+/// The waiting line of a [`CountingStore`], counted.
+struct CountingCells {
+    inner: Arc<dyn CellStore>,
+    calls: Arc<AtomicU64>,
+}
+
+#[async_trait]
+impl CellStore for CountingCells {
+    async fn write(
+        &self,
+        at: CellRef<'_>,
+        value: i64,
+        ttl: Option<Duration>,
+        timestamp: i64,
+    ) -> Result<(), StoreError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.write(at, value, ttl, timestamp).await
+    }
+    async fn delete(&self, at: CellRef<'_>, timestamp: i64) -> Result<(), StoreError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.delete(at, timestamp).await
+    }
+    async fn read_row(
+        &self,
+        lock: &str,
+        row: &str,
+        from: &str,
+        limit: usize,
+    ) -> Result<Vec<Cell>, StoreError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_row(lock, row, from, limit).await
+    }
+    async fn read_cell(&self, at: CellRef<'_>) -> Result<Option<i64>, StoreError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_cell(at).await
     }
 }

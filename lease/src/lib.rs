@@ -34,6 +34,7 @@
 //! # }).unwrap();
 //! ```
 
+mod acquire;
 pub mod cells;
 mod client;
 mod config;
@@ -52,6 +53,7 @@ pub mod scylla;
 mod store;
 mod target;
 pub mod timed;
+mod waiting_line;
 
 pub use client::{LeaseClient, TryAcquire};
 pub use config::{

@@ -5,10 +5,12 @@
 //! [`LeaseStore::peek`]. Retries, outcome resolution and
 //! timing live above it, in [`crate::LeaseClient`], so every backend gets them the same way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::cells::CellStore;
 use crate::error::StoreError;
 use crate::fencing::FencingToken;
 
@@ -125,5 +127,14 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// Cancel-safe: a read.
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.read(name).await
+    }
+
+    /// Where waiters on this store's leases stand in line: plain cells, never the lease's
+    /// own (no cell is written both with and without Paxos). With a line,
+    /// [`crate::LeaseClient::acquire`] lets only the first waiter of a lease propose;
+    /// without one (`None`, the default) every waiter proposes when the lease reads free.
+    /// Wrappers forward it (wrapped as they wrap the lease calls, where that matters).
+    fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
+        None
     }
 }

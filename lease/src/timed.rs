@@ -122,6 +122,11 @@ impl LeaseStore for TimedStore {
         let call = || self.inner.peek(name);
         self.metered("peek", Call::Once, call, answered).await
     }
+
+    /// The inner store's line as is: its users bound every call themselves.
+    fn waiting_line(&self) -> Option<Arc<dyn crate::cells::CellStore>> {
+        self.inner.waiting_line()
+    }
 }
 
 fn applied(outcome: &CasOutcome) -> bool {

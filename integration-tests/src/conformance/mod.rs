@@ -16,6 +16,7 @@ pub mod hardening;
 pub mod late_apply;
 pub mod lease_basic;
 pub mod lease_faults;
+pub mod lease_waiting;
 pub mod lock;
 pub mod lock_hazards;
 pub mod lock_scenarios;
@@ -107,6 +108,9 @@ macro_rules! lease_suite {
             lease_basic::keepalive_survives_renewals,
             lease_basic::guard_drop_releases,
             contention::exclusive_under_contention,
+            lease_waiting::waiters_propose_once_per_hand_over,
+            lease_waiting::waiters_are_served_in_arrival_order,
+            lease_waiting::departed_waiters_do_not_hold_up_the_line,
             election::crash_failover_is_bounded,
             election::resign_failover_is_one_poll,
             election_api::observers_see_every_change_in_order,

@@ -6,6 +6,8 @@ use cql_lease::memory::{Fault, Op, Times};
 use cql_test_server::{CqlTestServer, Target, WireFault};
 use cql_workqueue::memory::QueueOp;
 
+use cql_lease::cells::scylla as cells;
+use cql_lease::scylla::WAITING_SUFFIX;
 use cql_lease::scylla::cql;
 
 use crate::golden;
@@ -31,7 +33,21 @@ pub fn register_lease(server: &CqlTestServer, keyspace: &str, table: &str) {
             None => server.register(label, &rendered),
         }
     }
+    let waiting = format!("{table}{WAITING_SUFFIX}");
+    for (label, template) in WAITING_STATEMENTS {
+        server.register(label, &cql::render(template, keyspace, &waiting));
+    }
 }
+
+/// The statements of a lease table's waiting line (plain cells), with the labels the
+/// server counts them under.
+pub const WAITING_STATEMENTS: [(&str, &str); 5] = [
+    ("waiting.schema", cells::CREATE_TABLE),
+    ("waiting.write", cells::WRITE),
+    ("waiting.delete", cells::DELETE),
+    ("waiting.read_row", cells::READ_ROW),
+    ("waiting.read_cell", cells::READ_CELL),
+];
 
 /// The server's fault for a store fault.
 pub fn wire_fault(f: Fault) -> WireFault {

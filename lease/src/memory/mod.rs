@@ -7,8 +7,8 @@
 mod faults;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use tokio::time::Instant;
@@ -17,6 +17,8 @@ use tracing::{debug, instrument};
 pub use crate::counting::CallCounts;
 pub use faults::{Fault, FaultRules, Op, Times};
 
+use crate::cells::CellStore;
+use crate::cells::memory::MemoryCellStore;
 use crate::error::StoreError;
 use crate::fencing::FencingToken;
 use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
@@ -65,6 +67,7 @@ pub struct MemoryStore {
     rows: Mutex<HashMap<String, Row>>,
     faults: FaultRules<Op>,
     counts: [AtomicU64; 5],
+    waiting: Arc<MemoryCellStore>,
 }
 
 impl MemoryStore {
@@ -194,5 +197,9 @@ impl LeaseStore for MemoryStore {
             rows.get_mut(name).and_then(|row| row.current(now))
         })
         .await
+    }
+
+    fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
+        Some(self.waiting.clone())
     }
 }

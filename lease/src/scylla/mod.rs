@@ -23,11 +23,13 @@ use scylla::statement::prepared::PreparedStatement;
 use tracing::{debug, instrument};
 
 pub use errors::classify;
-pub use schema::{Replication, SchemaError, ScyllaOptions};
+pub use schema::{Replication, SchemaError, ScyllaOptions, WAITING_SUFFIX};
 pub(crate) use statement::read_routing;
 pub use statement::{Kind, LwtRouting, LwtRow, lwt_batch, plain_batch, prepare};
 pub use tablets::{PROBE_KEY, check_lwt_support};
 
+use crate::cells::CellStore;
+use crate::cells::scylla::ScyllaCellStore;
 use crate::error::StoreError;
 use crate::fencing::FencingToken;
 use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
@@ -63,6 +65,7 @@ pub struct ScyllaLeaseStore {
     release: PreparedStatement,
     read: PreparedStatement,
     peek: PreparedStatement,
+    waiting: Arc<ScyllaCellStore>,
 }
 
 impl std::fmt::Debug for ScyllaLeaseStore {
@@ -107,6 +110,9 @@ impl ScyllaLeaseStore {
             release: prepare(cql::RELEASE, Kind::Lwt).await?,
             read,
             peek: prepare(cql::PEEK, Kind::Read).await?,
+            waiting: Arc::new(
+                ScyllaCellStore::new(Arc::clone(&session), options.waiting_line()).await?,
+            ),
             session,
         })
     }
@@ -234,6 +240,10 @@ impl LeaseStore for ScyllaLeaseStore {
     #[instrument(level = "debug", skip(self))]
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.select(&self.peek, name).await
+    }
+
+    fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
+        Some(self.waiting.clone())
     }
 }
 

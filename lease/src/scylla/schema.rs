@@ -49,6 +49,9 @@ impl Replication {
     }
 }
 
+/// What the waiting line's table adds to the lease table's name.
+pub const WAITING_SUFFIX: &str = "_waiting";
+
 /// Table location and consistency levels of the scylla backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScyllaOptions {
@@ -192,7 +195,8 @@ impl ScyllaOptions {
         cql::render(template, &self.keyspace, &self.table)
     }
 
-    /// Creates the keyspace (with `replication`) and the lease table if they are missing.
+    /// Creates the keyspace (with `replication`), the lease table and its waiting line's
+    /// table (see [`ScyllaOptions::waiting_line`]) if they are missing.
     ///
     /// # Errors
     ///
@@ -205,7 +209,28 @@ impl ScyllaOptions {
     ///
     /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
     pub async fn create_schema(&self, session: &Session) -> Result<(), SchemaError> {
-        self.create_schema_with(session, cql::CREATE_TABLE).await
+        self.create_schema_with(session, cql::CREATE_TABLE).await?;
+        let waiting = self.waiting_line();
+        waiting
+            .location
+            .create_schema_with(session, crate::cells::scylla::CREATE_TABLE)
+            .await
+    }
+
+    /// Where the lease table's waiting line lives: plain cells in `<table>_waiting`, beside
+    /// the lease table, at this [`ScyllaOptions::consistency`].
+    pub fn waiting_line(&self) -> crate::cells::scylla::CellOptions {
+        crate::cells::scylla::CellOptions {
+            location: ScyllaOptions {
+                table: format!("{}{WAITING_SUFFIX}", self.table),
+                ..self.clone()
+            },
+            // ANY cannot read; a poll at ONE is as stale as the level asked for.
+            consistency: match self.consistency {
+                Consistency::Any => Consistency::One,
+                level => level,
+            },
+        }
     }
 
     /// Creates the keyspace and the table of `create_table` (a template with `{keyspace}`

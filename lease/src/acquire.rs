@@ -1,0 +1,292 @@
+//! [`LeaseClient::acquire`]: waiting for a lease without a Paxos stampede.
+//!
+//! Waiters read; one proposes. A waiter looks with plain reads (the lease row and its
+//! [waiting line](crate::waiting_line)) and sends an LWT only when the lease reads free and
+//! it stands first in line, so however many wait, about one Paxos round runs per
+//! hand-over. A caller that finds the lease free and nobody waiting proposes at once (one
+//! plain read of each first). A caller whose store keeps no line
+//! ([`LeaseStore::waiting_line`](crate::LeaseStore::waiting_line) is `None`) still reads
+//! before it proposes, but every waiter proposes when it sees the lease free.
+//!
+//! Pace: the first two in line read about back to back while a hold is young and less often
+//! the longer it lasts (an eighth of its age, at most `retry_interval`); the others read
+//! less often the further back they stand (their place times the time one hand-over took
+//! as they watched the line move, at most `retry_interval`). The second in line proposes
+//! too when the lease has read free for a whole `retry_interval`: a first in line that
+//! stalled or crashed holds the line up that long, not a TTL.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{debug, instrument, warn};
+
+use crate::client::{LeaseClient, TryAcquire};
+use crate::config::check_claim;
+use crate::error::{LeaseError, StoreError};
+use crate::lease::Lease;
+use crate::store::StoredLease;
+use crate::waiting_line::{Place, Ticket};
+
+/// The timer's resolution.
+const TICK: Duration = Duration::from_millis(1);
+
+/// How many tickets a waiter reads to learn its place: places beyond are paced alike.
+const PLACES_READ: usize = 32;
+
+/// What a waiter has seen so far.
+struct Watch {
+    /// The holder seen last (reported with a timeout).
+    last_holder: Option<Box<StoredLease>>,
+    /// The current holder's id and when this waiter first saw it.
+    holder_since: Option<(String, Instant)>,
+    /// Since when the lease has read free, if it does.
+    free_since: Option<Instant>,
+    /// The last place read and when.
+    last_place: Option<(usize, Instant)>,
+    /// Estimated time between hand-overs, from the line moving (until it moved: three
+    /// looks' time, a release, a look and a claim).
+    hand_over: Option<Duration>,
+    /// How long a look (the reads together) took, smoothed.
+    look: Duration,
+    /// Known to stand first (nobody joins ahead but through clock skew: read no more).
+    first: bool,
+}
+
+impl Watch {
+    fn new(retry_interval: Duration, hand_over: Option<Duration>) -> Self {
+        // A first guess only: replaced by the first look's time.
+        Watch {
+            last_holder: None,
+            holder_since: None,
+            free_since: None,
+            last_place: None,
+            hand_over,
+            look: retry_interval / 16,
+            first: false,
+        }
+    }
+
+    /// Records a read of the lease; whether it reads free (no holder, or an abandoned claim
+    /// of this client, which `try_acquire` releases).
+    fn saw_lease(
+        &mut self,
+        client: &LeaseClient,
+        lease: Option<StoredLease>,
+        now: Instant,
+    ) -> bool {
+        match lease {
+            Some(holder) if !client.is_abandoned(&holder.holder_id) => {
+                self.free_since = None;
+                if self.holder_since.as_ref().map(|(id, _)| id) != Some(&holder.holder_id) {
+                    self.holder_since = Some((holder.holder_id.clone(), now));
+                }
+                self.last_holder = Some(Box::new(holder));
+                false
+            }
+            _ => {
+                self.holder_since = None;
+                self.free_since.get_or_insert(now);
+                true
+            }
+        }
+    }
+
+    fn looked(&mut self, took: Duration, first_look: bool) {
+        self.look = if first_look {
+            took
+        } else {
+            (self.look * 3 + took) / 4
+        };
+    }
+
+    fn saw_place(&mut self, place: usize, now: Instant) {
+        // Only places read exactly: `PLACES_READ` stands for "that far back or more".
+        if let Some((before, at)) = self.last_place
+            && place < before
+            && before < PLACES_READ
+        {
+            let per = (now - at) / u32::try_from(before - place).unwrap_or(u32::MAX);
+            // Smoothed: one long wait (a slow holder) should not stall the whole line.
+            self.hand_over = Some(self.hand_over.map_or(per, |h| (h * 3 + per) / 4));
+        }
+        if self.last_place.is_none_or(|(before, _)| place != before) {
+            self.last_place = Some((place, now));
+        }
+        self.first |= place == 0;
+    }
+
+    /// How long to wait before the next look, at `place`.
+    fn delay(&self, place: usize, retry_interval: Duration, now: Instant) -> Duration {
+        let delay = if place <= 1 {
+            self.holder_since
+                .as_ref()
+                .map_or(Duration::ZERO, |(_, since)| (now - *since) / 8)
+        } else {
+            // Half the expected time to reach the second place: early rather than late, as
+            // the line stalls while its next waiter sleeps.
+            let hand_over = self.hand_over.unwrap_or(self.look * 3);
+            hand_over * u32::try_from(place - 1).unwrap_or(u32::MAX) / 2
+        };
+        delay.min(retry_interval)
+    }
+}
+
+impl LeaseClient {
+    /// Waits until `name` is acquired, for at most `timeout` when given (an attempt still
+    /// under way then is dropped, which gives its claim back).
+    ///
+    /// Waiters wait with plain reads in a FIFO line (kept by the store, see
+    /// [`LeaseStore::waiting_line`](crate::LeaseStore::waiting_line)) and only the first in
+    /// line sends an LWT, when the lease reads free: many waiters cost about one Paxos
+    /// round per hand-over, not one per waiter and poll, and they are served in arrival
+    /// order (across processes, as far as their clocks agree). A waiter that crashed
+    /// leaves the line within the TTL; the second in line proposes too once the lease has
+    /// read free for `retry_interval`. The first two in line read back to back while a
+    /// hold is young, less often as it ages (at most every `retry_interval`); the others
+    /// less often the further back they stand.
+    ///
+    /// # Errors
+    /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
+    /// `timeout` passes; a refusal ([`LeaseError::is_refusal`]), which ends it at once:
+    /// [`LeaseError::Store`] when the store refuses the claim, [`LeaseError::OutcomeUnknown`]
+    /// when it refuses the read-back of a claim whose answer was lost (that claim may have
+    /// applied: it is released in the background and on sight). Other failures of single
+    /// reads or attempts are logged and retried.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: each attempt is [`LeaseClient::try_acquire`], which gives back a claim
+    /// that was sent but not handed over, and a waiter dropped leaves the line (its ticket
+    /// is deleted from a task of its own).
+    #[instrument(skip(self, value))]
+    pub async fn acquire(
+        &self,
+        name: &str,
+        owner: &str,
+        value: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Lease, LeaseError> {
+        check_claim(name, owner, value)?;
+        let started = Instant::now();
+        let hand_over = self.line().and_then(|line| line.hand_over(name));
+        let mut watch = Watch::new(self.config().retry_interval, hand_over);
+        let waiting = self.wait_and_acquire(name, owner, value, &mut watch);
+        let outcome = match timeout {
+            Some(timeout) => tokio::time::timeout_at(started + timeout, waiting)
+                .await
+                .ok(),
+            None => Some(waiting.await),
+        };
+        outcome.unwrap_or_else(|| {
+            Err(LeaseError::Timeout {
+                name: name.to_owned(),
+                waited: started.elapsed(),
+                last_holder: watch.last_holder.take(),
+            })
+        })
+    }
+
+    async fn wait_and_acquire(
+        &self,
+        name: &str,
+        owner: &str,
+        value: Option<&str>,
+        watch: &mut Watch,
+    ) -> Result<Lease, LeaseError> {
+        let retry = self.config().retry_interval;
+        let line = self.line().cloned();
+        let mut ticket: Option<Ticket> = None;
+        let mut first_look = true;
+        loop {
+            let reads_until = Instant::now() + self.config().resolve_timeout;
+            if let Some(ticket) = ticket.as_mut() {
+                ticket.keep_fresh(reads_until).await;
+            }
+            // The lease, and (unless known first) the line, read together.
+            let place = async {
+                match (&line, &ticket) {
+                    (None, _) => Ok(Place(0)),
+                    (Some(line), None) => Ok(if line.is_empty(name, reads_until).await? {
+                        Place(0)
+                    } else {
+                        Place(usize::MAX)
+                    }),
+                    (Some(_), Some(_)) if watch.first => Ok(Place(0)),
+                    (Some(_), Some(ticket)) => ticket.place(PLACES_READ, reads_until).await,
+                }
+            };
+            let sent = Instant::now();
+            let (place, lease) = futures::future::join(place, self.store().peek(name)).await;
+            let now = Instant::now();
+            watch.looked(now - sent, std::mem::take(&mut first_look));
+            let (place, lease) = match (place, lease) {
+                (Ok(Place(place)), Ok(lease)) => (place, lease),
+                (Err(error), _) | (_, Err(error)) => {
+                    if is_final(&error) {
+                        return Err(LeaseError::store(name, error));
+                    }
+                    warn!(lease = name, %error, "reading the lease or its line failed; will retry");
+                    tokio::time::sleep(self.poll_delays().next().unwrap_or(retry)).await;
+                    continue;
+                }
+            };
+            let free = watch.saw_lease(self, lease, now);
+            if ticket.is_some() {
+                watch.saw_place(place, now);
+                if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
+                    line.set_hand_over(name, hand_over);
+                }
+            }
+            let patient = watch.free_since.is_some_and(|since| now - since >= retry);
+            let propose = free && (place == 0 || (place == 1 && patient));
+            if propose {
+                debug!(lease = name, place, "the lease reads free; proposing");
+                match self.try_acquire(name, owner, value).await {
+                    Ok(TryAcquire::Acquired(lease)) => {
+                        if let Some(ticket) = ticket.take() {
+                            ticket.leave();
+                        }
+                        return Ok(lease);
+                    }
+                    Ok(TryAcquire::Held(holder)) => {
+                        watch.saw_lease(self, Some(holder), Instant::now());
+                    }
+                    Err(LeaseError::InvalidArgument(e)) => return Err(e.into()),
+                    // Refused, the claim or the read-back of its lost answer: no retry can
+                    // change that (a claim that may have applied is given back).
+                    Err(error) if error.is_refusal() => return Err(error),
+                    Err(error) => {
+                        warn!(lease = name, %error, "acquire attempt failed; will retry");
+                        tokio::time::sleep(self.poll_delays().next().unwrap_or(retry)).await;
+                        continue;
+                    }
+                }
+            }
+            if let (Some(line), None) = (&line, &ticket) {
+                match line.join(name, reads_until).await {
+                    Ok(joined) => ticket = Some(joined),
+                    Err(error) if is_final(&error) => return Err(LeaseError::store(name, error)),
+                    Err(error) => {
+                        warn!(lease = name, %error, "joining the waiting line failed; will retry");
+                        tokio::time::sleep(self.poll_delays().next().unwrap_or(retry)).await;
+                    }
+                }
+                // Read the new place at once.
+                continue;
+            }
+            let delay = watch.delay(place, retry, Instant::now());
+            // The timer's tick is a millisecond: a shorter wait is a yield, after a look
+            // that took time. A look that took none (a store in this process, paused time)
+            // would make that a busy loop, and a paused clock would never move.
+            if delay < TICK && now - sent >= Duration::from_micros(20) {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(delay.max(TICK)).await;
+            }
+        }
+    }
+}
+
+/// A store error that cannot be retried (a missing table, a refused request) ends the wait.
+fn is_final(error: &StoreError) -> bool {
+    matches!(error, StoreError::Rejected(_))
+}
