@@ -101,6 +101,7 @@ async fn a_tablets_keyspace_that_accepts_lwts_is_used() {
     for ddl in [
         "CREATE KEYSPACE IF NOT EXISTS tab WITH replication = {'class': 'NetworkTopologyStrategy', 'datacenter1': 1}",
         "CREATE TABLE IF NOT EXISTS tab.leases (name text PRIMARY KEY, holder text, owner text, value text, lease_ttl int, fence bigint)",
+        "CREATE TABLE IF NOT EXISTS tab.leases_waiting (part text, cell text, value bigint, PRIMARY KEY (part, cell)) WITH gc_grace_seconds = 3600",
     ] {
         session.query_unpaged(ddl, ()).await.expect(ddl);
     }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use cql_lease::cells::CellStore;
 use cql_lease::lock::{LeaseLock, Lock, LockError};
 use cql_lease::{
     AcquireOutcome, CasOutcome, Claim, LeaseClient, LeaseConfig, LeaseError, LeaseStore,
@@ -18,9 +19,10 @@ use integration_tests::conformance::lock::lock_options;
 use tokio::time::Instant;
 
 /// A lease store whose claims time out (after applying when `applies`, else without) and
-/// whose reads (the read-back that settles a lost claim) are refused, as a store refuses a
-/// statement it cannot run (schema, permissions): a definite refusal, which no retry can
-/// change. Renewals and releases go through.
+/// whose linearizable reads (the read-back that settles a lost claim) are refused, as a
+/// store refuses a statement it cannot run (a consistency level it does not serve): a
+/// definite refusal, which no retry can change. Plain reads, renewals and releases go
+/// through.
 struct ReadBackRefused {
     inner: Arc<MemoryStore>,
     applies: bool,
@@ -41,9 +43,13 @@ impl LeaseStore for ReadBackRefused {
         self.inner.release(name, holder_id).await
     }
     async fn read(&self, _: &str) -> Result<Option<StoredLease>, StoreError> {
-        Err(StoreError::Rejected(
-            "unauthorized: no SELECT on the lease table".into(),
-        ))
+        Err(StoreError::Rejected("SERIAL reads are not served".into()))
+    }
+    async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.inner.peek(name).await
+    }
+    fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
+        self.inner.waiting_line()
     }
 }
 

@@ -43,6 +43,7 @@ async fn many_tests_share_one_fixed_set_of_tables() {
         tables.into_iter().collect::<Vec<_>>(),
         [
             "cql_lease_tests.leases",
+            "cql_lease_tests.leases_waiting",
             "cql_lease_tests.lock_cells",
             "cql_lease_tests.work_items",
             "cql_lease_tests.work_items_buckets",

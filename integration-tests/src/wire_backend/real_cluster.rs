@@ -107,7 +107,8 @@ async fn keep_test_data_bounded(session: &Session) {
         .expect("table rows")
         .collect::<Result<Vec<_>, _>>()
         .expect("table row");
-    let ours = |name: &str| name == LEASES || name == LOCK_CELLS || name.starts_with(WORK_ITEMS);
+    let ours =
+        |name: &str| name.starts_with(LEASES) || name == LOCK_CELLS || name.starts_with(WORK_ITEMS);
     for (table, ttl) in tables {
         if ours(&table) && ttl == 0 {
             let alter = format!(

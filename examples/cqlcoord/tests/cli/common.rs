@@ -17,8 +17,8 @@ pub const KEYSPACE: &str = "coordination";
 fn register(server: &CqlTestServer) {
     let mut lease_like: Vec<(&str, &str, &str)> = Vec::new();
     lease_like.extend(cql::ALL.iter().map(|t| ("lease", "leases", *t)));
-    // The lock cells, and the work queue's bakery-mode cells.
-    for table in ["lock_cells", "work_items_cells"] {
+    // The leases' waiting line, the lock cells, and the work queue's bakery-mode cells.
+    for table in ["leases_waiting", "lock_cells", "work_items_cells"] {
         lease_like.extend(
             [
                 cells::CREATE_TABLE,

@@ -74,11 +74,12 @@ pub async fn crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node(b: &Wir
         b.name(),
         at - crashed_at
     );
-    // The waiting contender has one request in flight at a time: once one was cut on the
-    // frozen node, the node is avoided (without the avoidance it met it 3 or 4 times).
+    // The waiting contender has two reads in flight at a time (the lease and its waiting
+    // line): once they were cut on the frozen node, the node is avoided (without the
+    // avoidance a waiter meets it again at every few polls).
     assert!(
-        swallowed <= 1,
-        "{}: {swallowed} requests went to the frozen node (at most one expected)",
+        swallowed <= 2,
+        "{}: {swallowed} requests went to the frozen node (at most two expected)",
         b.name()
     );
     next.release().await.expect("release after the freeze");
