@@ -58,3 +58,96 @@ fn virtual_bench_refuses_a_zero_delay() {
         "error names the delay: {stderr}"
     );
 }
+
+/// Runs lock_bench with `args` to its end: (success, stdout, stderr).
+fn run_bench(args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_lock_bench"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("lock_bench runs");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The table's columns, a row per algorithm and count, and the scaling summary with a
+/// verdict for the algorithms that have targets; the embedded stores have no Paxos counters,
+/// so that column says `n/a` and the header says why.
+#[test]
+fn virtual_bench_prints_the_table_and_the_scaling_summary() {
+    let (ok, stdout, stderr) = run_bench(&[
+        "--memory",
+        "--virtual",
+        "--latency-us",
+        "1000",
+        "--algorithms",
+        "fair,shadow,acquire",
+        "--contenders",
+        "1,64",
+        "--seconds",
+        "1",
+    ]);
+    assert!(ok, "lock_bench failed: {stderr}");
+    assert!(
+        stdout.contains(
+            "| algorithm | contenders | acquisitions/s | wait p50 | wait p99 | round trips/acq \
+             | LWTs/acq | Paxos rounds/acq | Jain |"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Paxos rounds/acq: n/a: the embedded stores run no Paxos"),
+        "{stdout}"
+    );
+    for algorithm in ["fair", "shadow", "acquire"] {
+        for n in [1, 64] {
+            let prefix = format!("| {algorithm} | {n} | ");
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("no row {prefix}: {stdout}"));
+            assert!(row.ends_with('|') && row.contains("| n/a |"), "{row}");
+        }
+    }
+    assert!(!stdout.contains("5x"), "the old goal is gone: {stdout}");
+    let summary = stdout
+        .split_once("Scaling, 64 contenders against 1")
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| panic!("no scaling summary: {stdout}"));
+    let summary_row = |algorithm: &str| {
+        summary
+            .lines()
+            .find(|l| l.starts_with(&format!("| {algorithm} | ")))
+            .unwrap_or_else(|| panic!("no summary row for {algorithm}: {summary}"))
+            .to_owned()
+    };
+    // The verdict's wording depends on the figures; that there is one does not.
+    for algorithm in ["fair", "acquire"] {
+        let row = summary_row(algorithm);
+        assert!(
+            ["| met |", "| missed: ", "| not judged: "]
+                .iter()
+                .any(|v| row.contains(v)),
+            "{row}"
+        );
+    }
+    let acquire = summary_row("acquire");
+    assert!(
+        acquire.contains("not judged: no figure for ≤ 4 Paxos rounds/acq")
+            || acquire.contains("| missed: "),
+        "without Paxos counters that target cannot be met: {acquire}"
+    );
+    assert!(summary_row("shadow").ends_with("| none | - |"), "{summary}");
+}
+
+/// `--nodetool` reads a real node's JMX counters: without `--scylla` it is refused before
+/// anything runs.
+#[test]
+fn nodetool_needs_a_real_cluster() {
+    let (ok, _, stderr) = run_bench(&["--nodetool", "/bin/false", "--contenders", "1"]);
+    assert!(!ok, "refused");
+    assert!(stderr.contains("--scylla"), "{stderr}");
+}
