@@ -316,8 +316,9 @@ pub struct Engine {
     pub options: ServerOptions,
     /// Tombstones scanned by reads.
     pub tombstone_stats: TombstoneStats,
-    /// Paxos rounds per partition.
-    pub paxos: PaxosTracker,
+    /// Paxos rounds per partition (shared with the contention model, which runs rounds
+    /// without holding the engine).
+    pub paxos: Arc<PaxosTracker>,
     /// Plain (non-conditional) modifications per partition, a batch counting once per
     /// statement.
     pub plain_writes: HashMap<PartitionId, u64>,
@@ -339,7 +340,7 @@ impl Engine {
             keyspaces: HashMap::new(),
             options: options.clone(),
             tombstone_stats: TombstoneStats::default(),
-            paxos: PaxosTracker::default(),
+            paxos: Arc::default(),
             plain_writes: HashMap::new(),
             addresses,
             node: 0,

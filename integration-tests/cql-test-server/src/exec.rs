@@ -1,12 +1,14 @@
 //! Executing statements: dispatch, schema changes, and evaluating terms.
 
 use scylla_cql::Consistency;
-use scylla_cql::frame::response::error::DbError;
+use scylla_cql::frame::response::error::{DbError, WriteType};
 use scylla_cql::frame::types::SerialConsistency;
 
 use super::engine::{DbErr, Engine, Flavor, Table};
 use super::parser::{Statement, Term};
+use super::stats::PartitionId;
 use super::values::{CqlType, Value};
+use super::write::WritePlan;
 
 /// Rows of a result.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +67,9 @@ pub struct Request {
     pub consistency: Consistency,
     /// The request's serial consistency (`None`: `SERIAL`).
     pub serial: Option<SerialConsistency>,
+    /// The Paxos contention model already ran this request's rounds and won one: the engine
+    /// applies it without counting another operation.
+    pub paxos_settled: bool,
 }
 
 impl Request {
@@ -74,6 +79,33 @@ impl Request {
             (true, _) => self.consistency,
             (false, Some(SerialConsistency::LocalSerial)) => Consistency::LocalSerial,
             (false, _) => Consistency::Serial,
+        }
+    }
+}
+
+/// The answer to a Paxos operation that ran out of contention time, as a Cassandra 4.0
+/// coordinator words it: a CAS `WriteTimeout` at the Paxos level for a write (its outcome is
+/// unknown to the client), a `ReadTimeout` at the request's level for a SERIAL read.
+pub(super) fn contention_timeout(request: &Request, contentions: usize) -> DbErr {
+    if request.serial_read {
+        DbErr {
+            error: DbError::ReadTimeout {
+                consistency: request.consistency,
+                received: 0,
+                required: 1,
+                data_present: false,
+            },
+            message: "Operation timed out - received only 0 responses.".into(),
+        }
+    } else {
+        DbErr {
+            error: DbError::WriteTimeout {
+                consistency: request.paxos_consistency(),
+                received: 0,
+                required: 1,
+                write_type: WriteType::Cas,
+            },
+            message: format!("CAS operation timed out - encountered contentions: {contentions}"),
         }
     }
 }
@@ -105,6 +137,36 @@ pub(super) fn eval(term: &Term, ty: &CqlType, bound: &Bound) -> Result<Value, Db
 }
 
 impl Engine {
+    /// The partition whose Paxos rounds a request runs, when it is an LWT (a conditional
+    /// modification or batch) or a SERIAL read; `None` for anything else. Fails as the
+    /// request would, for the errors a coordinator answers before any round.
+    pub fn paxos_target(
+        &self,
+        statements: &[(&Statement, &Bound)],
+        is_batch: bool,
+        request: &Request,
+    ) -> Result<Option<PartitionId>, DbErr> {
+        let partition = |table: (String, String), pk: &Value| (table.0, table.1, pk.display());
+        match statements {
+            [(select @ Statement::Select { .. }, bound)] if !is_batch => {
+                if !request.serial_read {
+                    return Ok(None);
+                }
+                let (plan, serial) = self.plan_select(select, bound, request)?;
+                Ok(serial.map(|pk| partition(plan.table().clone(), &pk)))
+            }
+            [
+                (Statement::Insert { .. } | Statement::Update { .. } | Statement::Delete { .. }, _),
+                ..,
+            ]
+            | [_, _, ..] => match self.plan_writes(statements, is_batch)? {
+                WritePlan::Plain(_) => Ok(None),
+                WritePlan::Cas { table, pk, .. } => Ok(Some(partition(table, &pk))),
+            },
+            _ => Ok(None),
+        }
+    }
+
     /// Runs one statement.
     pub fn execute(
         &mut self,

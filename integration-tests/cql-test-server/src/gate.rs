@@ -1,10 +1,13 @@
 //! What a driver's connection passes at the front door before its requests reach the proxy
 //! node: the TLS handshake, then password authentication, each when the server has it.
 
+use std::sync::Arc;
+
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::net::TcpStream;
 
 use crate::auth::{self, Credentials};
+use crate::deferred::Parked;
 use crate::front::relay;
 use crate::tls::ServerTls;
 
@@ -17,14 +20,19 @@ pub(crate) struct Gate {
 
 /// Lets `driver` through to `proxy` (TLS, then authentication), then relays until either side
 /// closes. A connection that fails either step is closed.
-pub(crate) async fn admit(gate: std::sync::Arc<Gate>, driver: TcpStream, proxy: DuplexStream) {
+pub(crate) async fn admit(
+    gate: Arc<Gate>,
+    driver: TcpStream,
+    proxy: DuplexStream,
+    parked: Arc<Parked>,
+) {
     if let Err(e) = driver.set_nodelay(true) {
         tracing::warn!(error = %e, "cql-test-server: could not turn Nagle's algorithm off");
     }
     match &gate.tls {
-        None => authenticate(&gate, driver, proxy).await,
+        None => authenticate(&gate, driver, proxy, parked).await,
         Some(tls) => match tls.accept(driver).await {
-            Ok(driver) => authenticate(&gate, driver, proxy).await,
+            Ok(driver) => authenticate(&gate, driver, proxy, parked).await,
             Err(e) => tracing::debug!(error = %e, "cql-test-server: TLS handshake failed"),
         },
     }
@@ -34,6 +42,7 @@ async fn authenticate(
     gate: &Gate,
     mut driver: impl AsyncRead + AsyncWrite + Unpin,
     mut proxy: DuplexStream,
+    parked: Arc<Parked>,
 ) {
     if let Some(expected) = &gate.credentials {
         match auth::handshake(&mut driver, &mut proxy, expected).await {
@@ -45,5 +54,5 @@ async fn authenticate(
             }
         }
     }
-    relay(driver, proxy).await;
+    relay(driver, proxy, &parked).await;
 }

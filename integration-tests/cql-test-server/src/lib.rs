@@ -31,10 +31,12 @@ mod clock;
 mod clustering;
 mod consistency;
 mod ddl;
+mod deferred;
 pub mod driver_log;
 mod engine;
 mod exec;
 mod faults;
+mod fine_timer;
 mod frames;
 mod front;
 mod gate;
@@ -44,6 +46,7 @@ mod lwt;
 mod options;
 mod paging;
 mod parser;
+mod paxos;
 mod prepare;
 mod query;
 mod read;
@@ -194,6 +197,7 @@ impl CqlTestServer {
                                 proxy.transport_factory(),
                                 *node,
                                 Arc::clone(&gate),
+                                Arc::clone(&shared.parked),
                             )
                         })
                         .collect();
@@ -391,9 +395,10 @@ impl CqlTestServer {
         self.shared.engine_stats(|e| e.plain_writes.clone())
     }
 
-    /// LWTs and contended LWTs per partition so far.
+    /// Paxos operations, rounds and contended rounds per partition so far, and the
+    /// operations that timed out.
     pub fn paxos(&self) -> PaxosStats {
-        self.shared.engine_stats(|e| e.paxos.stats())
+        self.shared.paxos.stats()
     }
 
     /// Injects `fault` on the requests of `target`, `times` times, on every node

@@ -3,20 +3,39 @@
 
 use super::engine::{DbErr, Engine};
 use super::exec::{Bound, Outcome, Request, Rows, eval};
-use super::keys::restrict;
+use super::keys::{Where, restrict};
 use super::paging::{decode_clustering, decode_position, encode_position};
 use super::parser::Statement;
 use super::query::select_columns;
 use super::values::{CqlType, Value};
 use super::walk::Walk;
 
+/// A `SELECT` checked and resolved: what it reads, before anything is read.
+pub(super) struct SelectPlan {
+    key: (String, String),
+    limit: Option<i32>,
+    restriction: Where,
+    reversed: bool,
+    /// Encoded keys of the partitions read, sorted, each once.
+    keys: Vec<Vec<u8>>,
+}
+
+impl SelectPlan {
+    /// The table read.
+    pub(super) fn table(&self) -> &(String, String) {
+        &self.key
+    }
+}
+
 impl Engine {
-    pub(super) fn select(
-        &mut self,
+    /// Checks a `SELECT` and resolves what it reads; for a SERIAL read also its one
+    /// partition (the errors a coordinator answers before any Paxos round).
+    pub(super) fn plan_select(
+        &self,
         statement: &Statement,
         bound: &Bound,
         request: &Request,
-    ) -> Result<Outcome, DbErr> {
+    ) -> Result<(SelectPlan, Option<Value>), DbErr> {
         let Statement::Select {
             selectors,
             table: table_ref,
@@ -28,7 +47,6 @@ impl Engine {
             return Err(DbErr::invalid("not a SELECT"));
         };
         let key = self.table_key(table_ref)?;
-        let now = self.clock.now_secs();
         let limit = match limit {
             None => None,
             Some(term) => match eval(term, &CqlType::Int, bound)? {
@@ -52,28 +70,64 @@ impl Engine {
             }
             (Some(desc), Some((_, declared))) => desc != declared,
         };
+        select_columns(table, selectors)?;
         let mut keys: Vec<Vec<u8>> = match &w.partitions {
             Some(values) => values.iter().map(Value::key_bytes).collect(),
             None => table.partitions.keys().cloned().collect(),
         };
         keys.sort();
         keys.dedup();
-        if request.serial_read {
+        let serial = if request.serial_read {
             let [only] = keys.as_slice() else {
                 return Err(DbErr::invalid(
                     "SERIAL/LOCAL_SERIAL consistency may only be requested for one partition at a time",
                 ));
             };
-            let pk = table
-                .partitions
-                .get(only)
-                .map(|p| p.key.clone())
-                .or_else(|| w.partitions.as_ref().and_then(|p| p.first().cloned()))
-                .unwrap_or(Value::Null);
-            if let Some(timeout) = self.paxos_round(&key, &pk, request)? {
-                return Err(timeout);
-            }
+            self.check_lwt_allowed(&key)?;
+            Some(
+                table
+                    .partitions
+                    .get(only)
+                    .map(|p| p.key.clone())
+                    .or_else(|| w.partitions.as_ref().and_then(|p| p.first().cloned()))
+                    .unwrap_or(Value::Null),
+            )
+        } else {
+            None
+        };
+        let plan = SelectPlan {
+            key,
+            limit,
+            restriction: w,
+            reversed,
+            keys,
+        };
+        Ok((plan, serial))
+    }
+
+    pub(super) fn select(
+        &mut self,
+        statement: &Statement,
+        bound: &Bound,
+        request: &Request,
+    ) -> Result<Outcome, DbErr> {
+        let Statement::Select { selectors, .. } = statement else {
+            return Err(DbErr::invalid("not a SELECT"));
+        };
+        let (plan, serial) = self.plan_select(statement, bound, request)?;
+        let SelectPlan {
+            key,
+            limit,
+            restriction: w,
+            reversed,
+            keys,
+        } = plan;
+        if let Some(pk) = serial
+            && let Some(timeout) = self.paxos_round(&key, &pk, request)?
+        {
+            return Err(timeout);
         }
+        let now = self.clock.now_secs();
         self.purge(&key, &keys, now);
         let table = self.table(&key)?;
         let (selectors, columns) = select_columns(table, selectors)?;

@@ -2,7 +2,7 @@
 //! their contention per partition, consistency levels used.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use scylla_cql::Consistency;
@@ -35,21 +35,34 @@ impl TombstoneStats {
 /// A partition: `(keyspace, table, partition key as text)`.
 pub type PartitionId = (String, String, String);
 
-/// LWTs per partition.
+/// Paxos per partition: operations, the ballots they took, and what contention cost them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PaxosStats {
-    /// Paxos rounds (LWTs, conditional batches, SERIAL reads) per partition.
+    /// Paxos operations (LWTs, conditional batches, SERIAL reads) per partition: one per
+    /// request, however many ballots it took.
     pub rounds: HashMap<PartitionId, u64>,
-    /// Rounds that overlapped another round of the same partition.
+    /// Ballots prepared per partition: one per Paxos round, retries after contention
+    /// included (Cassandra retries a pre-empted round with a new ballot). Without the
+    /// contention model (`ServerOptions::paxos_contention` off) each operation is one round.
+    pub attempts: HashMap<PartitionId, u64>,
+    /// Contended rounds per partition. With the contention model: rounds pre-empted by a
+    /// newer ballot of the partition before they could propose, each then retried after a
+    /// back-off (Cassandra's `contentions`). Without it: rounds that started while another
+    /// round of the partition was open.
     pub contended: HashMap<PartitionId, u64>,
-    /// Rounds answered with a CAS `WriteTimeout` because of contention.
+    /// Operations answered with a timeout because of contention (a CAS `WriteTimeout`, or a
+    /// `ReadTimeout` for a SERIAL read).
     pub timeouts: u64,
 }
 
 impl PaxosStats {
-    /// Rounds on all partitions.
+    /// Paxos operations on all partitions.
     pub fn total_rounds(&self) -> u64 {
         self.rounds.values().sum()
+    }
+    /// Ballots prepared on all partitions (rounds, retries included).
+    pub fn total_attempts(&self) -> u64 {
+        self.attempts.values().sum()
     }
     /// Contended rounds on all partitions.
     pub fn total_contended(&self) -> u64 {
@@ -68,42 +81,175 @@ pub struct ConsistencyUse {
     pub serial: Option<SerialConsistency>,
 }
 
-/// Open Paxos rounds per partition. A round holds its partition from its start until the
-/// answer is sent; a round starting while another is open is contended.
+/// Paxos state per partition, and the counts.
+///
+/// Two ways to use it. Without the contention model, [`PaxosTracker::begin`] opens a round
+/// that holds its partition for a fixed time and reports the rounds it overlaps. With it, an
+/// operation is counted once ([`PaxosTracker::operation`]) and each of its rounds prepares a
+/// fresh ballot ([`PaxosTracker::prepare`]), which is the partition's newest promise until
+/// another round prepares; the round's proposal ([`Ballot::propose`]) is accepted only if
+/// its ballot is still the newest, as replicas refuse a proposal below their promise.
 #[derive(Debug, Default)]
 pub struct PaxosTracker {
-    inner: Mutex<(PaxosStats, HashMap<PartitionId, Vec<Instant>>)>,
+    inner: Mutex<Tracker>,
+}
+
+#[derive(Debug, Default)]
+struct Tracker {
+    stats: PaxosStats,
+    /// Without the model: when the open rounds of each partition end.
+    open: HashMap<PartitionId, Vec<Instant>>,
+    /// With the model: partitions with rounds between prepare and propose.
+    promised: HashMap<PartitionId, Promise>,
+    last_ballot: u64,
+}
+
+/// A partition's newest promised ballot, and how many rounds wait to propose.
+#[derive(Debug, Default)]
+struct Promise {
+    newest: u64,
+    in_flight: usize,
+}
+
+/// A prepared round: its ballot was the partition's newest when prepared. Dropped without
+/// proposing (a timed-out or cancelled round), it leaves the partition.
+#[derive(Debug)]
+pub struct Ballot {
+    tracker: Arc<PaxosTracker>,
+    partition: PartitionId,
+    ballot: u64,
+    /// Other rounds of the partition between their prepare and propose when this one
+    /// prepared.
+    pub others: usize,
+    done: bool,
+}
+
+impl Ballot {
+    /// Proposes: accepted when no round of the partition prepared since this one (its ballot
+    /// is still the newest promise); otherwise the round is counted as contended.
+    pub fn propose(mut self) -> bool {
+        self.done = true;
+        let Ok(mut g) = self.tracker.inner.lock() else {
+            return false;
+        };
+        let accepted = g.leave(&self.partition) == Some(self.ballot);
+        if !accepted {
+            *g.stats.contended.entry(self.partition.clone()).or_default() += 1;
+        }
+        accepted
+    }
+}
+
+impl Drop for Ballot {
+    fn drop(&mut self) {
+        if !self.done
+            && let Ok(mut g) = self.tracker.inner.lock()
+        {
+            g.leave(&self.partition);
+        }
+    }
+}
+
+impl Tracker {
+    /// One round of `partition` stops waiting to propose; returns the newest ballot it saw.
+    fn leave(&mut self, partition: &PartitionId) -> Option<u64> {
+        let promise = self.promised.get_mut(partition)?;
+        let newest = promise.newest;
+        promise.in_flight = promise.in_flight.saturating_sub(1);
+        if promise.in_flight == 0 {
+            // Nobody left to propose: the promise no longer matters.
+            self.promised.remove(partition);
+        }
+        Some(newest)
+    }
 }
 
 impl PaxosTracker {
-    /// Opens a round on `partition`, lasting at least `min_round`; returns how many other
-    /// rounds were open.
+    /// Without the contention model: opens a round on `partition`, lasting at least
+    /// `min_round`; returns how many other rounds were open.
     pub fn begin(&self, partition: PartitionId, min_round: Duration) -> usize {
         let Ok(mut g) = self.inner.lock() else {
             return 0;
         };
-        let (stats, open) = &mut *g;
+        let Tracker { stats, open, .. } = &mut *g;
         let now = Instant::now();
         let rounds = open.entry(partition.clone()).or_default();
         rounds.retain(|end| *end > now);
         let others = rounds.len();
         rounds.push(now + min_round);
         *stats.rounds.entry(partition.clone()).or_default() += 1;
+        *stats.attempts.entry(partition.clone()).or_default() += 1;
         if others > 0 {
             *stats.contended.entry(partition).or_default() += 1;
         }
         others
     }
 
-    /// Counts a round answered with a contention timeout.
+    /// With the contention model: counts one Paxos operation on `partition` (its rounds are
+    /// counted by [`PaxosTracker::prepare`]).
+    pub fn operation(&self, partition: &PartitionId) {
+        if let Ok(mut g) = self.inner.lock() {
+            *g.stats.rounds.entry(partition.clone()).or_default() += 1;
+        }
+    }
+
+    /// With the contention model: prepares a round of `partition` with a ballot newer than
+    /// every other, which pre-empts every round of the partition that has not proposed yet.
+    pub fn prepare(self: &Arc<Self>, partition: &PartitionId) -> Ballot {
+        let (ballot, others) = match self.inner.lock() {
+            Ok(mut g) => {
+                g.last_ballot += 1;
+                let ballot = g.last_ballot;
+                *g.stats.attempts.entry(partition.clone()).or_default() += 1;
+                let promise = g.promised.entry(partition.clone()).or_default();
+                let others = promise.in_flight;
+                promise.newest = ballot;
+                promise.in_flight += 1;
+                (ballot, others)
+            }
+            Err(_) => (0, 0),
+        };
+        Ballot {
+            tracker: Arc::clone(self),
+            partition: partition.clone(),
+            ballot,
+            others,
+            done: false,
+        }
+    }
+
+    /// With the contention model, an operation run at once (an injected fault's execution):
+    /// one round that pre-empts the rounds in flight and is never pre-empted itself;
+    /// returns how many rounds it pre-empted.
+    pub fn at_once(&self, partition: &PartitionId) -> usize {
+        let Ok(mut g) = self.inner.lock() else {
+            return 0;
+        };
+        g.last_ballot += 1;
+        let ballot = g.last_ballot;
+        *g.stats.rounds.entry(partition.clone()).or_default() += 1;
+        *g.stats.attempts.entry(partition.clone()).or_default() += 1;
+        match g.promised.get_mut(partition) {
+            Some(promise) => {
+                promise.newest = ballot;
+                promise.in_flight
+            }
+            None => 0,
+        }
+    }
+
+    /// Counts an operation answered with a contention timeout.
     pub fn timed_out(&self) {
         if let Ok(mut g) = self.inner.lock() {
-            g.0.timeouts += 1;
+            g.stats.timeouts += 1;
         }
     }
 
     /// A snapshot of the counts.
     pub fn stats(&self) -> PaxosStats {
-        self.inner.lock().map(|g| g.0.clone()).unwrap_or_default()
+        self.inner
+            .lock()
+            .map(|g| g.stats.clone())
+            .unwrap_or_default()
     }
 }

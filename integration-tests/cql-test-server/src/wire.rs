@@ -1,15 +1,17 @@
 //! Requests in, responses out: the handler every proxy rule calls.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use scylla_cql::frame::response::error::DbError;
 use scylla_proxy::{RequestFrame, RequestOpcode, ResponseFrame, ResponseOpcode};
 
+use super::deferred::{self, Parked};
 use super::engine::{DbErr, Engine};
 use super::parser::{Statement, parse};
+use super::paxos::Model;
 use super::registry::{Needles, Registry};
-use super::stats::ConsistencyUse;
+use super::stats::{ConsistencyUse, PaxosTracker};
 use super::values::push_string;
 
 /// What the handler does with a request, beyond answering it.
@@ -53,12 +55,23 @@ pub struct Shared {
     pub per_node: Mutex<HashMap<usize, u64>>,
     /// Query, execute and batch requests a frozen node swallowed so far, per node.
     pub frozen_per_node: Mutex<HashMap<usize, u64>>,
+    /// The engine's Paxos counts, read without the engine's lock.
+    pub paxos: Arc<PaxosTracker>,
+    /// The Paxos contention model, when on.
+    pub(crate) model: Option<Model>,
+    /// Answers of requests finished after their frame was answered with a marker.
+    pub(crate) parked: Arc<Parked>,
 }
 
 impl Shared {
     /// State over `engine`.
     pub fn new(engine: Engine, strict: bool) -> Self {
+        let paxos = Arc::clone(&engine.paxos);
+        let model = Model::of(&engine.options, Arc::clone(&paxos));
         Shared {
+            paxos,
+            model,
+            parked: Arc::default(),
             engine: Mutex::new(engine),
             prepared: Mutex::default(),
             strict,
@@ -135,25 +148,22 @@ impl Shared {
 
 /// Answers one request frame that reached node `node`.
 pub fn handle(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     node: usize,
     frame: RequestFrame,
     reaction: &Reaction,
 ) -> ResponseFrame {
-    let params = frame.params;
-    let respond =
-        |opcode, body: Vec<u8>| ResponseFrame::new(params.for_response(), opcode, body.into());
     let result = match frame.opcode {
         RequestOpcode::Options => {
             let options = HashMap::from([
                 ("CQL_VERSION".to_owned(), vec!["3.4.5".to_owned()]),
                 ("COMPRESSION".to_owned(), Vec::new()),
             ]);
-            return ResponseFrame::forged_supported(params, &options)
+            return ResponseFrame::forged_supported(frame.params, &options)
                 .unwrap_or_else(|_| error_frame(&frame, &DbErr::invalid("options")));
         }
         RequestOpcode::Startup | RequestOpcode::Register => {
-            return ResponseFrame::forged_ready(params);
+            return ResponseFrame::forged_ready(frame.params);
         }
         RequestOpcode::Prepare => super::prepare::prepare(shared, &frame),
         RequestOpcode::Query | RequestOpcode::Execute | RequestOpcode::Batch => {
@@ -164,9 +174,15 @@ pub fn handle(
             message: format!("unsupported opcode {other:?}"),
         }),
     };
+    answer_frame(&frame, result)
+}
+
+/// The response frame to `frame` carrying `result`.
+pub(super) fn answer_frame(frame: &RequestFrame, result: Result<Answer, DbErr>) -> ResponseFrame {
+    let params = frame.params;
     match result {
         Ok(Answer::Body(body, warnings)) if warnings.is_empty() => {
-            respond(ResponseOpcode::Result, body)
+            ResponseFrame::new(params.for_response(), ResponseOpcode::Result, body.into())
         }
         Ok(Answer::Body(body, warnings)) => {
             // The WARNING flag, and the warnings as a [string list] before the body.
@@ -190,7 +206,8 @@ pub fn handle(
                 1i32.to_be_bytes().to_vec().into(),
             )
         }
-        Err(e) => error_frame(&frame, &e),
+        Ok(Answer::Later(ticket)) => deferred::marker(frame, ticket),
+        Err(e) => error_frame(frame, &e),
     }
 }
 
@@ -198,6 +215,8 @@ pub(super) enum Answer {
     /// A result body, with the warnings for the client.
     Body(Vec<u8>, Vec<String>),
     Break,
+    /// The answer parked under this ticket, once the request is done (see `deferred`).
+    Later(u64),
 }
 
 fn error_frame(frame: &RequestFrame, e: &DbErr) -> ResponseFrame {

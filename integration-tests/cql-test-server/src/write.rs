@@ -1,9 +1,10 @@
 //! Writes: resolving a modification to a mutation, and applying it with Cassandra's
 //! last-write-wins rules (tombstones included).
 
-use scylla_cql::frame::response::error::{DbError, WriteType};
+use scylla_cql::frame::response::error::DbError;
 
 use super::engine::{Clustering, DbErr, Engine, Row};
+use super::exec::contention_timeout;
 use super::exec::{Bound, Outcome, Request, eval};
 use super::keys::restrict;
 use super::lwt::{Check, Cond, Effect, Mutation, Place, check};
@@ -13,27 +14,34 @@ use super::values::{CqlType, Value};
 /// Longest TTL Cassandra accepts.
 const MAX_TTL: i64 = 630_720_000;
 
+/// Modifications resolved and checked: plain writes, or one conditional round.
+pub(super) enum WritePlan {
+    /// No condition: written at once.
+    Plain(Vec<Mutation>),
+    /// Conditions: one Paxos operation on one partition.
+    Cas {
+        mutations: Vec<Mutation>,
+        table: (String, String),
+        pk: Value,
+    },
+}
+
 impl Engine {
-    /// Runs modifications atomically; `is_batch` shapes the LWT result as Cassandra does.
-    pub fn batch(
-        &mut self,
+    /// Resolves modifications and checks what a coordinator refuses before any Paxos round:
+    /// custom timestamps on conditions, conditions spanning tables or partitions, LWTs on a
+    /// tablets keyspace (ScyllaDB before 2025.4).
+    pub(super) fn plan_writes(
+        &self,
         statements: &[(&Statement, &Bound)],
         is_batch: bool,
-        request: &Request,
-    ) -> Result<Outcome, DbErr> {
+    ) -> Result<WritePlan, DbErr> {
         let mutations = statements
             .iter()
             .map(|(s, b)| self.resolve(s, b))
             .collect::<Result<Vec<_>, _>>()?;
         let conditional = mutations.iter().any(|m| !matches!(m.check, Check::None));
         if !conditional {
-            let server_ts = self.next_timestamp();
-            for m in &mutations {
-                let partition = (m.table.0.clone(), m.table.1.clone(), m.pk.display());
-                *self.plain_writes.entry(partition).or_default() += 1;
-                self.apply(m, m.timestamp.or(request.timestamp).unwrap_or(server_ts));
-            }
-            return Ok(Outcome::Void);
+            return Ok(WritePlan::Plain(mutations));
         }
         if mutations.iter().any(|m| m.timestamp.is_some()) {
             let what = if is_batch {
@@ -56,6 +64,37 @@ impl Engine {
                 "Batch with conditions cannot span multiple partitions",
             ));
         }
+        self.check_lwt_allowed(&table)?;
+        Ok(WritePlan::Cas {
+            mutations,
+            table,
+            pk,
+        })
+    }
+
+    /// Runs modifications atomically; `is_batch` shapes the LWT result as Cassandra does.
+    pub fn batch(
+        &mut self,
+        statements: &[(&Statement, &Bound)],
+        is_batch: bool,
+        request: &Request,
+    ) -> Result<Outcome, DbErr> {
+        let (mutations, table, pk) = match self.plan_writes(statements, is_batch)? {
+            WritePlan::Plain(mutations) => {
+                let server_ts = self.next_timestamp();
+                for m in &mutations {
+                    let partition = (m.table.0.clone(), m.table.1.clone(), m.pk.display());
+                    *self.plain_writes.entry(partition).or_default() += 1;
+                    self.apply(m, m.timestamp.or(request.timestamp).unwrap_or(server_ts));
+                }
+                return Ok(Outcome::Void);
+            }
+            WritePlan::Cas {
+                mutations,
+                table,
+                pk,
+            } => (mutations, table, pk),
+        };
         let late_timeout = self.paxos_round(&table, &pk, request)?;
         let mut applied = true;
         let mut olds = Vec::with_capacity(mutations.len());
@@ -77,16 +116,8 @@ impl Engine {
         }
     }
 
-    /// Opens a Paxos round on a partition: refused on a tablets keyspace (ScyllaDB before
-    /// 2025.4), counted, and timed out past the contention budget. A timed-out round is an
-    /// error; with `cas_timeout_applies` it is returned as `Ok(Some(timeout))` instead, for
-    /// the caller to apply the round and then answer with it (an unknown outcome).
-    pub(super) fn paxos_round(
-        &mut self,
-        table: &(String, String),
-        pk: &Value,
-        request: &Request,
-    ) -> Result<Option<DbErr>, DbErr> {
+    /// LWTs and SERIAL reads are refused on a tablets keyspace (ScyllaDB 6.0 to 2025.3).
+    pub(super) fn check_lwt_allowed(&self, table: &(String, String)) -> Result<(), DbErr> {
         let tablets = self.keyspaces.get(&table.0).is_some_and(|k| k.tablets);
         if tablets && !self.options.lwt_on_tablets {
             return Err(DbErr::invalid(format!(
@@ -94,10 +125,31 @@ impl Engine {
                 table.0
             )));
         }
-        let others = self.paxos.begin(
-            (table.0.clone(), table.1.clone(), pk.display()),
-            self.options.paxos_round,
-        );
+        Ok(())
+    }
+
+    /// Counts the Paxos operation of a request run at once, and times it out past the
+    /// contention budget. A request whose rounds the contention model already ran
+    /// (`paxos_settled`) is not counted again. A timed-out round is an error; with
+    /// `cas_timeout_applies` it is returned as `Ok(Some(timeout))` instead, for the caller
+    /// to apply the round and then answer with it (an unknown outcome).
+    pub(super) fn paxos_round(
+        &mut self,
+        table: &(String, String),
+        pk: &Value,
+        request: &Request,
+    ) -> Result<Option<DbErr>, DbErr> {
+        if request.paxos_settled {
+            return Ok(None);
+        }
+        let partition = (table.0.clone(), table.1.clone(), pk.display());
+        let others = if self.options.paxos_contention {
+            // Answered at once (an injected fault's execution): one round, uncontended, that
+            // still pre-empts the rounds in flight.
+            self.paxos.at_once(&partition)
+        } else {
+            self.paxos.begin(partition, self.options.paxos_round)
+        };
         let Some(budget) = self.options.cas_contention_budget else {
             return Ok(None);
         };
@@ -105,18 +157,7 @@ impl Engine {
             return Ok(None);
         }
         self.paxos.timed_out();
-        let timeout = DbErr {
-            error: DbError::WriteTimeout {
-                consistency: request.paxos_consistency(),
-                received: 0,
-                required: 1,
-                write_type: WriteType::Cas,
-            },
-            message: format!(
-                "CAS operation timed out: {others} other Paxos rounds contend for partition {}",
-                pk.display()
-            ),
-        };
+        let timeout = contention_timeout(request, others);
         if self.options.cas_timeout_applies {
             Ok(Some(timeout))
         } else {

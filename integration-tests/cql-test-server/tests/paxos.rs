@@ -1,5 +1,6 @@
 //! Paxos per partition: rounds and contention counted, the contention budget, SERIAL reads,
-//! and ScyllaDB's refusal of LWTs on tablets keyspaces.
+//! and ScyllaDB's refusal of LWTs on tablets keyspaces. The contention model itself (rounds
+//! that duel, back off and time out) is in `paxos_contention.rs`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -19,10 +20,13 @@ fn part(k: &str) -> (String, String, String) {
     ("ks".into(), "t".into(), k.into())
 }
 
+/// Without the contention model: every LWT is answered at once, and one that starts within
+/// `paxos_round` of another of its partition counts as contended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rounds_and_contention_are_counted_per_partition() {
-    let options =
-        ServerOptions::lenient(Flavor::Cassandra).with_paxos_round(Duration::from_secs(3600));
+    let options = ServerOptions::lenient(Flavor::Cassandra)
+        .with_paxos_contention(false)
+        .with_paxos_round(Duration::from_secs(3600));
     let (server, s) = setup(options, &[TABLE]).await;
     run(&s, "UPDATE ks.t SET v = 1 WHERE k = 'hot' IF v = null").await;
     run(&s, "UPDATE ks.t SET v = 2 WHERE k = 'hot' IF v = 1").await;
@@ -43,6 +47,7 @@ async fn rounds_and_contention_are_counted_per_partition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_contention_budget_a_round_times_out_without_applying() {
     let options = ServerOptions::lenient(Flavor::Cassandra)
+        .with_paxos_contention(false)
         .with_paxos_round(Duration::from_secs(3600))
         .with_cas_contention_budget(Some(1));
     let (server, s) = setup(options, &[TABLE]).await;
@@ -123,6 +128,7 @@ async fn cassandra_knows_no_tablets() {
 async fn a_contention_timeout_names_the_serial_level_and_may_have_applied() {
     for applies in [false, true] {
         let options = ServerOptions::lenient(Flavor::Cassandra)
+            .with_paxos_contention(false)
             .with_paxos_round(Duration::from_secs(3600))
             .with_cas_contention_budget(Some(1))
             .with_cas_timeout_applies(applies);

@@ -10,14 +10,16 @@ use scylla_cql::frame::response::error::DbError;
 use scylla_cql::frame::types::RawValue;
 use scylla_proxy::RequestFrame;
 
-use super::{Answer, Prepared, Reaction, Shared, lock};
+use super::{Answer, Prepared, Reaction, Shared, answer_frame, lock};
 use crate::consistency::check_consistency;
-use crate::engine::DbErr;
-use crate::exec::{Outcome, Request};
+use crate::deferred;
+use crate::engine::{DbErr, Engine};
+use crate::exec::{Outcome, Request, contention_timeout};
 use crate::frames::encode;
 use crate::parser::Statement;
+use crate::paxos::{Model, TimedOut};
 use crate::registry::statement_id;
-use crate::stats::ConsistencyUse;
+use crate::stats::{ConsistencyUse, PartitionId};
 
 /// A statement of a request: its id, text, parsed form and bound values.
 type Resolved = (Vec<u8>, Arc<str>, Arc<Statement>, Vec<Option<Vec<u8>>>);
@@ -33,7 +35,7 @@ fn bound(values: &scylla_cql::serialize::row::SerializedValues) -> Vec<Option<Ve
 }
 
 pub(super) fn run(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     node: usize,
     frame: &RequestFrame,
     reaction: &Reaction,
@@ -104,7 +106,7 @@ pub(super) fn run(
         RequestV2::Batch(b) => (b.consistency, b.serial_consistency, b.timestamp, None, None),
         _ => (scylla_cql::Consistency::One, None, None, None, None),
     };
-    let mut context = Request {
+    let context = Request {
         text: Arc::from(""),
         serial_read: matches!(
             consistency,
@@ -115,41 +117,29 @@ pub(super) fn run(
         timestamp,
         consistency,
         serial,
+        paxos_settled: false,
     };
-    if let Some((id, text, ..)) = statements.first() {
+    let mut job = Job {
+        node,
+        is_batch,
+        statements,
+        context,
+    };
+    if let Some((id, text, ..)) = job.statements.first() {
         shared.count(id, text);
-        context.text = Arc::clone(text);
+        job.context.text = Arc::clone(text);
         lock(&shared.consistencies)?.push(ConsistencyUse {
             statement: Arc::clone(text),
             consistency,
             serial,
         });
     }
-    let parsed: Vec<&Statement> = statements.iter().map(|(_, _, s, _)| s.as_ref()).collect();
+    let parsed: Vec<&Statement> = job
+        .statements
+        .iter()
+        .map(|(_, _, s, _)| s.as_ref())
+        .collect();
     check_consistency(&parsed, consistency)?;
-    let execute = || -> Result<Outcome, DbErr> {
-        {
-            // Each text once; cloned only the first time.
-            let mut executed = lock(&shared.executed)?;
-            for (_, text, ..) in &statements {
-                if !executed.contains(text.as_ref()) {
-                    executed.insert(text.to_string());
-                }
-            }
-        }
-        let mut engine = lock(&shared.engine)?;
-        engine.node = node;
-        if is_batch {
-            let refs: Vec<(&Statement, &[Option<Vec<u8>>])> = statements
-                .iter()
-                .map(|(_, _, s, b)| (s.as_ref(), b.as_slice()))
-                .collect();
-            engine.batch(&refs, true, &context)
-        } else {
-            let (_, _, s, b) = &statements[0];
-            engine.execute(s, b, &context)
-        }
-    };
     // An injected CAS timeout carries the level of the request's Paxos phase.
     let injected = |error: &DbError| match error {
         DbError::WriteTimeout {
@@ -158,7 +148,7 @@ pub(super) fn run(
             write_type,
             ..
         } => DbError::WriteTimeout {
-            consistency: context.paxos_consistency(),
+            consistency: job.context.paxos_consistency(),
             received: *received,
             required: *required,
             write_type: write_type.clone(),
@@ -167,30 +157,140 @@ pub(super) fn run(
     };
     match reaction {
         Reaction::Normal => {
-            let outcome = execute()?;
-            let warnings = match &outcome {
-                Outcome::Rows(rows) => rows.warnings.clone(),
-                _ => Vec::new(),
-            };
-            Ok(Answer::Body(encode(outcome), warnings))
+            job.mark_executed(shared)?;
+            let mut engine = lock(&shared.engine)?;
+            if let Some(model) = &shared.model
+                && let Ok(runtime) = tokio::runtime::Handle::try_current()
+                && let Some(partition) = job.paxos_target(&engine)?
+            {
+                drop(engine);
+                return Ok(defer(shared, model, &runtime, frame, job, partition));
+            }
+            answer(job.execute_on(&mut engine))
         }
         Reaction::Fail(error) => Err(DbErr {
             error: injected(error),
             message: "injected by the CQL test server".into(),
         }),
         Reaction::ApplyThenFail(error) => {
-            execute()?;
+            let error = injected(error);
+            job.execute(shared)?;
             Err(DbErr {
-                error: injected(error),
+                error,
                 message: "injected by the CQL test server after applying".into(),
             })
         }
         Reaction::Break => Ok(Answer::Break),
         Reaction::ApplyThenBreak => {
-            execute()?;
+            job.execute(shared)?;
             Ok(Answer::Break)
         }
     }
+}
+
+/// A request decoded: its statements and how it asks for them to run.
+struct Job {
+    node: usize,
+    is_batch: bool,
+    statements: Vec<Resolved>,
+    context: Request,
+}
+
+impl Job {
+    fn refs(&self) -> Vec<(&Statement, &[Option<Vec<u8>>])> {
+        self.statements
+            .iter()
+            .map(|(_, _, s, b)| (s.as_ref(), b.as_slice()))
+            .collect()
+    }
+
+    /// Records the statements' texts as executed (each once; cloned only the first time).
+    fn mark_executed(&self, shared: &Shared) -> Result<(), DbErr> {
+        let mut executed = lock(&shared.executed)?;
+        for (_, text, ..) in &self.statements {
+            if !executed.contains(text.as_ref()) {
+                executed.insert(text.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// The partition of the request's Paxos rounds, if it runs any.
+    fn paxos_target(&self, engine: &Engine) -> Result<Option<PartitionId>, DbErr> {
+        engine.paxos_target(&self.refs(), self.is_batch, &self.context)
+    }
+
+    fn execute(&self, shared: &Shared) -> Result<Outcome, DbErr> {
+        self.mark_executed(shared)?;
+        let mut engine = lock(&shared.engine)?;
+        self.execute_on(&mut engine)
+    }
+
+    fn execute_on(&self, engine: &mut Engine) -> Result<Outcome, DbErr> {
+        engine.node = self.node;
+        if self.is_batch {
+            engine.batch(&self.refs(), true, &self.context)
+        } else {
+            let (_, _, s, b) = &self.statements[0];
+            engine.execute(s, b, &self.context)
+        }
+    }
+}
+
+fn answer(outcome: Result<Outcome, DbErr>) -> Result<Answer, DbErr> {
+    let outcome = outcome?;
+    let warnings = match &outcome {
+        Outcome::Rows(rows) => rows.warnings.clone(),
+        _ => Vec::new(),
+    };
+    Ok(Answer::Body(encode(outcome), warnings))
+}
+
+/// Runs the Paxos rounds of `job` on `partition` in a task of their own and answers `frame`
+/// with a marker for the answer to come: a request backing off holds neither the engine nor
+/// its connection, whose other requests are answered meanwhile.
+fn defer(
+    shared: &Arc<Shared>,
+    model: &Model,
+    runtime: &tokio::runtime::Handle,
+    frame: &RequestFrame,
+    mut job: Job,
+    partition: PartitionId,
+) -> Answer {
+    let arrived = tokio::time::Instant::now();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let ticket = shared.parked.park(rx);
+    // The answer needs the request's header only.
+    let head = RequestFrame::new(frame.params, frame.opcode, bytes::Bytes::new());
+    let (shared, model) = (Arc::clone(shared), model.clone());
+    job.context.paxos_settled = true;
+    runtime.spawn(async move {
+        let won = model
+            .contend(&partition, arrived, |ballot| {
+                let mut engine = match lock(&shared.engine) {
+                    Ok(engine) => engine,
+                    Err(e) => return Some(Err(e)),
+                };
+                // Proposed and applied under the engine's lock: nothing runs in between.
+                ballot.propose().then(|| job.execute_on(&mut engine))
+            })
+            .await;
+        let result = match won {
+            Ok(outcome) => answer(outcome),
+            Err(TimedOut { contentions }) => {
+                if model.timeout_applies
+                    && !job.context.serial_read
+                    && let Ok(mut engine) = lock(&shared.engine)
+                {
+                    // The outcome of a timed-out round is unknown: here it applied.
+                    let _ = job.execute_on(&mut engine);
+                }
+                Err(contention_timeout(&job.context, contentions))
+            }
+        };
+        let _ = tx.send(deferred::to_bytes(&answer_frame(&head, result)));
+    });
+    Answer::Later(ticket)
 }
 
 type Params = (
