@@ -50,6 +50,11 @@ struct Watch {
     look: Duration,
     /// Known to stand first (nobody joins ahead but through clock skew: read no more).
     first: bool,
+    /// The lease reads as an abandoned claim of this client (any place may give it back).
+    own_orphan: bool,
+    /// A claim of ours was refused while the lease read free: no new one before this (the
+    /// plain reads lag the LWTs, e.g. at a level that does not overlap their commits).
+    cool_until: Option<Instant>,
 }
 
 impl Watch {
@@ -63,6 +68,8 @@ impl Watch {
             hand_over,
             look: retry_interval / 16,
             first: false,
+            own_orphan: false,
+            cool_until: None,
         }
     }
 
@@ -74,8 +81,11 @@ impl Watch {
         lease: Option<StoredLease>,
         now: Instant,
     ) -> bool {
+        self.own_orphan = lease
+            .as_ref()
+            .is_some_and(|holder| client.is_abandoned(&holder.holder_id));
         match lease {
-            Some(holder) if !client.is_abandoned(&holder.holder_id) => {
+            Some(holder) if !self.own_orphan => {
                 self.free_since = None;
                 if self.holder_since.as_ref().map(|(id, _)| id) != Some(&holder.holder_id) {
                     self.holder_since = Some((holder.holder_id.clone(), now));
@@ -88,6 +98,30 @@ impl Watch {
                 self.free_since.get_or_insert(now);
                 true
             }
+        }
+    }
+
+    /// Whether a waiter at `place` proposes now that the lease reads free: the first in
+    /// line at once; the one at place p once it has read free for p × `retry_interval`
+    /// (the ones ahead crashed or stalled); anyone to give back an abandoned claim of its
+    /// own client.
+    fn may_propose(&self, place: usize, retry_interval: Duration, now: Instant) -> bool {
+        if self.cool_until.is_some_and(|until| now < until) {
+            return false;
+        }
+        let free_for = self.free_since.map_or(Duration::ZERO, |since| now - since);
+        self.own_orphan
+            || place == 0
+            || free_for >= retry_interval * u32::try_from(place).unwrap_or(u32::MAX)
+    }
+
+    /// Our claim found `holder`.
+    fn refused(&mut self, client: &LeaseClient, holder: StoredLease, now: Instant) {
+        let seen = self.free_since.is_some();
+        self.saw_lease(client, Some(holder), now);
+        if seen {
+            // The read said free and the claim said held: reads lag; pace the claims.
+            self.cool_until = Some(now + self.look.max(TICK) * 8);
         }
     }
 
@@ -117,15 +151,18 @@ impl Watch {
 
     /// How long to wait before the next look, at `place`.
     fn delay(&self, place: usize, retry_interval: Duration, now: Instant) -> Duration {
+        // A long hold is polled less often, wherever one stands.
+        let aged = self
+            .holder_since
+            .as_ref()
+            .map_or(Duration::ZERO, |(_, since)| (now - *since) / 8);
         let delay = if place <= 1 {
-            self.holder_since
-                .as_ref()
-                .map_or(Duration::ZERO, |(_, since)| (now - *since) / 8)
+            aged
         } else {
             // Half the expected time to reach the second place: early rather than late, as
             // the line stalls while its next waiter sleeps.
-            let hand_over = self.hand_over.unwrap_or(self.look * 3);
-            hand_over * u32::try_from(place - 1).unwrap_or(u32::MAX) / 2
+            let hand_over = self.hand_over.unwrap_or(self.look * 3).max(self.look);
+            (hand_over * u32::try_from(place - 1).unwrap_or(u32::MAX) / 2).max(aged)
         };
         delay.min(retry_interval)
     }
@@ -198,47 +235,60 @@ impl LeaseClient {
         let mut first_look = true;
         loop {
             let reads_until = Instant::now() + self.config().resolve_timeout;
-            if let Some(ticket) = ticket.as_mut() {
-                ticket.keep_fresh(reads_until).await;
+            // Everybody joins first, so that a crowd arriving at once stands in line too
+            // instead of proposing together. A line that cannot be joined is waited without.
+            if let (Some(line), None) = (&line, &ticket) {
+                match line.join(name, reads_until).await {
+                    Ok(joined) => ticket = Some(joined),
+                    Err(error) => {
+                        warn!(lease = name, %error, "joining the waiting line failed; waiting without it");
+                    }
+                }
             }
-            // The lease, and (unless known first) the line, read together.
+            // The lease, and (unless known first) the place, read together.
             let place = async {
-                match (&line, &ticket) {
-                    (None, _) => Ok(Place(0)),
-                    (Some(line), None) => Ok(if line.is_empty(name, reads_until).await? {
-                        Place(0)
-                    } else {
-                        Place(usize::MAX)
-                    }),
-                    (Some(_), Some(_)) if watch.first => Ok(Place(0)),
-                    (Some(_), Some(ticket)) => ticket.place(PLACES_READ, reads_until).await,
+                match &ticket {
+                    None => Err(()),
+                    Some(_) if watch.first => Ok(0),
+                    Some(ticket) => ticket
+                        .place(PLACES_READ, reads_until)
+                        .await
+                        .map(|Place(place)| place)
+                        .map_err(|error| {
+                            warn!(lease = name, %error, "reading the waiting line failed");
+                        }),
                 }
             };
             let sent = Instant::now();
             let (place, lease) = futures::future::join(place, self.store().peek(name)).await;
             let now = Instant::now();
             watch.looked(now - sent, std::mem::take(&mut first_look));
-            let (place, lease) = match (place, lease) {
-                (Ok(Place(place)), Ok(lease)) => (place, lease),
-                (Err(error), _) | (_, Err(error)) => {
-                    if is_final(&error) {
-                        return Err(LeaseError::store(name, error));
-                    }
-                    warn!(lease = name, %error, "reading the lease or its line failed; will retry");
+            let lease = match lease {
+                Ok(lease) => lease,
+                Err(error) if is_final(&error) => return Err(LeaseError::store(name, error)),
+                Err(error) => {
+                    warn!(lease = name, %error, "reading the lease failed; will retry");
                     tokio::time::sleep(self.poll_delays().next().unwrap_or(retry)).await;
                     continue;
                 }
             };
             let free = watch.saw_lease(self, lease, now);
-            if ticket.is_some() {
-                watch.saw_place(place, now);
-                if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
-                    line.set_hand_over(name, hand_over);
+            // Without a line (none kept, or unreadable now) a waiter counts as second.
+            let place = match (&line, place) {
+                (None, _) => 0,
+                (Some(_), Ok(place)) => {
+                    watch.saw_place(place, now);
+                    if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
+                        line.set_hand_over(name, hand_over);
+                    }
+                    place
                 }
+                (Some(_), Err(())) => 1,
+            };
+            if let Some(ticket) = ticket.as_mut() {
+                ticket.keep_fresh(reads_until).await;
             }
-            let patient = watch.free_since.is_some_and(|since| now - since >= retry);
-            let propose = free && (place == 0 || (place == 1 && patient));
-            if propose {
+            if free && watch.may_propose(place, retry, now) {
                 debug!(lease = name, place, "the lease reads free; proposing");
                 match self.try_acquire(name, owner, value).await {
                     Ok(TryAcquire::Acquired(lease)) => {
@@ -247,9 +297,7 @@ impl LeaseClient {
                         }
                         return Ok(lease);
                     }
-                    Ok(TryAcquire::Held(holder)) => {
-                        watch.saw_lease(self, Some(holder), Instant::now());
-                    }
+                    Ok(TryAcquire::Held(holder)) => watch.refused(self, holder, Instant::now()),
                     Err(LeaseError::InvalidArgument(e)) => return Err(e.into()),
                     // Refused, the claim or the read-back of its lost answer: no retry can
                     // change that (a claim that may have applied is given back).
@@ -260,18 +308,6 @@ impl LeaseClient {
                         continue;
                     }
                 }
-            }
-            if let (Some(line), None) = (&line, &ticket) {
-                match line.join(name, reads_until).await {
-                    Ok(joined) => ticket = Some(joined),
-                    Err(error) if is_final(&error) => return Err(LeaseError::store(name, error)),
-                    Err(error) => {
-                        warn!(lease = name, %error, "joining the waiting line failed; will retry");
-                        tokio::time::sleep(self.poll_delays().next().unwrap_or(retry)).await;
-                    }
-                }
-                // Read the new place at once.
-                continue;
             }
             let delay = watch.delay(place, retry, Instant::now());
             // The timer's tick is a millisecond: a shorter wait is a yield, after a look

@@ -131,20 +131,11 @@ impl Line {
         Ok(cells.into_iter().map(|c| c.name).collect())
     }
 
-    /// Whether anybody stands in `name`'s line.
-    pub(crate) async fn is_empty(
-        &self,
-        name: &str,
-        give_up_at: Instant,
-    ) -> Result<bool, StoreError> {
-        Ok(self.read(name, "", 1, give_up_at).await?.is_empty())
-    }
-
     /// Joins `name`'s line at its end: one plain write.
     ///
     /// # Errors
-    /// The write's last error once `give_up_at` passed; the ticket may still land, and then
-    /// expires within the TTL (the returned error carries no ticket to delete it with).
+    /// The write's last error once `give_up_at` passed; the ticket may still land: it is
+    /// deleted with a later timestamp (the dropped ticket does it), or expires within the TTL.
     pub(crate) async fn join(&self, name: &str, give_up_at: Instant) -> Result<Ticket, StoreError> {
         let micros = ClientClock::next().max(0);
         let sequence = ARRIVALS.fetch_add(1, Ordering::Relaxed);

@@ -122,7 +122,7 @@ impl PaxosSource {
     /// Rounds so far; `None` without a source, or (with a warning) when the reading failed.
     async fn rounds(&self) -> Option<u64> {
         match self {
-            PaxosSource::TestServer(server) => Some(server.paxos().total_rounds()),
+            PaxosSource::TestServer(server) => Some(server.paxos().total_attempts()),
             PaxosSource::Nodetool { path, bean } => match read_jmx_count(path, bean).await {
                 Ok(count) => Some(count),
                 Err(e) => {
@@ -526,7 +526,9 @@ async fn measure(
     // acquisitions granted after it would otherwise inflate the per-acquisition cost.
     let trips = |views: &[FaultyCellStore]| {
         let cells: u64 = views.iter().map(FaultyCellStore::round_trips).sum();
-        (cells, stores.counted.calls(), stores.counted.peeks())
+        // Plain reads of the lease and its waiting line's reads and writes count as trips.
+        let plain = stores.counted.peeks() + stores.counted.line_calls();
+        (cells, stores.counted.calls(), plain)
     };
     let lwts = |calls: CallCounts| calls.paxos_rounds();
     // The server's counters bracket the window from outside (a JMX reading takes seconds);
@@ -780,7 +782,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             stores.label, pace.0, pace.1
         );
         println!(
-            "round trips/acq: every store call (cell reads and writes, LWTs, SERIAL and plain \
+            "round trips/acq: every store call (cell and waiting-line reads and writes, LWTs, SERIAL and plain \
              reads) made inside the window, over the acquisitions granted in it. LWTs/acq: \
              the lease store's conditional writes and SERIAL reads among them, as the client \
              sent them. Paxos rounds/acq: {}.",

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use scylla::client::session::Session;
 use scylla::statement::batch::Batch;
 use scylla::statement::prepared::PreparedStatement;
-use tracing::{debug, instrument};
+use tracing::{debug, instrument, warn};
 
 pub use errors::classify;
 pub use schema::{Replication, SchemaError, ScyllaOptions, WAITING_SUFFIX};
@@ -65,7 +65,7 @@ pub struct ScyllaLeaseStore {
     release: PreparedStatement,
     read: PreparedStatement,
     peek: PreparedStatement,
-    waiting: Arc<ScyllaCellStore>,
+    waiting: Option<Arc<ScyllaCellStore>>,
 }
 
 impl std::fmt::Debug for ScyllaLeaseStore {
@@ -110,9 +110,7 @@ impl ScyllaLeaseStore {
             release: prepare(cql::RELEASE, Kind::Lwt).await?,
             read,
             peek: prepare(cql::PEEK, Kind::Read).await?,
-            waiting: Arc::new(
-                ScyllaCellStore::new(Arc::clone(&session), options.waiting_line()).await?,
-            ),
+            waiting: waiting_line(&session, &options).await,
             session,
         })
     }
@@ -125,6 +123,28 @@ impl ScyllaLeaseStore {
     pub fn with_proposal_clock(mut self, clock: fn() -> i64) -> Self {
         self.proposal_clock = clock;
         self
+    }
+}
+
+/// The waiting line's store, or none (with a warning) where its table cannot be used: a
+/// schema created before the line existed, or a table name too long for the suffix. Leases
+/// work without it; only waiting costs more Paxos rounds.
+async fn waiting_line(
+    session: &Arc<Session>,
+    options: &ScyllaOptions,
+) -> Option<Arc<ScyllaCellStore>> {
+    let waiting = options.waiting_line();
+    match ScyllaCellStore::new(Arc::clone(session), waiting.clone()).await {
+        Ok(store) => Some(Arc::new(store)),
+        Err(error) => {
+            warn!(
+                table = %waiting.location.table,
+                %error,
+                "no waiting line (run ScyllaOptions::create_schema to create its table): \
+                 waiters on a lease will each propose when it reads free"
+            );
+            None
+        }
     }
 }
 
@@ -243,7 +263,9 @@ impl LeaseStore for ScyllaLeaseStore {
     }
 
     fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
-        Some(self.waiting.clone())
+        self.waiting
+            .clone()
+            .map(|waiting| waiting as Arc<dyn CellStore>)
     }
 }
 
