@@ -1,19 +1,22 @@
 //! [`LeaseClient::acquire`]: waiting for a lease without a Paxos stampede.
 //!
-//! Waiters read; one proposes. A waiter looks with plain reads (the lease row and its
-//! [waiting line](crate::waiting_line)) and sends an LWT only when the lease reads free and
-//! it stands first in line, so however many wait, about one Paxos round runs per
-//! hand-over. A caller that finds the lease free and nobody waiting proposes at once (one
-//! plain read of each first). A caller whose store keeps no line
-//! ([`LeaseStore::waiting_line`](crate::LeaseStore::waiting_line) is `None`) still reads
-//! before it proposes, but every waiter proposes when it sees the lease free.
+//! Waiters read; one proposes. A waiter joins the lease's waiting line (`waiting_line.rs`)
+//! (one plain write), then looks with plain reads (the lease row and its place in line) and
+//! sends an LWT only when the lease reads free and it stands first, so however many wait,
+//! about one Paxos round runs per hand-over. Joining before proposing also keeps a crowd
+//! that arrives at once in line. Where the store keeps no line
+//! ([`LeaseStore::waiting_line`](crate::LeaseStore::waiting_line) is `None`), or the line
+//! cannot be read, a waiter still reads before it proposes.
 //!
 //! Pace: the first two in line read about back to back while a hold is young and less often
 //! the longer it lasts (an eighth of its age, at most `retry_interval`); the others read
-//! less often the further back they stand (their place times the time one hand-over took
-//! as they watched the line move, at most `retry_interval`). The second in line proposes
-//! too when the lease has read free for a whole `retry_interval`: a first in line that
-//! stalled or crashed holds the line up that long, not a TTL.
+//! less often the further back they stand (half their place times the time one hand-over
+//! took as they watched the line move, and at least an eighth of the hold's age, at most
+//! `retry_interval`). Liveness does not rest on the line: the waiter at place p proposes
+//! too once the lease has read free for p × (`retry_interval` + the request timeout), so
+//! waiters ahead that crashed or stalled hold the line up that long, not a TTL; a claim
+//! that the reads said free and the LWT found held pauses the next claims a few looks
+//! (reads that lag the LWTs).
 
 use std::time::Duration;
 
@@ -102,17 +105,18 @@ impl Watch {
     }
 
     /// Whether a waiter at `place` proposes now that the lease reads free: the first in
-    /// line at once; the one at place p once it has read free for p × `retry_interval`
-    /// (the ones ahead crashed or stalled); anyone to give back an abandoned claim of its
-    /// own client.
-    fn may_propose(&self, place: usize, retry_interval: Duration, now: Instant) -> bool {
+    /// line at once; the one at place p once it has read free for p × `patience` (the
+    /// ones ahead crashed or stalled; `patience` covers a claim still under way, contended
+    /// rounds backing off included); anyone to give back an abandoned claim of its own
+    /// client.
+    fn may_propose(&self, place: usize, patience: Duration, now: Instant) -> bool {
         if self.cool_until.is_some_and(|until| now < until) {
             return false;
         }
         let free_for = self.free_since.map_or(Duration::ZERO, |since| now - since);
         self.own_orphan
             || place == 0
-            || free_for >= retry_interval * u32::try_from(place).unwrap_or(u32::MAX)
+            || free_for >= patience * u32::try_from(place).unwrap_or(u32::MAX)
     }
 
     /// Our claim found `holder`.
@@ -177,10 +181,10 @@ impl LeaseClient {
     /// line sends an LWT, when the lease reads free: many waiters cost about one Paxos
     /// round per hand-over, not one per waiter and poll, and they are served in arrival
     /// order (across processes, as far as their clocks agree). A waiter that crashed
-    /// leaves the line within the TTL; the second in line proposes too once the lease has
-    /// read free for `retry_interval`. The first two in line read back to back while a
-    /// hold is young, less often as it ages (at most every `retry_interval`); the others
-    /// less often the further back they stand.
+    /// leaves the line within the TTL, and the waiter at place p proposes anyway once the
+    /// lease has read free for p × (`retry_interval` + the request timeout). The first two
+    /// in line read back to back while a hold is young, less often as it ages (at most
+    /// every `retry_interval`); the others less often the further back they stand.
     ///
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
@@ -230,6 +234,7 @@ impl LeaseClient {
         watch: &mut Watch,
     ) -> Result<Lease, LeaseError> {
         let retry = self.config().retry_interval;
+        let patience = retry + self.config().effective_request_timeout();
         let line = self.line().cloned();
         let mut ticket: Option<Ticket> = None;
         let mut first_look = true;
@@ -288,7 +293,7 @@ impl LeaseClient {
             if let Some(ticket) = ticket.as_mut() {
                 ticket.keep_fresh(reads_until).await;
             }
-            if free && watch.may_propose(place, retry, now) {
+            if free && watch.may_propose(place, patience, now) {
                 debug!(lease = name, place, "the lease reads free; proposing");
                 match self.try_acquire(name, owner, value).await {
                     Ok(TryAcquire::Acquired(lease)) => {

@@ -132,9 +132,8 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// Where waiters on this store's leases stand in line: plain cells, never the lease's
     /// own (no cell is written both with and without Paxos). With a line,
     /// [`crate::LeaseClient::acquire`] lets only the first waiter of a lease propose;
-    /// without one (`None`, the default) every waiter proposes when the lease reads free.
-    /// Wrappers forward it (wrapped as they wrap the lease calls, where that matters).
-    fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
-        None
-    }
+    /// without one (`None`) every waiter proposes when the lease reads free.
+    /// Wrappers forward it (wrapped as they wrap the lease calls, where that matters): it
+    /// has no default, so that a wrapper cannot drop the line by forgetting it.
+    fn waiting_line(&self) -> Option<Arc<dyn CellStore>>;
 }

@@ -14,8 +14,11 @@
 //! with a later client timestamp when its waiter leaves, also when the waiting future is
 //! dropped.
 //!
-//! Reads start at the head this client saw last (`cell >= head`), so they skip the deleted
-//! tickets at the front of the partition instead of walking their tombstones.
+//! Reads start at the head this client saw last (`cell >= head`), or, for a client that
+//! has not read the line yet, at the arrival time of the last waiter that left its front
+//! (a cell of its own, rewritten at every such departure), so they skip the deleted tickets
+//! at the front of the partition instead of walking their tombstones. A ticket older than
+//! that (a clock behind) is not seen by such a reader: it costs fairness, never safety.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +34,15 @@ use crate::error::StoreError;
 
 /// The row of a lease's partition in the cell store that holds its line.
 pub const WAITING: &str = "waiting";
+
+/// The row of one cell, `head`, holding the arrival time (microseconds) of the last waiter
+/// that left the line from its front: where a client that has not read the line yet starts,
+/// instead of at the tombstones of every ticket before it.
+pub const WAITING_HEAD: &str = "waiting_head";
+
+/// How long the head cell outlives its last rewrite: longer than the line's tombstones
+/// (`gc_grace_seconds` of the cell table, one hour) may stay unpurged.
+const HEAD_TTL: Duration = Duration::from_secs(10 * 24 * 3600);
 
 /// Names remembered per client before the head hints are forgotten (they only save reads).
 const MAX_HINTS: usize = 4096;
@@ -115,7 +127,10 @@ impl Line {
         limit: usize,
         give_up_at: Instant,
     ) -> Result<Vec<String>, StoreError> {
-        let hint = self.hint(name).head;
+        let mut hint = self.hint(name).head;
+        if hint.is_empty() {
+            hint = self.shared_head(name, give_up_at).await;
+        }
         let from = if from.is_empty() {
             hint.as_str()
         } else {
@@ -129,6 +144,24 @@ impl Line {
             self.remember(name, |hint| hint.head.clone_from(&first.name));
         }
         Ok(cells.into_iter().map(|c| c.name).collect())
+    }
+
+    /// Where the line's live tickets start, as the last waiter to leave its front wrote it
+    /// (empty when unknown or unreadable: the read then starts at the partition's start).
+    async fn shared_head(&self, name: &str, give_up_at: Instant) -> String {
+        let at = CellRef {
+            lock: name,
+            row: WAITING_HEAD,
+            cell: "head",
+        };
+        match self.cells.read_cell(at, give_up_at).await {
+            Ok(Some(micros)) => format!("{:020}", micros.max(0)),
+            Ok(None) => String::new(),
+            Err(error) => {
+                warn!(lease = name, %error, "could not read where the waiting line starts");
+                String::new()
+            }
+        }
     }
 
     /// Joins `name`'s line at its end: one plain write.
@@ -206,13 +239,14 @@ impl Ticket {
         ))
     }
 
-    /// Leaves the line: the delete is sent from a task of its own, so the caller does not
-    /// wait for it (the next in line learns of it by its next read).
+    /// Leaves the line from its front: the delete, and the head cell's rewrite, are sent
+    /// from a task of their own, so the caller does not wait for them (the next in line
+    /// learns of it by its next read).
     pub(crate) fn leave(mut self) {
-        self.spawn_delete();
+        self.spawn_delete(true);
     }
 
-    fn spawn_delete(&mut self) {
+    fn spawn_delete(&mut self, from_the_front: bool) {
         if std::mem::replace(&mut self.left, true) {
             return;
         }
@@ -234,13 +268,27 @@ impl Ticket {
             if let Err(error) = cells.delete(at, timestamp, give_up_at).await {
                 warn!(lease = %name, %error, "could not delete the waiting-line ticket; it expires within its TTL");
             }
+            let arrival = cell.get(..20).and_then(|micros| micros.parse::<i64>().ok());
+            if let (true, Some(arrival)) = (from_the_front, arrival) {
+                let head = CellRef {
+                    lock: &name,
+                    row: WAITING_HEAD,
+                    cell: "head",
+                };
+                let written = cells
+                    .write(head, arrival, Some(HEAD_TTL), ClientClock::next(), give_up_at)
+                    .await;
+                if let Err(error) = written {
+                    warn!(lease = %name, %error, "could not record where the waiting line starts");
+                }
+            }
         });
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.spawn_delete();
+        self.spawn_delete(false);
     }
 }
 

@@ -204,6 +204,9 @@ impl LeaseStore for WindowGate {
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.inner.peek(name).await
     }
+    fn waiting_line(&self) -> Option<Arc<dyn cql_lease::cells::CellStore>> {
+        self.inner.waiting_line()
+    }
 }
 
 /// Wraps the lease store: counted, behind the window's gate.

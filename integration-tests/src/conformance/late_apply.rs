@@ -106,6 +106,9 @@ impl LeaseStore for LateApply {
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.inner.peek(name).await
     }
+    fn waiting_line(&self) -> Option<Arc<dyn cql_lease::cells::CellStore>> {
+        self.inner.waiting_line()
+    }
 }
 
 /// An acquire whose answer was lost, read back as "free", then applied by the coordinator:
