@@ -10,7 +10,7 @@
 //!
 //! Pace: the first two in line read about back to back while a hold is young and less often
 //! the longer it lasts (an eighth of its age, at most `retry_interval`); the others read
-//! less often the further back they stand (half their place times the time one hand-over
+//! less often the further back they stand (three quarters of their place times the time one hand-over
 //! took as they watched the line move, and at least an eighth of the hold's age, at most
 //! `retry_interval`). Liveness does not rest on the line: the waiter at place p proposes
 //! too once the lease has read free for p × (`retry_interval` + the request timeout), so
@@ -163,10 +163,11 @@ impl Watch {
         let delay = if place <= 1 {
             aged
         } else {
-            // Half the expected time to reach the second place: early rather than late, as
-            // the line stalls while its next waiter sleeps.
+            // Three quarters of the expected time to reach the second place: early rather
+            // than late, as the line stalls while its next waiter sleeps, but not so often
+            // that the reads of the many slow the few that propose.
             let hand_over = self.hand_over.unwrap_or(self.look * 3).max(self.look);
-            (hand_over * u32::try_from(place - 1).unwrap_or(u32::MAX) / 2).max(aged)
+            (hand_over * u32::try_from(place - 1).unwrap_or(u32::MAX) * 3 / 4).max(aged)
         };
         delay.min(retry_interval)
     }

@@ -27,9 +27,10 @@ pub async fn run(connection: &Connection, command: SchemaCommand) -> Result<i32,
             ScyllaCellStore::create_schema(&session, &cells).await?;
             ScyllaQueueStore::create_schema(&session, &queue).await?;
             println!(
-                "keyspace {} ready: tables {}, {}, {t}, {t}_index, {t}_cursor, {t}_dead",
+                "keyspace {} ready: tables {}, {}, {}, {t}, {t}_index, {t}_cursor, {t}_dead",
                 leases.keyspace,
                 leases.table,
+                leases.waiting_line().location.table,
                 cells.location.table,
                 t = queue.table
             );
@@ -47,6 +48,8 @@ pub async fn run(connection: &Connection, command: SchemaCommand) -> Result<i32,
             println!("-- (LWTs are refused on tablets before ScyllaDB 2025.4); not on Cassandra.");
             println!("{keyspace};");
             println!("{};", leases.render(cql::CREATE_TABLE));
+            // The leases' waiting line: plain cells, as the lock cells.
+            println!("{};", leases.waiting_line().location.render(CELLS_TABLE));
             let cells = connection.cell_options(replication.clone())?;
             println!("{};", cells.location.render(CELLS_TABLE));
             let queue = connection.queue_options(replication)?;
