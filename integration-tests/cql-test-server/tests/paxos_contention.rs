@@ -236,6 +236,7 @@ async fn a_waiting_lwt_holds_up_no_other_request_of_its_connection() {
             .known_node_addr(server.address())
             .pool_size(PoolSize::PerHost(NonZeroUsize::new(1).unwrap()))
             .fetch_schema_metadata(false)
+            .fetch_full_schema_metadata(false)
             .build()
             .await
             .unwrap(),
