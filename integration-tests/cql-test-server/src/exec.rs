@@ -5,7 +5,7 @@ use scylla_cql::frame::response::error::{DbError, WriteType};
 use scylla_cql::frame::types::SerialConsistency;
 
 use super::engine::{DbErr, Engine, Flavor, Table};
-use super::parser::{Statement, Term};
+use super::parser::{Conditions, Statement, Term};
 use super::stats::PartitionId;
 use super::values::{CqlType, Value};
 use super::write::WritePlan;
@@ -159,10 +159,16 @@ impl Engine {
                 (Statement::Insert { .. } | Statement::Update { .. } | Statement::Delete { .. }, _),
                 ..,
             ]
-            | [_, _, ..] => match self.plan_writes(statements, is_batch)? {
-                WritePlan::Plain(_) => Ok(None),
-                WritePlan::Cas { table, pk, .. } => Ok(Some(partition(table, &pk))),
-            },
+            | [_, _, ..] => {
+                // Plain writes are resolved once, when they run.
+                if !statements.iter().any(|(s, _)| is_conditional(s)) {
+                    return Ok(None);
+                }
+                match self.plan_writes(statements, is_batch)? {
+                    WritePlan::Plain(_) => Ok(None),
+                    WritePlan::Cas { table, pk, .. } => Ok(Some(partition(table, &pk))),
+                }
+            }
             _ => Ok(None),
         }
     }
@@ -282,6 +288,16 @@ impl Engine {
             Statement::Use(ks) => Err(DbErr::invalid(format!("Keyspace '{ks}' does not exist"))),
             modification => self.batch(&[(modification, bound)], false, request),
         }
+    }
+}
+
+/// Whether a statement carries an `IF` condition.
+fn is_conditional(statement: &Statement) -> bool {
+    match statement {
+        Statement::Insert { conditions, .. }
+        | Statement::Update { conditions, .. }
+        | Statement::Delete { conditions, .. } => !matches!(conditions, Conditions::None),
+        _ => false,
     }
 }
 

@@ -109,10 +109,12 @@ mod tests {
     }
 
     /// Two proposers that overlap: the later ballot wins its first round, the earlier one is
-    /// pre-empted, backs off and wins a later round. On paused time, so counts are exact.
+    /// pre-empted, backs off and wins a later round. Back-offs on paused time; rounds (on the
+    /// real clock) long enough that the second prepares within the first's.
     #[tokio::test(start_paused = true)]
     async fn the_later_ballot_wins_and_the_earlier_retries() {
-        let model = model(Duration::from_secs(1));
+        let mut model = model(Duration::from_secs(1));
+        model.round = Duration::from_millis(100);
         let first = {
             let model = model.clone();
             tokio::spawn(async move {
