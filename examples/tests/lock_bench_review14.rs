@@ -112,7 +112,10 @@ fn virtual_bench_prints_the_table_and_the_scaling_summary() {
             assert!(row.ends_with('|') && row.contains("| n/a |"), "{row}");
         }
     }
-    assert!(!stdout.contains("shadow, 64"), "the old goal is gone: {stdout}");
+    assert!(
+        !stdout.contains("shadow, 64"),
+        "the old goal is gone: {stdout}"
+    );
     let summary = stdout
         .split_once("Scaling, 64 contenders against 1")
         .map(|(_, s)| s)
