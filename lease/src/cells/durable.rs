@@ -203,6 +203,12 @@ impl Durable {
             }
             debug!(lock = at.lock, row = at.row, cell = at.cell, what, %error, "retrying with the same timestamp");
             tokio::time::sleep_until(wake).await;
+            // Timers fire late (a loaded runtime, a millisecond timer wheel): nothing is sent
+            // at or past the deadline the caller fenced its writes with.
+            if Instant::now() >= give_up_at {
+                warn!(lock = at.lock, row = at.row, cell = at.cell, what, %error, "giving up");
+                return Err(error);
+            }
         }
     }
 }

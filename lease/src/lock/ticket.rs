@@ -283,6 +283,23 @@ impl Ticket {
             .cells
             .valid_until()
             .unwrap_or_else(|| Instant::now() + self.cells.options.timing.resolve_timeout);
+        self.record_high_water_by(give_up_at).await
+    }
+
+    /// [`record_high_water`](Self::record_high_water), sent again only until `give_up_at`
+    /// (and never past the ticket's validity): a caller that must still act on the ticket
+    /// after a failed mark (give its attempt back) keeps the time that takes.
+    ///
+    /// # Errors
+    /// [`LockError::Store`] if it could not be confirmed in time.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the write is idempotent; it may or may not land.
+    pub async fn record_high_water_by(&self, give_up_at: Instant) -> Result<(), LockError> {
+        let give_up_at = self
+            .cells
+            .valid_until()
+            .map_or(give_up_at, |until| until.min(give_up_at));
         self.cells
             .durable
             .write(

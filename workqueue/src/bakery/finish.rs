@@ -72,6 +72,16 @@ impl BakeryStore {
             .is_some_and(|until| now + self.flight() < until + self.standing())
     }
 
+    /// Until when a claim's high-water mark may be sent again: a mark that then fails
+    /// still leaves its give-back the time its fence allows (the write's flight and a
+    /// retry interval for its reads), so an undone claim's attempt is given back however
+    /// the mark's resends fall.
+    pub(super) fn mark_deadline(&self, ticket: &Ticket) -> Option<Instant> {
+        let until = ticket.valid_until()?;
+        let reserve = self.flight() + self.timing.retry_interval;
+        (until + self.standing()).checked_sub(reserve)
+    }
+
     /// Ends the claim `claim_id` by rewriting its item with `change`: only while its ticket
     /// holds for the write's flight, and only over a row that no finish of this attempt or
     /// a later one has reached.

@@ -99,7 +99,11 @@ impl QueueStore for BakeryStore {
         // Tracked before the mark's write, so an undo (future dropped) finds it.
         self.held.won(claim.claim_id, &ticket, self.standing());
         // The number counts only once recorded: a later claim must draw above it.
-        if let Err(error) = ticket.record_high_water().await {
+        let marked = match self.mark_deadline(&ticket) {
+            Some(give_up_at) => ticket.record_high_water_by(give_up_at).await,
+            None => ticket.record_high_water().await,
+        };
+        if let Err(error) = marked {
             warn!(%error, "high-water mark not confirmed; claim withdrawn");
             // Its write may have landed all the same: then the attempt is given back.
             if let Err(error) = self.give_back(claim.key, &ticket).await {
