@@ -45,7 +45,7 @@ async fn never_sent_errors_are_not_read_back() {
 }
 
 /// Cut-off-point scenarios that need many cut-offs with TTL-long waits between them: on paused
-/// time here; over the wire they would add minutes of real time to the suite (issue 8), and
+/// time here; over the wire they would add minutes of real time to the suite, and
 /// they exercise client-side code that is the same for every backend.
 mod cut_points {
     use integration_tests::backend::{Backend, MemoryBackend};

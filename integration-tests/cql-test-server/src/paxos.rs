@@ -29,7 +29,7 @@ pub(crate) struct Model {
     pub backoff: Duration,
     /// How long a request may retry, from its arrival.
     pub timeout: Duration,
-    /// Finding this many rounds in flight times a request out at once.
+    /// A request that meets this many rounds in flight times out at once.
     pub budget: Option<u32>,
     /// A timed-out write still applies.
     pub timeout_applies: bool,

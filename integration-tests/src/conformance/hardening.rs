@@ -1,5 +1,5 @@
-//! Regression scenarios of the hardening review (issue 7): nothing is handed out past its
-//! deadline, never-sent errors are not read back, own claims are not reported as leaders.
+//! Lease and election deadlines under faults: nothing is handed out past its deadline,
+//! never-sent errors are not read back, own claims are not reported as leaders.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
-//! Claims that outlive what their process knows of them (review of issue 7): an acquire that
-//! a coordinator applies after the read-back showed the lease free, and releases that fail.
+//! Claims that outlive what their process knows of them: an acquire that a coordinator
+//! applies after the read-back showed the lease free, and releases that fail.
 //! The owning client must release them on sight, never report them as another holder.
 
 use std::sync::Arc;

@@ -203,7 +203,7 @@ pub async fn bad_input_is_rejected(b: &dyn LockBackend, algo: Algo) {
             "{algo:?} {name:?}: {e:?}"
         );
     }
-    // Zero, and so long that no deadline can be computed (it used to panic).
+    // Zero, and so long that no deadline can be computed: an error, not a panic.
     for timeout in [Duration::ZERO, Duration::MAX] {
         let e = c.lock.lock("ok", timeout).await.unwrap_err();
         assert!(

@@ -1,6 +1,6 @@
-//! Lock scenarios for the hazards a Jepsen-minded review found (issue 10's follow-up): a
-//! waiter's slow refresh, a contender id reused by a process whose clock is behind, and a
-//! `lock()` future dropped while a write is in flight.
+//! Lock scenarios for hazards a Jepsen-style fault model brings out: a waiter's slow
+//! refresh, a contender id reused by a process whose clock is behind, and a `lock()` future
+//! dropped while a write is in flight.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

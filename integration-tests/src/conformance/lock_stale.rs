@@ -1,5 +1,5 @@
-//! Lock scenarios for a slow contender between its read and its write (the second review of
-//! issue 10): a read served at once but answered late, while the contender's own "I am
+//! Lock scenarios for a slow contender between its read and its write: a read served at
+//! once but answered late, while the contender's own "I am
 //! choosing" (bakery) or "I am trying" (shadow row) cell expires in the store. Lamport's
 //! bakery and the shadow-row protocol both rely on that cell being visible until the
 //! contender's next write (the ticket, the main cell) has landed; a TTL'd cell can vanish

@@ -31,9 +31,9 @@ pub mod queue_fleet;
 pub mod queue_hardening;
 pub mod queue_orphans;
 pub mod queue_parked;
-pub mod queue_review;
 pub mod queue_scale;
 pub mod queue_unique;
+pub mod queue_upkeep_races;
 pub mod stop_margin;
 
 use std::time::Duration;
@@ -163,7 +163,7 @@ macro_rules! queue_suite {
     // keys, LWT counts per item, conditional finishes read back after a lost answer), plus
     // its own (the 64-claimer convoy as draws per item and writes per number partition). The backend asserts after each that the store saw no LWT.
     // Cut-off points of the bakery mode's client code, many in sequence: on paused time only
-    // (over the wire they take ~35 s of real time, issue 8).
+    // (over the wire they take ~35 s of real time each).
     (bakery_cuts: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
         $crate::lease_suite!(@tests {#[$attr] $(#[$more])*}, $make,
             queue_hardening::dropped_queue_futures_leave_no_claim,
@@ -231,12 +231,12 @@ macro_rules! queue_suite {
             queue_unique::unique_enqueue_race_reports_true_state,
             queue_unique::stale_check_entry_does_not_start_revived_job_early,
             queue_unique::revival_in_flight_keeps_its_entry,
-            queue_review::requeue_in_flight_keeps_its_entry,
-            queue_review::past_run_at_enqueue_in_flight_keeps_its_entry,
-            queue_review::duplicate_enqueue_entry_does_not_start_delayed_job,
-            queue_review::dead_letter_lost_answers_are_settled,
-            queue_review::orphan_entry_goes_after_its_row_is_sealed,
-            queue_review::slow_index_write_then_crash_keeps_the_item_findable,
+            queue_upkeep_races::requeue_in_flight_keeps_its_entry,
+            queue_upkeep_races::past_run_at_enqueue_in_flight_keeps_its_entry,
+            queue_upkeep_races::duplicate_enqueue_entry_does_not_start_delayed_job,
+            queue_upkeep_races::dead_letter_lost_answers_are_settled,
+            queue_upkeep_races::orphan_entry_goes_after_its_row_is_sealed,
+            queue_upkeep_races::slow_index_write_then_crash_keeps_the_item_findable,
         );
     };
 }

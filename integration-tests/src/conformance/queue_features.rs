@@ -99,9 +99,8 @@ pub async fn dead_letters_list_requeue_purge(b: &dyn Backend) {
 }
 
 /// A dead letter's requeue or purge whose answer is lost after it applied is settled by a
-/// read-back: the call reports what happened. (Cut by the queue's request timeout, these
-/// LWTs used to surface as a store error for a change that had been made, and asking again
-/// answered "not a dead letter".)
+/// read-back: the call reports what happened, neither a store error for a change that was
+/// made (the LWT cut by the queue's request timeout) nor, asked again, "not a dead letter".
 pub async fn dead_letter_requeue_and_purge_settle_lost_answers(b: &dyn Backend) {
     let q = queue(b, "dead-lost");
     let first = q.enqueue("poison").await.expect("enqueue");

@@ -1,5 +1,5 @@
-//! Work-queue regressions of the hardening review (issue 7): late claims are undone, every
-//! exit of a job cancels its token, and dropped futures leave no claim and spend no attempt.
+//! Work-queue claims under faults and cancellation: late claims are undone, every exit of a
+//! job cancels its token, and dropped futures leave no claim and spend no attempt.
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
-//! A claim that a coordinator applies after its claimer read back "not claimed" (review of
-//! issue 9): the claimer's process remembers it as an orphan and hands the item back the
-//! moment it finds it held by that claim, instead of leaving it to the claim's TTL.
+//! A claim that a coordinator applies after its claimer read back "not claimed": the
+//! claimer's process remembers it as an orphan and hands the item back the moment it finds
+//! it held by that claim, instead of leaving it to the claim's TTL.
 
 use std::sync::Arc;
 use std::time::Duration;

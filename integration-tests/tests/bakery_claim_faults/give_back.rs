@@ -1,6 +1,5 @@
-//! Giving back an undone bakery claim's attempt (review 2, F1-F3): fenced like a finish,
-//! yet given back whenever its cells still stand and whether or not its high-water mark
-//! has landed.
+//! Giving back an undone bakery claim's attempt: fenced like a finish, yet given back
+//! whenever its cells still stand and whether or not its high-water mark has landed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,7 +25,7 @@ fn bakery_config(max_attempts: i32) -> QueueConfig {
     }
 }
 
-/// Review 2, F1 (safety). An undone claim's give-back is fenced like a finish: sent only
+/// Safety. An undone claim's give-back is fenced like a finish: sent only
 /// while its ticket's cells stand for the write's flight, checked again after its read of
 /// the row. A give-back whose row read answers after A's number expired and B claimed and
 /// completed the item writes nothing: the item stays done and is not claimable again.
@@ -92,7 +91,7 @@ async fn stale_give_back_never_overwrites_next_holders_completion() {
     );
 }
 
-/// Review 2, F2 (attempt budget). A claim whose high-water mark is applied only after its
+/// Attempt budget. A claim whose high-water mark is applied only after its
 /// give-back read the number row (every send of the mark answered late) still gives its
 /// attempt back: the give-back writes the row's attempt as the number whether or not the
 /// mark has landed yet. With `max_attempts = 1` the never-delivered item's first delivery
@@ -139,7 +138,7 @@ async fn late_landing_high_water_mark_still_gives_the_attempt_back() {
     );
 }
 
-/// Review 2, F3 (attempt budget). A claim undone after its validity ran out (a parked job
+/// Attempt budget. A claim undone after its validity ran out (a parked job
 /// lost at its deadline) but while its cells still stand is still remembered, even after
 /// another claim of the process won meanwhile, and gives its attempt back: with
 /// `max_attempts = 1` the never-delivered item is delivered as attempt 1.

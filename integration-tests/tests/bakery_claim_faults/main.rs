@@ -1,9 +1,8 @@
-//! Guarantees of the LWT-free ("bakery") claim mode found missing by three reviews (review
-//! 1's F1-F4 here, review 2's give-back findings in `give_back`, review 3's in
-//! `stale_peek`), each pinned by a test
-//! that failed on the code as reviewed. They drive the
-//! embedded store on paused tokio time with fault injection, so they are fast and
-//! deterministic.
+//! Guarantees of the LWT-free ("bakery") claim mode under faults: a high-water mark whose
+//! answer is lost or that is cut by the queue's bound, finishes dropped or late, and numbers
+//! left live (here); an undone claim's give-back (`give_back`); a peek older than the draw
+//! (`stale_peek`). They drive the embedded store on paused tokio time with fault injection,
+//! so they are fast and deterministic.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -82,7 +81,7 @@ fn on_writes(fault: Fault) -> impl FnOnce(&MemoryQueueStore) {
     }
 }
 
-/// F1. A claim whose high-water-mark write is applied but whose answer is lost (until the
+/// A claim whose high-water-mark write is applied but whose answer is lost (until the
 /// ticket's validity runs out) is reported `Lost` and withdrawn, and gives its attempt back:
 /// the mark landed, so the next claim takes number 2, but attempts are counted from one
 /// later (`requeued_at + 1`), and with `max_attempts = 1` the item's first delivery is
@@ -91,10 +90,10 @@ fn on_writes(fault: Fault) -> impl FnOnce(&MemoryQueueStore) {
 #[tokio::test(start_paused = true)]
 async fn lost_high_water_answer_gives_the_attempt_back() {
     let mem = Arc::new(MemoryQueueStore::new());
-    let q = bakery_queue(&mem, "f1", 1);
+    let q = bakery_queue(&mem, "lost-mark", 1);
     let id = q.enqueue("run me once").await.expect("enqueue");
     let key = ItemKey {
-        partition: "f1".into(),
+        partition: "lost-mark".into(),
         id: id.clone(),
     };
     // Every row read of the cells is a little slow, so the test can arm the fault between
@@ -126,14 +125,14 @@ async fn lost_high_water_answer_gives_the_attempt_back() {
     assert_ne!(item.state, JobState::Discarded);
 }
 
-/// F2. A bakery claim cut by the queue's bound (its own deadline, two thirds of the
+/// A bakery claim cut by the queue's bound (its own deadline, two thirds of the
 /// validity) while its high-water mark's write is outstanding (applied, answers lost, being
 /// re-sent) is read back; the store shows its number live and recorded, so it is delivered
 /// and it is a claim for the store layer too: its heartbeat keeps it and it completes.
 #[tokio::test(start_paused = true)]
 async fn claim_cut_during_high_water_write_is_delivered_holdable() {
     let mem = Arc::new(MemoryQueueStore::new());
-    let q = bakery_queue(&mem, "f2", 3);
+    let q = bakery_queue(&mem, "cut-mark", 3);
     q.enqueue("work").await.expect("enqueue");
     mem.cells().inject(
         Some(CellOp::ReadRow),
@@ -167,7 +166,7 @@ async fn claim_cut_during_high_water_write_is_delivered_holdable() {
     );
 }
 
-/// F3. `Job::complete` dropped while it settles a lost answer (its write applied: the row
+/// `Job::complete` dropped while it settles a lost answer (its write applied: the row
 /// is `done`, payload cleared) hands the item back, a no-op since the write applied: the
 /// bakery finish writes only over a row whose attempt is below its number, as the LWT
 /// mode's hand-back is conditional on the claim. The completed item stays done and is not
@@ -177,7 +176,7 @@ async fn dropped_complete_after_lost_answer_stays_done() {
     dropped_complete_after_lost_answer(ClaimMode::Bakery).await;
 }
 
-/// F3 in the LWT mode: its read-back settles the lost answer at once (the claim is gone), so
+/// The same in the LWT mode: its read-back settles the lost answer at once (the claim is gone), so
 /// the item stays done.
 #[tokio::test(start_paused = true)]
 async fn control_lwt_mode_lost_complete_answer_stays_done() {
@@ -190,10 +189,10 @@ async fn dropped_complete_after_lost_answer(mode: ClaimMode) {
         claim_mode: mode,
         ..queue_config()
     };
-    let q = WorkQueue::new(Arc::clone(&mem) as _, "f3", config).expect("queue");
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "dropped-complete", config).expect("queue");
     let id = q.enqueue("precious payload").await.expect("enqueue");
     let key = ItemKey {
-        partition: "f3".into(),
+        partition: "dropped-complete".into(),
         id,
     };
     let job = q.claim("worker").await.expect("claim").expect("a job");
@@ -234,7 +233,7 @@ async fn dropped_complete_after_lost_answer(mode: ClaimMode) {
     );
 }
 
-/// F4. A late finish never overwrites the next holder's completion: A fails its job just
+/// A late finish never overwrites the next holder's completion: A fails its job just
 /// inside its deadline (heartbeats failing) and its read of the row is slow (4.4 s, within
 /// a request timeout); meanwhile A's number expires and B reclaims and completes. A's
 /// finish is refused: it is sent only with a request timeout of validity left, checked
@@ -248,10 +247,10 @@ async fn late_finish_never_overwrites_next_holders_completion() {
         claim_mode: ClaimMode::Bakery,
         ..queue_config()
     };
-    let q = WorkQueue::new(Arc::clone(&mem) as _, "f4", config).expect("queue");
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "late-finish", config).expect("queue");
     let id = q.enqueue("precious payload").await.expect("enqueue");
     let key = ItemKey {
-        partition: "f4".into(),
+        partition: "late-finish".into(),
         id,
     };
     let t0 = tokio::time::Instant::now();
@@ -300,7 +299,7 @@ async fn late_finish_never_overwrites_next_holders_completion() {
     );
 }
 
-/// Review 2, F4. A candidate whose number row holds a live number (here a finished claim's
+/// A candidate whose number row holds a live number (here a finished claim's
 /// leftover whose withdrawal failed) is skipped by the claimer's look without a draw (no
 /// cell written), as the README says; it is claimable once that number's TTL runs out.
 #[tokio::test(start_paused = true)]

@@ -1,6 +1,6 @@
-//! A claimer's peek may be older than its draw (review 3): the claim re-reads the item row
-//! once its number is drawn, and withdraws if the row has moved on. Each test failed before
-//! that re-read.
+//! A claimer's peek may be older than its draw: the claim re-reads the item row once its
+//! number is drawn, and withdraws if the row has moved on; no claim counts on a stale
+//! peek.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -71,7 +71,6 @@ async fn stale_peek_never_grants_a_given_back_number() {
         matches!(outcome, Ok(ClaimOutcome::Lost) | Err(_)),
         "A's claim must not count: {outcome:?}"
     );
-    // (As reviewed, A's number 1 is now the row's attempt; its mark is still 0.)
     // A withdrew: nothing is live, the mark is still 0.
 
     // B goes on with what it peeked.

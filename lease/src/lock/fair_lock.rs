@@ -387,9 +387,9 @@ mod queue;
 mod tests;
 
 #[cfg(test)]
-#[path = "fair_review12_tests.rs"]
-mod review12;
+#[path = "fair_fault_tests.rs"]
+mod faults;
 
 #[cfg(test)]
-#[path = "fair_review13_tests.rs"]
-mod review13;
+#[path = "fair_early_claim_tests.rs"]
+mod early_claim;

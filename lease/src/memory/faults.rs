@@ -196,12 +196,11 @@ mod tests {
         assert!(seen.len() > 100, "{} distinct latencies", seen.len());
     }
 
-    /// Finding (review 14): `LatencyUpTo(d)` is documented as uniform *below* `d`, but the
-    /// draw `d.mul_f64(u)` rounds to the nearest nanosecond, so `d` itself comes out whenever
-    /// `u > 1 - 0.5 ns / d`: half of the draws at a 1 ns bound, about 1 in 4 000 000 at 2 ms
-    /// (so `latency_up_to_varies_below_its_bound`, 200 draws against a strict `< 6 ms`, can
-    /// fail about once in 20 000 runs). Harmless for the benchmark's delays; the contract
-    /// (and that test) is what is off.
+    /// `LatencyUpTo(d)` draws uniformly *below* `d`, as documented, never `d` itself, even at
+    /// a 1 ns bound. A draw `d.mul_f64(u)` rounded to the nearest nanosecond would give `d`
+    /// whenever `u > 1 - 0.5 ns / d`: half of the draws at a 1 ns bound, about 1 in 4 000 000
+    /// at 2 ms (enough for `latency_up_to_varies_below_its_bound`, 200 draws against a strict
+    /// `< 6 ms`, to fail about once in 20 000 runs).
     #[test]
     fn latency_up_to_never_draws_its_own_bound() {
         let faults: FaultRules<Op> = FaultRules::default();

@@ -1,13 +1,9 @@
-//! Review 5 of the work queue: the fixes of review 4 (the row sealed before index upkeep
-//! deletes an item's last entry, `QueueStore::seal`; the fleet clock and `copy_back`). Each
-//! test was a finding that failed on the code it was written against, for the reason in its
-//! doc comment, and now guards the fix: a seal raises the row's attempt number (so a second
-//! seal fences too, the origin stays for resend recognition, and dead letters are sealed
-//! against a late requeue), an enqueue checks its window again after every pause, and only
-//! a unique key's done row keeps a recent run entry. Tests whose premise the fix removed
-//! (an enqueue told Ok after its window) accept the fixed outcome and check the rest.
-//!
-//! Here: seals and index upkeep; an enqueuer paused past its window in `review5_paused`.
+//! Index upkeep seals a row before it deletes the item's last entry (`QueueStore::seal`), so
+//! that a write given up on cannot land on it later. A seal raises the row's attempt number:
+//! a second seal fences too, the origin stays for resend recognition, and dead letters are
+//! sealed against a late requeue. Only a unique key's done row keeps a recent run entry, so
+//! a completed plain item leaves no entry behind. Enqueuers paused past their window are in
+//! `paused_enqueuer`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,30 +18,27 @@ use super::{
 };
 use integration_tests::tweaked::Tweaked;
 
-/// SAFETY (LWT mode, unique keys): sealing a row that is already sealed changes nothing, so
-/// it fences off nothing: a revival of a sealed row, conditioned on `origin = SWEPT`, still
-/// applies after the sweep of its entry, and leaves a live job that no scan finds.
+/// SAFETY (LWT mode, unique keys): sealing a row that is already sealed fences it again: a
+/// revival of a sealed row, sent before the sweep of its entry and landing after it, is
+/// refused, or else its item keeps an entry a scan finds.
 ///
-/// `QueueStore::seal(key, Some((attempt, origin)))` sets `origin = SWEPT` "only if it still
-/// has that attempt and origin". When the row's origin is already `SWEPT` (a unique key whose
-/// earlier entry was swept: an orphan sealed `IF NOT EXISTS`, or a done row sealed once), the
-/// update `SET origin = SWEPT IF attempt = a AND origin = SWEPT` applies without changing
-/// anything, and a revival `IF state = null AND attempt = a AND origin = SWEPT` sent before it
-/// still matches afterwards. Interleaving (resolve 2 s, lag 1 s):
+/// A seal raises the row's attempt number, so a revival conditioned on the row as it read
+/// before any seal can never apply. Were a seal only to set `origin = SWEPT` "if it still has
+/// that attempt and origin", then on a row whose origin is already `SWEPT` (a unique key
+/// whose earlier entry was swept: an orphan sealed `IF NOT EXISTS`, or a done row sealed
+/// once) it would change nothing, and a revival `IF state = null AND attempt = a AND origin =
+/// SWEPT` sent before it would still match afterwards. Interleaving (resolve 2 s, lag 1 s):
 /// 1. an enqueue of key `k` is given up (`OutcomeUnknown`); after `enqueue_window` a scanner
 ///    seals the absent row (done, attempt 0, origin `SWEPT`) and removes the entry; its late
-///    LWT is refused (review 4's fix, working);
+///    LWT is refused;
 /// 2. E enqueues `k` again: places a run entry, sends the revive conditioned on
 ///    `(0, SWEPT)`, whose answer is lost (accepted, not committed); its resends fail, so it
 ///    returns `OutcomeUnknown` after `resolve_timeout`, leaving its last entry;
 /// 3. a scanner meets that entry older than `enqueue_window` on a row that reads done,
 ///    "seals" it (`(0, SWEPT)` -> `SWEPT`: applied, a no-op) and removes the entry;
-/// 4. the revival is committed: the row is available, with no entry.
-///
-/// Suggested fix: every seal writes a fresh origin (`SWEPT` plus a unique suffix, recognised
-/// by prefix), so a revival conditioned on the row as it was before any seal can never apply.
+/// 4. the revival reaches its replicas, and is refused by the raised attempt.
 #[tokio::test(start_paused = true)]
-async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
+async fn resealing_a_sealed_row_fences_a_late_revival() {
     use cql_workqueue::NewItem;
 
     let b = MemoryBackend::new();
@@ -105,27 +98,22 @@ async fn finding_resealing_a_sealed_row_does_not_fence_a_late_revival() {
     }
 }
 
-/// LIVENESS / stats (no fault, correct clocks): an item that got a copy (`copy_back`) and
-/// ran through it leaves its original entry, and that entry is kept for the whole
-/// `enqueue_window` after its position because its row reads done (`due` keeps every recent
-/// run entry of a done row, unique key or not, as a possible revival, though only unique keys
-/// are ever revived). Until then `stats()` counts the completed item as available (its
-/// oldest available age growing), and the cursor, which stops at the first live entry, is
-/// held at the original, so every rescan from the cursor walks all entries (tombstones, on
-/// a real cluster) written since. The window was enlarged by review 4's fix (default about
-/// 30 s), and copies are new with it. Copies are made, by design, for every immediate item
-/// enqueued after the fleet was idle for `2 x cursor_lag + 2 x cursor_refresh` (README,
-/// Limits), or by an enqueuer whose clock is ahead of the fleet clock by as much.
+/// LIVENESS / stats (no fault, correct clocks): a plain item that got a copy (`copy_back`)
+/// and ran through one of its two entries leaves no entry behind once it completes: a plain
+/// item's entries go as soon as its row reads done (nothing can revive it; only a unique
+/// key's done row keeps a recent run entry). So `stats()` stops counting it, and the cursor,
+/// which stops at the first live entry, is not held behind it for the `enqueue_window`
+/// (default about 30 s), walking all entries (tombstones, on a real cluster) written since.
+/// Copies are made, by design, for every immediate item enqueued after the fleet was idle
+/// for `2 x cursor_lag + 2 x cursor_refresh` (README, Limits), or by an enqueuer whose clock
+/// is ahead of the fleet clock by as much.
+///
 /// Interleaving: a worker scans once (fleet clock noted), then nobody scans for a few
 /// seconds; E enqueues one item, which gets a copy next to the stale fleet clock and keeps
-/// its original; the worker claims it through the copy and completes it; the worker keeps
-/// scanning for 5 s (several rescans): the queue holds no live item, yet `stats()` counts one
-/// available (whichever of the two entries the claim went through, the other is left).
-///
-/// Suggested fix: keep a done row's recent run entry only for unique keys (`u:`); a plain
-/// item's entries go as soon as its row reads done (nothing can revive it), as before.
+/// its original; the worker claims it through one entry and completes it; the worker keeps
+/// scanning for 5 s (several rescans): `stats()` counts nothing available.
 #[tokio::test(start_paused = true)]
-async fn finding_completed_item_with_a_copy_stays_available_in_stats_and_holds_cursor() {
+async fn completed_item_with_a_copy_leaves_stats_and_the_cursor() {
     let b = MemoryBackend::new();
     let config = config_with_default_resolve();
     let name = "copied";
@@ -149,27 +137,25 @@ async fn finding_completed_item_with_a_copy_stays_available_in_stats_and_holds_c
     );
 }
 
-/// SAFETY (LWT mode, dead-letter requeue): review 4's reasoning, applied to enqueues and
-/// revivals but not to requeues. `due` removes a requeue's run entry older than
-/// `enqueue_window` (and records the item as a dead letter again) once a SERIAL read shows
-/// it still discarded; the fix's own comment (`drop_orphan`) says such a read "does not stop
-/// an enqueue still on its way (a coordinator retrying its Paxos round ...)". The same holds
-/// for a requeue given up as of unknown outcome. Interleaving (resolve 2 s):
+/// SAFETY (LWT mode, dead-letter requeue): a requeue given up as of unknown outcome, whose
+/// round applies only after index upkeep dead-lettered its item again, either is refused
+/// (the item stays a listed dead letter) or leaves its item findable. `due` removes a
+/// requeue's run entry older than `enqueue_window` (and records the item as a dead letter
+/// again) once a SERIAL read shows it still discarded; such a read "does not stop an
+/// enqueue still on its way (a coordinator retrying its Paxos round ...)" (`drop_orphan`),
+/// nor a requeue, so upkeep seals the discarded row first, and the late requeue, conditioned
+/// on the attempt it read, is refused. Interleaving (resolve 2 s):
 /// 1. an item is discarded; `requeue_dead` places its run entry and sends the requeue LWT,
 ///    whose answer is lost (the round is still retried by its coordinator); its resends fail
 ///    and its SERIAL read-backs show it discarded, so it returns `OutcomeUnknown` ("the item
 ///    is then findable either way", say its docs);
 /// 2. after `enqueue_window` a scanner meets the run entry; its SERIAL read shows the item
 ///    discarded, so it records the dead letter and removes the entry;
-/// 3. the requeue applies: the item is available with no run entry (and `dead_letters()`
-///    deletes its record, as that of an item that is no dead letter).
-///
-/// Suggested fix: fence it as enqueues are: before removing the entry, take the row over
-/// with an LWT the late requeue is conditioned against (e.g. bump a requeue epoch /
-/// `requeued_at` condition, or seal the discarded row's origin), and condition `REQUEUE` on
-/// that column too.
+/// 3. the requeue's round reaches its replicas; unfenced, it would leave the item available
+///    with no run entry (and `dead_letters()` would delete its record, as that of an item
+///    that is no dead letter).
 #[tokio::test(start_paused = true)]
-async fn finding_requeue_applied_after_its_entry_was_dead_lettered_is_lost() {
+async fn requeue_landing_after_its_entry_was_dead_lettered_is_refused_or_findable() {
     use cql_workqueue::QueueError;
 
     let b = MemoryBackend::new();
@@ -197,8 +183,8 @@ async fn finding_requeue_applied_after_its_entry_was_dead_lettered_is_lost() {
     let row = row_of(&b, &key).await;
     let dead = worker.dead_letters().await.expect("dead letters").len();
     if row.state == JobState::Discarded {
-        // Fixed: the row was sealed before its entry went, so the late requeue was
-        // refused; the item stays a listed dead letter.
+        // The row was sealed before its entry went, so the late requeue was refused; the
+        // item stays a listed dead letter.
         assert_eq!(dead, 1, "a discarded item not listed as a dead letter");
         return;
     }

@@ -1,28 +1,31 @@
-//! Review 13: the fixes of review 12's findings (commit c4973b5). Findings as failing tests.
+//! The fair lock's early claim at its edges: a release is done only once every cell is
+//! confirmed gone, the head waits behind an early claim cut off at the poll rate (not in a
+//! busy loop), a `try_lock` first on a free lock owns it even when the early claim's delete
+//! is retried, and a next in line that gave way to an unmarked holder claims again.
 
 #![allow(clippy::unwrap_used)]
 
 use super::super::fair_claim::HELD;
-use super::review12::{CutOff, holder_on_own_view, next_in_line_cut_off};
+use super::faults::{CutOff, holder_on_own_view, next_in_line_cut_off};
 use super::*;
 use crate::cells::faulty::FaultyCellStore;
 use crate::cells::memory::CellOp;
 use crate::memory::{Fault, Times};
 
+/// A release is taken for done only when none of the holder's cells is left: the guard's
+/// `release` errs while a cell whose delete is unconfirmed may stand.
+///
 /// The holder releases its two cells (queue and main) at once. One delete is not applied
 /// (its coordinator answers `Unavailable`), the other is applied but its answer is lost
 /// (a timeout), and every later send fails while the outage lasts. Both stay owned, so
-/// `release_target` asks `still_held`, which says "held" only if *every* owned cell is
-/// present: one is gone, so it says "not held", and the release is taken for done (the
-/// guard's `release` returns `Ok`) while the other cell still stands. "All present" is the
-/// right test for a renewal (any cell gone: the lock may be lost), but a release is done
-/// only when *none* is left. On a cluster the cell left is either the holder's queue cell
-/// (the waiter after the next in line waits its TTL, review 12's finding again) or its
-/// main cell (the free lock blocked for a TTL for everyone, though its release said Ok).
-/// (Checked: with `still_held` saying "held" while *any* owned cell stands, this passes, and
-/// so does every other `lock::` test; renewals would then need their own "all present".)
+/// `release_target` asks `still_held`, which must say "held" while *any* owned cell is
+/// present. "All present" is the right test for a renewal (any cell gone: the lock may be
+/// lost), but a release is done only when *none* is left: taken for done (`Ok`) while the
+/// other cell still stands, the cell left on a cluster is either the holder's queue cell
+/// (the waiter after the next in line waits its TTL) or its main cell (the free lock
+/// blocked for a TTL for everyone, though its release said Ok).
 #[tokio::test(start_paused = true)]
-async fn finding_release_taken_for_done_while_an_unconfirmed_cell_stands() {
+async fn release_is_not_taken_for_done_while_an_unconfirmed_cell_stands() {
     let memory = super::tests::slow_memory();
     let store: Arc<dyn CellStore> = Arc::new(memory);
     let view = FaultyCellStore::new(Arc::clone(&store));
@@ -52,17 +55,17 @@ async fn finding_release_taken_for_done_while_an_unconfirmed_cell_stands() {
     );
 }
 
-/// The limit review 12 documented (the next in line cut off right after its early claim:
-/// the head waits for that claim's TTL) now costs a busy loop: the head's read back shows
-/// only a claim queued behind it, no owner, so `lock()` reads the main row again with no
-/// pause at all (`Step::HoldingOn` without an owner seen: `Duration::ZERO`), for the whole
-/// TTL (15 s by default). With 1 ms round trips that is ~15 000 reads of one partition
-/// (~50 000 on a LAN, and a CQL server's per-partition Paxos/read path under it) from one
-/// client, instead of one per poll. The next in line itself is capped at one read per
-/// `poll_interval` in a long hold; here the bound asserted is twice that rate. (Checked:
-/// without the `Duration::ZERO` arm for `HoldingOn` in `lock()` this passes, ~15 000 → ≤ 1 500.)
+/// A head waiting behind an early claim cut off (the documented limit: the next in line cut
+/// off right after its early claim, the head waits for that claim's TTL) reads at most at
+/// twice the poll rate, not back to back. The head's read back shows only a claim queued
+/// behind it, no owner; `lock()` holding on (`Step::HoldingOn` without an owner seen) with
+/// no pause at all would read the main row again for the whole TTL (15 s by default): with
+/// 1 ms round trips ~15 000 reads of one partition (~50 000 on a LAN, and a CQL server's
+/// per-partition Paxos/read path under it) from one client, instead of one per poll. The
+/// next in line itself is capped at one read per `poll_interval` in a long hold; here the
+/// bound asserted is twice that rate.
 #[tokio::test(start_paused = true)]
-async fn finding_head_reads_back_to_back_for_a_ttl_behind_a_cut_off_claim() {
+async fn head_reads_at_the_poll_rate_behind_a_cut_off_claim() {
     // The head's reads are slower, so that the next in line claims before its read back.
     let CutOff {
         head_view,
@@ -87,26 +90,24 @@ async fn finding_head_reads_back_to_back_for_a_ttl_behind_a_cut_off_claim() {
     );
 }
 
-/// `try_lock` first on a free lock reads on past an early claim queued behind it, but for
-/// a number of reads (`TRY_HOLD_READS`, back to back), not for the time the claim needs to
-/// go away. The next in line gives way with a delete; if that one delete fails once (a
-/// coordinator answering `Unavailable`, sent again by `Durable` after the retry interval,
-/// about 1 s), or its client is a few times slower than the `try_lock`'s, the `try_lock`
-/// runs out of reads in ~17 round trips (here ~70 ms), reports the free lock held, and the
-/// waiter behind it owns instead. In the thesis only the head writes the main row: the
-/// `try_lock`, first, owns. One failed request of another client decides it here.
-/// (Checked: with `TRY_HOLD_READS` large this passes; a budget in time, e.g. the retry
-/// interval plus a few round trips, rather than in reads, would keep the loop bounded.)
+/// `try_lock` first on a free lock owns it even when the early claim queued behind it goes
+/// away only after its delete is sent again, as in the thesis (only the head writes the
+/// main row: the `try_lock`, first, owns). The next in line gives way with a delete; that
+/// one delete fails once (a coordinator answering `Unavailable`, sent again by `Durable`
+/// after the retry interval, about 1 s). The `try_lock` reads on past the claim for up to
+/// 1.5 times that interval: a budget of back-to-back reads would run out in ~17 round trips
+/// (here ~70 ms), reporting the free lock held while the waiter behind it owns instead, so
+/// that one failed request of another client would decide it.
 #[tokio::test(start_paused = true)]
-async fn finding_try_lock_first_on_a_free_lock_fails_when_the_early_claims_delete_is_retried() {
+async fn try_lock_first_on_a_free_lock_wins_when_the_early_claims_delete_is_retried() {
     // The next in line's first delete fails, not applied.
-    super::review12::try_lock_first_on_a_free_lock_wins(|next| {
+    super::faults::try_lock_first_on_a_free_lock_wins(|next| {
         next.inject(Some(CellOp::Delete), Fault::Unavailable, Times::Next(1));
     })
     .await;
 }
 
-/// Probe (item 2 of the brief): the new holder's held mark is slow to land (40 ms), so the
+/// Probe: the new holder's held mark is slow to land (40 ms), so the
 /// next in line, claiming early, finds the holder's cell unmarked twice and gives way; with
 /// `yielded_to` it claims early again only once the mark has landed. It is not stranded:
 /// it stands claimed behind the marked holder, owns within its read gap after the release,

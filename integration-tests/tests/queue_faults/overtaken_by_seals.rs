@@ -1,8 +1,8 @@
-//! Review 6 of the work queue: the fixes of review 5 (`QueueStore::seal` raises the attempt
-//! number of a unique key's done row or of a dead letter instead of taking its origin; the
-//! enqueue loop checks its window after every pause; only a unique key's done row keeps a
-//! recent run entry). Each test is a finding that fails on the code it was written against,
-//! for the reason given in its doc comment.
+//! Calls overtaken by a seal: index upkeep seals a row (raising its attempt number, keeping
+//! its origin) while a revival, requeue or purge conditioned on the row as it read is on its
+//! way. The call goes round again or recognises its own write, and answers what the row
+//! ended as; a seal is counted in the attempt numbers as documented, and an enqueue never
+//! sends past its `resolve_timeout`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,12 +18,11 @@ use super::{
 use integration_tests::tweaked::Tweaked;
 
 /// LIVENESS (LWT mode, unique keys): a new enqueue of a unique key whose done window is over
-/// is reported `Duplicate { state: Done }` and its job never runs, when index upkeep seals
-/// the row while the enqueue's revival is on its way. A regression of 138a9f1: the seal
-/// used to write origin `SWEPT`, which the enqueue loop recognises ("sealed by index upkeep
-/// meanwhile: revive it instead"); it now raises the attempt number and keeps the origin,
-/// so that branch never matches a done row's seal and the refused revival falls through to
-/// `Duplicate`. README: "a new enqueue of the key after that starts a new job".
+/// starts its job even when index upkeep seals the row while the enqueue's revival is on its
+/// way. README: "a new enqueue of the key after that starts a new job". A seal raises the
+/// attempt number and keeps the origin; a refused revival that reads the row back still
+/// done, with the origin it saw and a higher attempt, takes it for a seal (not another
+/// enqueue's job) and goes round again, with the new attempt.
 ///
 /// Interleaving (done_retention 1 s): the key's first job leaves a second run entry (a
 /// duplicate enqueue whose removal of its own entry failed; the twin of a copy does the
@@ -33,14 +32,11 @@ use integration_tests::tweaked::Tweaked;
 ///    origin O), E places its entry and sends `revive(seen 1, O)`, which is slow;
 /// 2. scanner S meets the old leftover run entry on the done row, seals it
 ///    (attempt 1 -> 2, origin O kept) and removes it;
-/// 3. E's revival is refused (attempt 2); E reads the row back: done, origin O (not its
-///    own, not `SWEPT`), so it removes its entry and returns `Duplicate { state: Done }`.
-///
-/// Suggested fix: after a refused revival, a row still done whose origin is the one seen and
-/// whose attempt grew was sealed, not taken: go round the loop again (read, place an entry
-/// with the new attempt, revive conditioned on it), as for `SWEPT`.
+/// 3. E's revival is refused (attempt 2); E reads the row back: done, origin O, attempt 2:
+///    sealed, so E revives again at attempt 2 and its job runs (not
+///    `Duplicate { state: Done }`).
 #[tokio::test(start_paused = true)]
-async fn finding_revival_refused_by_a_seal_is_reported_as_a_done_duplicate() {
+async fn revival_refused_by_a_seal_is_sent_again_and_its_job_runs() {
     let b = MemoryBackend::new();
     let config = QueueConfig {
         done_retention: Duration::from_secs(1),
@@ -94,12 +90,13 @@ async fn finding_revival_refused_by_a_seal_is_reported_as_a_done_duplicate() {
     );
 }
 
-/// LIVENESS / API (LWT mode, dead letters): `requeue_dead` returns `Ok(false)` ("it was not
-/// a dead letter") for an item that is, and stays, a listed dead letter, when index upkeep
-/// seals the row (`Seal::Discarded`, attempt raised) while the requeue LWT is on its way.
-/// The requeue is conditioned on the attempt read, is refused, and `NotApplied` before any
-/// lost answer is taken as "not a dead letter". An operator (or a tool) that trusts the
-/// answer leaves the item dead for good.
+/// LIVENESS / API (LWT mode, dead letters): `requeue_dead` never answers `Ok(false)` ("it
+/// was not a dead letter") for an item that is, and stays, a listed dead letter, when index
+/// upkeep seals the row (`Seal::Discarded`, attempt raised) while the requeue LWT is on its
+/// way: the requeue, conditioned on the attempt read, is refused; a SERIAL read showing the
+/// row still discarded at a higher attempt means sealed, and the requeue is sent again at
+/// that attempt (a seal only ever raises it by one per stale entry, so this ends). An
+/// operator (or a tool) that trusts the answer would otherwise leave the item dead for good.
 ///
 /// Interleaving: an earlier `requeue_dead` of the item was given up as of unknown outcome
 /// (its LWT never reached a replica), leaving its run entry (attempt 1); no scan reaches it
@@ -109,13 +106,10 @@ async fn finding_revival_refused_by_a_seal_is_reported_as_a_done_duplicate() {
 /// 2. scanner S meets the old entry on the still-discarded row: seals it (attempt 1 -> 2),
 ///    records the dead letter and removes the entry (and R's entry too: its attempt no
 ///    longer matches the row's);
-/// 3. R's requeue is refused; R removes its entry and returns `Ok(false)`.
-///
-/// Suggested fix: on `NotApplied`, read the row (SERIAL); still discarded with a higher
-/// attempt means sealed: requeue again at that attempt (a seal only ever raises it by one per
-/// stale entry, so this ends), and return `false` only when it is no dead letter.
+/// 3. R's requeue is refused; R reads the row, sees the seal and requeues at attempt 2: the
+///    item is requeued and findable.
 #[tokio::test(start_paused = true)]
-async fn finding_requeue_dead_refused_by_a_seal_says_not_a_dead_letter() {
+async fn requeue_dead_refused_by_a_seal_is_sent_again() {
     let b = MemoryBackend::new();
     let config = queue_config();
     let name = "sealed-requeue";
@@ -153,17 +147,13 @@ async fn finding_requeue_dead_refused_by_a_seal_says_not_a_dead_letter() {
     );
 }
 
-/// DOCS (dead letters): `DeadLetter::attempt` ("Claims it had") and
-/// `StoredItem::attempts_used` ("Claims since the item was enqueued or last requeued")
-/// count the attempt number a seal skipped as a claim. An item claimed once, discarded,
-/// whose requeue was given up and whose leftover entry was swept, is listed with 2 claims.
-/// The README says "each seal skips one attempt number" (the token), but the dead-letter
-/// API reports it as a claim the item had (each seal of a given-up requeue adds one).
-///
-/// Suggested fix: document `attempt` as the item's last fencing token (not a claim count),
-/// or keep a separate `seals` count (or claims column) and report claims from it.
+/// DOCS (dead letters): `DeadLetter::attempt` and `StoredItem::attempts_used` count the
+/// attempt numbers used, claims and seals alike ("each seal skips one attempt number", the
+/// README says): an item claimed once, discarded, whose requeue was given up and whose
+/// leftover entry was swept, is listed with attempt 2, and the seal's number is never issued
+/// as a token.
 #[tokio::test(start_paused = true)]
-async fn finding_dead_letter_counts_a_seal_as_a_claim_documented() {
+async fn dead_letter_attempt_counts_claims_and_seals_as_documented() {
     let b = MemoryBackend::new();
     let config = queue_config();
     let name = "sealed-count";
@@ -174,7 +164,7 @@ async fn finding_dead_letter_counts_a_seal_as_a_claim_documented() {
     let letters = scanner.dead_letters().await.expect("dead letters");
     let letter = letters.iter().find(|d| d.id == id).expect("listed");
     let row = row_of(&b, &key_of(name, &id)).await;
-    // Fixed in the docs: `attempt` is the last attempt number (claims plus seals), and the
+    // As documented: `attempt` is the last attempt number (claims plus seals), and the
     // seal's number is never issued as a token.
     assert_eq!(
         (letter.attempt, row.attempts_used()),
@@ -186,23 +176,16 @@ async fn finding_dead_letter_counts_a_seal_as_a_claim_documented() {
     );
 }
 
-/// DOCS / stats (LWT mode, unique keys; no fault, correct clocks): review 5's finding
-/// (`finding_completed_item_with_a_copy_stays_available_in_stats_and_holds_cursor`) was
-/// fixed for plain items only. A unique job enqueued after an idle spell gets a copy and
-/// keeps its original entry; it runs through one of them and completes; the other is a run
-/// entry of a unique key's done row, kept for the whole `enqueue_window` (about 22 s here,
-/// 32 s with the defaults) as a possible revival. Until then `stats()` counts the completed
-/// job as available, its oldest-available age growing. The README's Limits mention that the
-/// cursor waits behind such a leftover, not that `stats()` reports a completed job as
-/// available (the "Features" line sells `stats()` as items by state).
-///
-/// Suggested fix: `stats()` cannot tell without reading the row; either state it in the
-/// README's Limits (a unique key's completed job can count as available for up to the
-/// enqueue window after an idle spell or a duplicate enqueue), or keep the copy's twin from
-/// being left: a claim through the copy removes the original too (both are known to the
-/// enqueuer only, so record the twin's seq in the copy).
+/// Stats (LWT mode, unique keys; no fault, correct clocks): a completed unique job that got
+/// a copy leaves `stats()` once it completes, as a plain item does
+/// (`seals::completed_item_with_a_copy_leaves_stats_and_the_cursor`). A unique job enqueued
+/// after an idle spell gets a copy and keeps its original entry; it runs through one of them
+/// and completes. The other is a run entry of a unique key's done row, which index upkeep
+/// keeps for the whole `enqueue_window` (about 22 s here, 32 s with the defaults) as a
+/// possible revival; `stats()` must not count it as available work meanwhile (the README
+/// gives `stats()` as items by state).
 #[tokio::test(start_paused = true)]
-async fn finding_completed_unique_job_with_a_copy_stays_available_in_stats() {
+async fn completed_unique_job_with_a_copy_leaves_stats() {
     let b = MemoryBackend::new();
     let config = config_with_default_resolve();
     let name = "copied-unique";
@@ -225,11 +208,11 @@ async fn finding_completed_unique_job_with_a_copy_stays_available_in_stats() {
     );
 }
 
-/// API (LWT mode, unique keys, dead letters): `purge_dead` returns `Ok(false)` ("it was not
-/// a dead letter") for a dead letter it purged, when its answer is lost and index upkeep
-/// seals the purged row (`Seal::Done`: attempt raised) before the read-back. The read-back
-/// takes "done with the attempt read" as the only sign of its own purge, and a seal changes
-/// the attempt.
+/// API (LWT mode, unique keys, dead letters): `purge_dead` answers `Ok(true)` for a dead
+/// letter it purged, when its answer is lost and index upkeep seals the purged row
+/// (`Seal::Done`: attempt raised) before the read-back. The read-back accepts a done row
+/// whose origin is the one read and whose attempt is at least the one read (a seal raises a
+/// done row's attempt without changing its origin), not only "done with the attempt read".
 ///
 /// Interleaving: a unique job is discarded (attempt 1); a `requeue_dead` of it is given up
 /// as of unknown outcome (its LWT never reached a replica), leaving its run entry; no scan
@@ -238,15 +221,10 @@ async fn finding_completed_unique_job_with_a_copy_stays_available_in_stats() {
 ///    attempt 1), its answer is lost;
 /// 2. scanner S meets the old run entry of a unique key's done row: seals it
 ///    (attempt 1 -> 2) and removes it;
-/// 3. P reads the row back: done, attempt 2, not 1: "not purged by this call"; it returns
-///    `Ok(false)`.
-///
-/// Suggested fix: a purge read-back should accept a done row whose origin is the one read
-/// and whose attempt is at least the one read (only a seal raises a done row's attempt
-/// without changing its origin), or purge with a marker of its own (e.g. `last_error` set to
-/// the call's id) to recognise it.
+/// 3. P reads the row back: done, origin O, attempt 2: its own purge, sealed since; it
+///    returns `Ok(true)`.
 #[tokio::test(start_paused = true)]
-async fn finding_purge_dead_with_a_lost_answer_and_a_seal_says_not_purged() {
+async fn purge_dead_with_a_lost_answer_and_a_seal_says_purged() {
     let b = MemoryBackend::new();
     let config = queue_config();
     let name = "sealed-purge";
@@ -273,26 +251,20 @@ async fn finding_purge_dead_with_a_lost_answer_and_a_seal_says_not_purged() {
     );
 }
 
-/// DOCS (LWT mode, unique keys): the README says "An enqueue never sends after its own
-/// `resolve_timeout` (it checks again after every pause)", but the revival branch of the
-/// enqueue loop places a fresh entry (`place_in_time`, which may itself take up to
-/// `resolve_timeout` of late writes) and then sends the revive LWT without checking
-/// `give_up_at` again. Harmless for safety as far as this review found (the revival's entry
-/// is fresh, and a revival landing after that entry's window is refused by the seal, with
-/// the outcome of `finding_revival_refused_by_a_seal_is_reported_as_a_done_duplicate`), but
-/// the stated bound, which the window arithmetic is argued from, does not hold.
+/// Bound (LWT mode, unique keys): as the README says, "An enqueue never sends after its own
+/// `resolve_timeout` (it checks again after every pause)", and that holds for the revival
+/// branch of the enqueue loop too: after placing a fresh entry (`place_in_time`, which may
+/// itself take up to `resolve_timeout` of late writes) it checks `give_up_at` again before
+/// it sends the revive LWT. The window arithmetic is argued from this bound.
 ///
 /// Interleaving (resolve 2 s, request timeout 3 s): a unique key's job is done and its done
 /// window over; E enqueues the key: its `IF NOT EXISTS` sends fail (replicas unreachable)
 /// until just before `give_up_at`; the last one is answered "not applied", the row reads
 /// done, E places a revival entry whose write lands 1.5 s later (late for its position, so
-/// it is placed again), and sends the revive about 1.4 s after `give_up_at`.
-///
-/// Suggested fix: check `give_up_at` again right before the revive (returning
-/// `OutcomeUnknown` and leaving the fresh entry, or removing it since nothing was sent), or
-/// state the revival's own bound in the README.
+/// it is placed again), and would send the revive about 1.4 s after `give_up_at`; it gives
+/// up instead.
 #[tokio::test(start_paused = true)]
-async fn finding_enqueue_sends_a_revival_after_its_resolve_timeout() {
+async fn enqueue_sends_no_revival_after_its_resolve_timeout() {
     let b = MemoryBackend::new();
     let base = queue_config();
     let config = QueueConfig {

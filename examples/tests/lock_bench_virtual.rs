@@ -1,16 +1,15 @@
-//! Review 14 of `lock_bench --virtual`: the binary run as a user would.
+//! `lock_bench --virtual` and its flag checks: the binary run as a user would.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Review 14's finding: `--memory --virtual --latency-us 0` was accepted, and then never ended.
-/// With no delay the embedded stores answer without ever waiting, so a lone contender's
-/// lock → release loop never yields to a timer; on the current-thread runtime with a paused
-/// clock the clock only moves when every task waits, so the 1 s window never closes and the
-/// bench spins one core forever (seen: still at 100 % CPU after 60 s of wall time, no row
-/// printed; with `--latency-us 1000` the same command ends in 0.1 s). Now it is refused at
-/// once with an error naming the delay.
+/// `--memory --virtual --latency-us 0` is refused at once, with an error naming the delay,
+/// rather than run forever. With no delay the embedded stores answer without ever waiting,
+/// so a lone contender's lock → release loop never yields to a timer; on the current-thread
+/// runtime with a paused clock the clock only moves when every task waits, so the 1 s
+/// window would never close and the bench would spin one core forever (with
+/// `--latency-us 1000` the same command ends in 0.1 s).
 #[test]
 fn virtual_bench_refuses_a_zero_delay() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_lock_bench"))

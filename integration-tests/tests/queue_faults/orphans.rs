@@ -1,7 +1,7 @@
-//! Review 11 of the work queue: the hand-back paths as a whole (the orphan path of
-//! `WorkQueue::try_entry`, `ClaimTarget::released` / `after_hand_back` after a release
-//! settles, in both claim modes). Each test is a finding that fails on the code it was
-//! written against, for the reason given in its doc comment.
+//! Orphaned claims (a claim that applied after its claimer read back "not claimed"): the
+//! orphan path of `WorkQueue::try_entry` keeps an orphan known until its hand-back has
+//! settled, so the claimer's process hands the item back rather than taking it for a live
+//! claim of its own.
 
 use std::time::Duration;
 
@@ -11,28 +11,26 @@ use integration_tests::backend::{Backend, MemoryBackend};
 use integration_tests::conformance::queue::queue_config;
 use integration_tests::tweaked::Tweaked;
 
-use super::review9::item_and_claimer;
+use super::lost_undos::item_and_claimer;
 use super::{claim_within, row_of};
 
-/// LIVENESS (LWT mode, orphans): `try_entry` takes an orphaned claim out of
-/// `Orphans` before it sends the hand-back, and ignores the hand-back's result. When that
-/// one LWT fails (not applied: the replicas briefly unreachable, the very kind of fault
-/// that made the claim an orphan), the claim is forgotten while it still holds the item:
-/// every later claimer of this process takes it for a live claim of its own and skips the
-/// item, which nobody works on until the abandoned claim's TTL runs out (15 s by default,
-/// 2 s here) - what the orphan path exists to avoid ("a claimer of this process that finds
-/// one of them holding an item hands it back at once").
+/// LIVENESS (LWT mode, orphans): an orphaned claim whose one hand-back fails stays known as
+/// an orphan, and the item is handed back by a later claim of the same process, well before
+/// the orphaned claim's TTL runs out. `try_entry` takes an orphan out of `Orphans` only once
+/// its hand-back is settled: when that LWT fails (not applied: the replicas briefly
+/// unreachable, the very kind of fault that made the claim an orphan), the orphan is put
+/// back. Forgotten, it would still hold the item, and every later claimer of this process
+/// would take it for a live claim of its own and skip the item, which nobody would work on
+/// until the abandoned claim's TTL runs out (15 s by default, 2 s here) - what the orphan
+/// path exists to avoid ("a claimer of this process that finds one of them holding an item
+/// hands it back at once").
 ///
 /// Interleaving: item X (run entry E). P's claim X1 answers "unknown" and is read back as
 /// not claimed (the LWT still on its way): X1 is an orphan. X1 applies. P's next claim
-/// meets E, sees X1, takes it from the orphans and sends the unclaim: refused before it is
-/// sent (unavailable). The re-read still shows X1: "own claim", skipped. Every later claim
-/// of P skips X the same way until X1 lapses.
-///
-/// Suggested fix: take the orphan only once its hand-back is settled: put it back (or do
-/// not remove it) when the hand-back errs or the re-read still names it.
+/// meets E, sees X1 and sends the unclaim: refused before it is sent (unavailable); X1 stays
+/// an orphan. A later claim of P hands X1 back and gets X.
 #[tokio::test(start_paused = true)]
-async fn finding_orphan_forgotten_after_one_failed_hand_back() {
+async fn orphan_stays_known_after_one_failed_hand_back() {
     let b = MemoryBackend::new();
     let name = "orphan-hand-back-failed";
     let config = queue_config();

@@ -1,4 +1,7 @@
-//! Review 12 of the fair lock's early claim (commit c0938aa): findings and probes.
+//! The fair lock's early claim under faults: probes of mutual exclusion, deadlock freedom
+//! and leftovers under lost answers, late applies, skewed clocks and dropped futures, the
+//! waiters' read pace, and the documented limit of a next in line cut off after its early
+//! claim.
 
 #![allow(clippy::unwrap_used)]
 
@@ -162,14 +165,14 @@ async fn probe_mutual_exclusion_under_faults() {
 /// rule). The `try_lock`'s read back then shows that claim: it holds on (the claim is
 /// behind it) for its few immediate rounds, and gives up while the next in line is still
 /// deleting its claim (8 ms deletes, 4 ms reads: a busy cluster or a far data centre).
-/// The thesis's TryGetLock, first on a free lock, owns it; found by review 12, it reported
-/// the lock taken and the waiter behind it got it instead. Now `try_lock` reads on while
-/// the only others are claims queued behind it (up to `TRY_HOLD_READS`), and gives up at
-/// once only on an owner's cell.
+/// As the thesis's TryGetLock, first on a free lock, it owns it (rather than reporting the
+/// lock taken while the waiter behind it gets it): `try_lock` reads on while the only others
+/// are claims queued behind it (for up to 1.5 times the store's retry interval, long enough
+/// for a failed delete to be sent again), and gives up at once only on an owner's cell.
 #[tokio::test(start_paused = true)]
 async fn try_lock_first_on_a_free_lock_wins_over_an_early_claim() {
-    // The next in line's deletes go through a coordinator that takes 8 ms (with 4 ms it
-    // owned even before the fix).
+    // The next in line's deletes go through a coordinator that takes 8 ms (with 4 ms the
+    // `try_lock` would own even without reading on past the claim).
     try_lock_first_on_a_free_lock_wins(|next| {
         next.inject(
             Some(CellOp::Delete),
@@ -220,9 +223,9 @@ pub(super) async fn try_lock_first_on_a_free_lock_wins(next_faults: impl FnOnce(
 /// During a long hold the two next in line read at the pace the docs give: the next in
 /// line (main row only, where its early claim stands) at most about once per
 /// `poll_interval`, the second in line (queue only: it reads the main row too only while it
-/// reads back to back) at most about once per `2 × poll_interval / 5`. Found by review 12:
-/// over a 10 s hold with 1 ms round trips they made 5002 and 2972 calls (a tenth of
-/// `poll_interval` for the next in line; joint queue and main-row reads for the second).
+/// reads back to back) at most about once per `2 × poll_interval / 5`, not (over a 10 s hold
+/// with 1 ms round trips) thousands of calls, as reading at a tenth of `poll_interval` for
+/// the next in line, or joint queue and main-row reads for the second, would make.
 #[tokio::test(start_paused = true)]
 async fn waiters_read_at_their_pace_during_a_long_hold() {
     let memory = super::tests::slow_memory();
@@ -434,15 +437,13 @@ async fn probe_late_held_mark_does_not_resurrect_the_cell() {
 }
 
 /// The holder's release deletes its queue and main cells at once; the queue delete fails
-/// (a coordinator that is down answers `Unavailable`). Found by review 12: the release then
-/// asked `still_held`, which read only the last owned cell, the main one: gone, so the
-/// release counted as done and the queue cell was never deleted. The next in line owns (it saw the
-/// holder's main cell), but the one after it is then next in line behind a head that left:
-/// that head's main cell never comes, so it waits for the queue cell's TTL (15 s by
-/// default) instead of a few round trips. The cause predated the early claim (before it,
-/// the next in line itself waited the TTL). Now each delete is sent again until confirmed
-/// (after the store's retry interval, 1 s ± half) and only confirmed deletes count, so
-/// both hand-overs take at most about that interval.
+/// (a coordinator that is down answers `Unavailable`). Each delete is sent again until
+/// confirmed (after the store's retry interval, 1 s ± half) and only confirmed deletes
+/// count, so both hand-overs take at most about that interval. Were the release taken for
+/// done once the main cell is gone, the queue cell would never be deleted: the next in line
+/// owns (it saw the holder's main cell), but the one after it is then next in line behind a
+/// head that left, whose main cell never comes, so it would wait for the queue cell's TTL
+/// (15 s by default) instead of a few round trips.
 #[tokio::test(start_paused = true)]
 async fn a_failed_queue_delete_on_release_is_sent_again() {
     let memory = super::tests::slow_memory();
@@ -580,8 +581,8 @@ async fn probe_late_read_answers_make_no_second_owner() {
 /// shows the claim of a contender behind it, so the head holds on, waiting for it to give
 /// way, which it cannot: the free lock stays unowned until that claim's TTL (15 s). In the
 /// thesis only the head writes the main row, and it would own at once (the cut-off
-/// contender would block everyone later, once it is the head). A limit, documented (found
-/// by review 12): the head owns within the claim's TTL and the clock skew, not sooner.
+/// contender would block everyone later, once it is the head). A documented limit: the
+/// head owns within the claim's TTL and the clock skew, not sooner.
 #[tokio::test(start_paused = true)]
 async fn limit_next_in_line_cut_off_after_its_early_claim_blocks_the_head_for_a_ttl() {
     let CutOff {

@@ -1,9 +1,8 @@
-//! Review 4 of the work queue (placement of index entries, slot sharing): each test was a
-//! finding that failed on the code it was written against, for the reason in its doc
-//! comment, and now guards the fix: the fleet clock and copies that never replace the
-//! original (`workqueue/src/placement.rs`), the row sealed before index upkeep deletes an
-//! item's last entry (`QueueStore::seal`), and an enqueue window that covers every send of
-//! an enqueue (the orphan scenario with a slow LWT now passes by the window alone).
+//! Where index entries are placed, and the sweep of entries whose row write is late: an
+//! item that exists keeps an entry a scan finds. Entries are placed by the fleet clock, and
+//! a copy never replaces its original (`workqueue/src/placement.rs`); index upkeep seals a
+//! row before it deletes an item's last entry (`QueueStore::seal`); and the enqueue window
+//! covers every send of an enqueue.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,13 +18,15 @@ use super::{
 };
 use integration_tests::tweaked::Tweaked;
 
-/// SAFETY: an item is lost with correct clocks, no fault and no crash.
+/// SAFETY: with correct clocks, no fault and no crash, an item enqueued while a rescan from a
+/// stale cursor is under way is found: an entry placed near a stale cursor is a copy beside
+/// its original, never a move of it.
 ///
-/// `keep_ahead_of_cursor` moves an immediate entry whose position is more than
-/// `2 x cursor_lag + cursor_refresh` above the stored cursor *back* to `cursor + lag`. That
-/// is meant for enqueuers whose clock is ahead, but the stored cursor is also that far back
-/// whenever nobody rescanned for a few seconds (all workers busy, or none running) or a
-/// backlog holds it at its oldest entry. Interleaving (skew 0, lag 1 s, refresh 1 s):
+/// The stored cursor is far back whenever nobody rescanned for a few seconds (all workers
+/// busy, or none running) or a backlog holds it at its oldest entry. Were an immediate entry
+/// whose position is more than `2 x cursor_lag + cursor_refresh` above the stored cursor
+/// moved *back* to `cursor + lag`, this interleaving (skew 0, lag 1 s, refresh 1 s) would
+/// lose the item:
 /// 1. a scan at t0 leaves the cursor at C = t0 - lag; nobody scans for 20 s;
 /// 2. process S starts a rescan from C: it reads the bucket of C + lag (empty), then the
 ///    later buckets one request each;
@@ -36,11 +37,10 @@ use integration_tests::tweaked::Tweaked;
 /// 4. S reads the later buckets (empty now), finds nothing live and moves the cursor to its
 ///    clock minus lag, past C + lag.
 ///
-/// The item's row is available and its only entry lies below the cursor: no scan ever
-/// reads it again. The same move runs after a requeue and after a hand-back
-/// (`after_finish`), with the same race.
+/// The item's row would be available with its only entry below the cursor, where no scan
+/// reads again. Requeues and hand-backs (`after_finish`) place their entries the same way.
 #[tokio::test(start_paused = true)]
-async fn finding_entry_moved_back_to_stale_cursor_is_passed_and_item_lost() {
+async fn item_enqueued_during_a_rescan_from_a_stale_cursor_is_found() {
     let b = MemoryBackend::new();
     let config = queue_config();
     let name = "moved-back";
@@ -86,15 +86,14 @@ async fn finding_entry_moved_back_to_stale_cursor_is_passed_and_item_lost() {
     );
 }
 
-/// DOCS/ORDER: with `choice = 1` items come out in position order, and the README says
-/// immediate items are placed at their enqueue time and that only items of an enqueuer whose
-/// clock is ahead by more than `2 x cursor_lag + cursor_refresh` are moved back to the cursor
-/// (and may run before older items). But the move back compares with the *stored* cursor,
-/// not with the clock: after a few seconds without a rescan (or under a backlog older than
-/// that, which holds the cursor at its oldest entry), every new immediate item of a correct
-/// clock is moved in front of items enqueued before it.
+/// ORDER: with `choice = 1` items come out in position order, and an immediate item of a
+/// correct clock is placed at its enqueue time, after the items enqueued before it, even
+/// after seconds without a rescan (or under a backlog that holds the stored cursor at its
+/// oldest entry). Only items of an enqueuer whose clock is ahead by more than
+/// `2 x cursor_lag + cursor_refresh` are placed nearer the cursor (and may run before older
+/// items): placement compares with the fleet clock, not with the stored cursor.
 #[tokio::test(start_paused = true)]
-async fn finding_correct_clock_item_jumps_ahead_of_older_items() {
+async fn correct_clock_item_comes_out_after_older_items() {
     let b = MemoryBackend::new();
     let config = QueueConfig {
         choice: 1,
@@ -114,13 +113,14 @@ async fn finding_correct_clock_item_jumps_ahead_of_older_items() {
     );
 }
 
-/// SAFETY (cancel safety of `enqueue_item`): an enqueue whose row LWT applies later than
-/// `enqueue_window` after its entry's position, dropped (a caller's timeout) or crashing while
-/// it places the entry again, leaves an existing, available item with no index entry.
+/// SAFETY (cancel safety of `enqueue_item`): an enqueue whose row LWT is slow, dropped (a
+/// caller's timeout) or crashing while it places its entry again, leaves its item findable
+/// if it exists, as the docs say ("Dropped midway, the item may or may not exist; if it
+/// exists it is findable"): the enqueue window covers every send of an enqueue, so no sweep
+/// removes the entry before the LWT has applied or been given up.
 ///
-/// The docs say: "Dropped midway, the item may or may not exist; if it exists it is findable"
-/// and the README: "a crash at any later step leaves the item findable". Interleaving (LWT
-/// mode, resolve 2 s, lag 1 s, so `enqueue_window` = 3 s):
+/// The interleaving that would lose the item with a window shorter than a send (LWT mode,
+/// resolve 2 s, lag 1 s, so a window of 3 s):
 /// 1. E places its entry at t0 (in time) and sends the row's `IF NOT EXISTS`, which is slow
 ///    (a coordinator queue; it has not reached Paxos yet);
 /// 2. at its next rescan after t0 + 3 s a scanner finds the entry older than
@@ -129,10 +129,10 @@ async fn finding_correct_clock_item_jumps_ahead_of_older_items() {
 /// 3. at t0 + 4.8 s the LWT applies: E sees the entry is old and places it again
 ///    (`place_in_time`), but is dropped before that write lands.
 ///
-/// Nothing else holds an entry for the item. (A sweep that fences the row before deleting
-/// the entry, e.g. its own `IF NOT EXISTS` done marker, would make the late LWT fail.)
+/// Nothing else would hold an entry for the item. (The sweep also fences the row before
+/// deleting the entry, with its own `IF NOT EXISTS` done marker, so a late LWT fails.)
 #[tokio::test(start_paused = true)]
-async fn finding_orphan_sweep_then_late_lwt_then_drop_loses_item() {
+async fn slow_enqueue_lwt_dropped_while_placing_its_entry_leaves_the_item_findable() {
     use cql_lease::memory::{Fault, Times};
     use cql_workqueue::NewItem;
     use cql_workqueue::memory::QueueOp;
@@ -203,24 +203,24 @@ async fn finding_orphan_sweep_then_late_lwt_then_drop_loses_item() {
     );
 }
 
-/// SAFETY (unique-key revival): a revival whose LWT outcome is unknown, committed after a
-/// scanner removed its run entry, leaves a live job that no scan finds; the next enqueue of
-/// the key is told `Duplicate { state: Available }` and removes its own entry too.
+/// SAFETY (unique-key revival): a revival whose LWT outcome is unknown and which would be
+/// committed after a scanner removed its run entry is refused: the scanner seals the done
+/// row (its attempt number raised) before it removes the entry, so no live job is left
+/// without an entry, and the key's next enqueue starts its job.
 ///
 /// `due` leaves a done row's run entry alone for `enqueue_window` (a revival may be on its
-/// way), then removes it on a plain read that still shows `done`. Unlike `drop_orphan` (no
-/// row) and the discarded-row rule, there is no SERIAL read first, so a revival proposal
-/// accepted but not yet committed is not completed before the entry goes. Interleaving
-/// (resolve 2 s, lag 1 s, `done_retention` 1 s):
+/// way), then removes it once the row still reads `done`. A plain read cannot complete a
+/// revival proposal accepted but not yet committed, hence the seal. Interleaving (resolve
+/// 2 s, lag 1 s, `done_retention` 1 s):
 /// 1. the key's first job completes; its done marker expires;
 /// 2. E enqueues the key again: places its run entry, sends the revive LWT, whose answer is
 ///    lost (accepted, not committed); its resends fail (replicas unreachable), so after
 ///    `resolve_timeout` it returns `OutcomeUnknown`, leaving the entry;
 /// 3. a scanner meets the entry older than `enqueue_window` on a row that reads `done`, and
 ///    removes it;
-/// 4. the revival is committed (here at +4.5 s): the row is available, with no entry.
+/// 4. the revival's round reaches its replicas (here at +4.5 s) and is refused by the seal.
 #[tokio::test(start_paused = true)]
-async fn finding_revival_committed_after_done_entry_swept_is_lost() {
+async fn late_revival_after_its_done_entry_was_swept_is_refused() {
     use cql_workqueue::{Enqueued, NewItem, QueueError};
 
     let b = MemoryBackend::new();
@@ -270,18 +270,19 @@ async fn finding_revival_committed_after_done_entry_swept_is_lost() {
 }
 
 /// SAFETY (bakery mode, "nothing lost (every item keeps an index entry)"): an enqueue whose
-/// plain row write is cut, and applied after the scanner's orphan sweep, leaves an item with
-/// no entry; no crash needed.
+/// plain row write is cut, and lands after the scanner's orphan sweep, leaves no item
+/// without an entry: the sweep's fence, written with a later timestamp, wins over the late
+/// row.
 ///
 /// `drop_orphan` settles "no row" with a SERIAL read in the LWT mode; in the bakery mode that
 /// read is a plain read, which cannot stop a write already on its way. Interleaving (resolve
 /// 2 s, lag 1 s): E places its entry at t0 and writes the row; the write's answer is lost
 /// (the write is still with a coordinator, or only a hint holds it) and E's resends fail, so
 /// E returns `OutcomeUnknown` at t0 + 2 s ("the item may exist"; the docs promise it is
-/// findable if it does); at its next rescan after t0 + 3 s a scanner reads no row and removes
-/// the entry; at t0 + 4.5 s the first write lands.
+/// findable if it does); at its next rescan after t0 + 3 s a scanner reads no row, fences
+/// the row and removes the entry; at t0 + 4.5 s the first write lands, and loses.
 #[tokio::test(start_paused = true)]
-async fn finding_bakery_enqueue_row_landing_after_orphan_sweep_is_lost() {
+async fn bakery_enqueue_row_landing_after_the_orphan_sweep_loses_to_its_fence() {
     use cql_workqueue::QueueError;
 
     let (b, config) = bakery_backend();
@@ -307,17 +308,18 @@ async fn finding_bakery_enqueue_row_landing_after_orphan_sweep_is_lost() {
     );
 }
 
-/// SAFETY (LWT mode, no crash): the sweep of
-/// `finding_orphan_sweep_then_late_lwt_then_drop_loses_item`, with an enqueue LWT that a
-/// coordinator applies after its answer was lost. The enqueuer's resends fail until
+/// SAFETY (LWT mode, no crash): an enqueue LWT that a coordinator would apply after the
+/// orphan sweep of its entry (its answer lost) is refused by the sweep's `IF NOT EXISTS`
+/// fence, so no item is left without an entry. The enqueuer's resends fail until
 /// `resolve_timeout`, so it returns `OutcomeUnknown` ("the item may exist"; findable if it
 /// does, say its docs) and never re-places its entry; a scanner's SERIAL read after
-/// `enqueue_window` (3 s) finds no row (the proposal has not been made yet) and removes the
-/// entry; the LWT applies at 4.5 s. With the default timing a send the client itself still
-/// waits for can apply that late: the last send before `resolve_timeout` (10 s) may take the
-/// request timeout (validity / 3 = 4.5 s), past `enqueue_window` = 10 s + `cursor_lag` (2 s).
+/// `enqueue_window` (3 s) finds no row (the proposal has not been made yet), fences the row
+/// and removes the entry; the LWT reaches its replicas at 4.5 s. With the default timing a
+/// send the client itself still waits for can arrive that late: the last send before
+/// `resolve_timeout` (10 s) may take the request timeout (validity / 3 = 4.5 s), past an
+/// `enqueue_window` of 10 s + `cursor_lag` (2 s).
 #[tokio::test(start_paused = true)]
-async fn finding_enqueue_lwt_applied_after_orphan_sweep_is_lost() {
+async fn enqueue_lwt_applied_after_the_orphan_sweep_is_refused_by_its_fence() {
     use cql_workqueue::QueueError;
 
     let b = MemoryBackend::new();

@@ -1,8 +1,8 @@
-//! Review 9 of the work queue: the review-8 fix (an undelivered claim whose check entry took
-//! the place of the entry its item was found by puts a run entry back when its undo
-//! applies: `ClaimTarget::moved`), and the delivered hand-back's index upkeep built the same
-//! way. Each test is a finding that fails on the code it was
-//! written against, for the reason given in its doc comment.
+//! An undo or hand-back whose answer was lost, or which applied late: the index upkeep of a
+//! claim given back (a run entry in place of its check entry) runs once the release has
+//! settled as released, by answer or by read-back (`Holdable::released`), not only on one
+//! call answering `Applied`. So the item is found at once; in the bakery mode, a give-back
+//! whose answer was lost keeps its ticket, a documented limit shown with its bound.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,28 +102,25 @@ async fn undone_and_found_after_the_ticket_lapses(
     );
 }
 
-/// LIVENESS (LWT mode, b72a067): the review-8 fix puts the run entry back only when the
-/// unclaim call itself answers `Applied` (`ClaimTarget::release`). An unclaim that applies
-/// but whose answer is lost returns `Err(Unknown)` before the restore, and `release_target`
-/// settles it by reading back (`still_held` is false: "released") without calling
-/// `release` again, so nothing puts the run entry back: the available item's only entry is
-/// the check entry that took the found entry's place, and nobody finds the item for a
+/// LIVENESS (LWT mode): an undo (unclaim) that applies but whose answer is lost still puts
+/// the run entry back, so the item is found at once. The unclaim returns `Err(Unknown)`, and
+/// `release_target` settles it by reading back (`still_held` is false: "released") without
+/// calling `release` again; the restore runs on that settled outcome. Keyed on the unclaim
+/// call answering `Applied`, it would not run, the available item's only entry would be the
+/// check entry that took the found entry's place, and nobody would find the item for a
 /// claim TTL (15 s by default). The lost answer is the same kind of fault (a coordinator
 /// timeout) that made the claim fail in the first place, likely on a struggling cluster.
 ///
 /// Interleaving: item X enqueued (run entry E, same bucket as any check entry).
 /// 1. P claims X (attempt 1), moves E -> C (applies, answer lost): `claim` fails;
 /// 2. P's guard sends unclaim: it applies (X available, attempt 0), its answer is lost;
-/// 3. read-back: not held -> "released"; `moved` is never taken; X's only entry is C;
-/// 4. Q scans: nothing until C is due.
+/// 3. read-back: not held -> "released" -> `Holdable::released` puts a run entry back;
+/// 4. Q scans and finds X at once.
 ///
-/// Suggested fix: do the restore in the undo's settled outcome, not in one call's answer:
-/// e.g. in `release`, when the unclaim errs, read the row and restore if the claim is no
-/// longer ours; or give `Holdable` a hook `released()` that `release_target` calls once it
-/// settles as released (by answer or read-back), and restore there. An extra run entry is
-/// harmless (claims are conditional on the attempt), a missing one costs a TTL.
+/// An extra run entry is harmless (claims are conditional on the attempt); a missing one
+/// costs a TTL.
 #[tokio::test(start_paused = true)]
-async fn finding_undo_whose_answer_was_lost_leaves_the_item_hidden_for_a_claim_ttl() {
+async fn undo_whose_answer_was_lost_leaves_the_item_findable() {
     let b = MemoryBackend::new();
     let name = "undo-answer-lost";
     let config = one_bucket(queue_config());
@@ -181,15 +178,13 @@ fn lost_writes_over(b: &MemoryBackend, armed: &Arc<AtomicBool>, quirks: Tweaked)
     }
 }
 
-/// LIVENESS (bakery mode, b72a067): the first finding in the LWT-free claim mode. Its undo
+/// LIVENESS (bakery mode): the previous test in the LWT-free claim mode. Its undo
 /// (`unclaim`: the give-back write of the item row, attempt set to the ticket's number)
-/// lands and its answer is lost: `unclaim` errs before the restore, and the read-back
-/// (`still_held`) already reads the claim as over (a ticket at or below the row's attempt
-/// is finished), so `release_target` settles "released" and nothing puts the run entry
-/// back: only the check entry is left, due a claim TTL later. (It also hits the next
-/// finding: a fix of the restore alone still fails here, on the ticket left standing.)
-/// The restore is fixed (`Holdable::released`); the ticket is a documented limit (see the
-/// next test), so this one shows the bound: found once the ticket lapses.
+/// lands and its answer is lost; the read-back (`still_held`) reads the claim as over (a
+/// ticket at or below the row's attempt is finished), so `release_target` settles
+/// "released" and `Holdable::released` puts the run entry back. The ticket left standing
+/// is a documented limit (see the next test), so the item is found once the ticket lapses,
+/// within a few claim TTLs.
 #[tokio::test(start_paused = true)]
 async fn bakery_undo_whose_answer_was_lost_delays_the_item_until_its_ticket_lapses() {
     let (b, config) = bakery_backend();
@@ -208,23 +203,21 @@ async fn bakery_undo_whose_answer_was_lost_delays_the_item_until_its_ticket_laps
     undone_and_found_after_the_ticket_lapses(&b, name, &key, config).await;
 }
 
-/// LIVENESS (LWT mode, b72a067): the restore is keyed on one unclaim call answering
-/// `Applied`. An unclaim whose answer is lost and which lands only after the read-back
-/// (a Paxos round its coordinator was still retrying) is settled by the next try, which
-/// finds the claim gone and answers `NotApplied`: `release_target` ends with
-/// `Lost(NotHolder)`, the restore does not run, and the undone item's only entry is the
-/// check entry, due a claim TTL later.
+/// LIVENESS (LWT mode): an undo whose answer is lost and which lands only after the
+/// read-back (a Paxos round its coordinator was still retrying) leaves the item findable at
+/// once. The next try finds the claim gone and answers `NotApplied`, so `release_target`
+/// ends with `Lost(NotHolder)`; the restore runs whenever the undo ends with the claim not
+/// ours (applied, read back as released, or not applied because it is gone), not only on
+/// `Applied`, so the undone item's only entry is not the check entry, due a claim TTL later.
 ///
 /// Interleaving: as above to step 1; then
 /// 2. P's guard sends unclaim U1: "unknown" at once, not applied yet;
 /// 3. read-back: still held -> try again after the retry delay;
 /// 4. U1 applies (X available, attempt 0);
-/// 5. U2: not applied (the claim is gone) -> Lost; no run entry; X's only entry is C.
-///
-/// Suggested fix: as above: restore whenever the undo ends with the claim not ours (applied,
-/// read back as released, or not applied because it is gone), not only on `Applied`.
+/// 5. U2: not applied (the claim is gone) -> Lost, the claim not ours: a run entry is put
+///    back, and Q finds X.
 #[tokio::test(start_paused = true)]
-async fn finding_undo_applied_late_leaves_the_item_hidden_for_a_claim_ttl() {
+async fn undo_applied_late_leaves_the_item_findable() {
     let b = MemoryBackend::new();
     let name = "undo-late";
     let config = one_bucket(queue_config());
@@ -247,13 +240,14 @@ async fn finding_undo_applied_late_leaves_the_item_hidden_for_a_claim_ttl() {
     .await;
 }
 
-/// LIVENESS (bakery mode, before and after b72a067): the bakery `unclaim` returns the
-/// give-back write's error (`?`) before `forget` and `ticket.withdraw()`. When that write
-/// lands but its answer is lost, `release_target` reads back, `still_held` reads the claim
-/// as over (the row's attempt reached the ticket's number) and settles "released": nobody
-/// withdraws the ticket. Its live cells keep every other process's draw off the item
-/// ("any live ticket keeps the item from a new draw") until they expire, although the item
-/// is available and its entry (here the found entry, never moved) is in place.
+/// LIVENESS (bakery mode, a documented limit): an undo whose give-back write lands but whose
+/// answer is lost keeps its ticket until the ticket lapses, and the item is found then. The
+/// bakery `unclaim` returns the give-back write's error (`?`) before `forget` and
+/// `ticket.withdraw()`; `release_target` reads back, `still_held` reads the claim as over
+/// (the row's attempt reached the ticket's number) and settles "released": nobody withdraws
+/// the ticket. Its live cells keep every other process's draw off the item ("any live
+/// ticket keeps the item from a new draw") until they expire, although the item is
+/// available and its entry (here the found entry, never moved) is in place.
 ///
 /// Interleaving (bakery, two-step placement): item X enqueued (run entry E).
 /// 1. P draws ticket 1 for X and wins; its check entry's write is slow;
@@ -262,14 +256,10 @@ async fn finding_undo_applied_late_leaves_the_item_hidden_for_a_claim_ttl() {
 /// 4. read-back: not held -> "released"; the ticket's cells stay live;
 /// 5. Q finds X through E and steps aside from P's live ticket until it lapses.
 ///
-/// Suggested fix: in the bakery `unclaim`, forget and withdraw the ticket whatever the
-/// give-back write answered (its outcome is settled by the read-back), then return its
-/// error; or withdraw it in a read-back that finds the claim over.
-///
-/// Kept as a documented limit instead (README, bakery mode): the give-back is a plain row
-/// write sent only while the ticket's cells certainly stand, so that no new draw can race
-/// it; withdrawing the ticket while that write may still land would let the next claimer
-/// draw the same number under it. The test shows the bound: found once the ticket lapses.
+/// Why the ticket stays (README, bakery mode): the give-back is a plain row write sent only
+/// while the ticket's cells certainly stand, so that no new draw can race it; withdrawing
+/// the ticket while that write may still land would let the next claimer draw the same
+/// number under it. The test shows the bound: found once the ticket lapses.
 #[tokio::test(start_paused = true)]
 async fn bakery_undo_whose_answer_was_lost_keeps_its_ticket_until_it_lapses() {
     let (b, config) = bakery_backend();
@@ -292,23 +282,19 @@ async fn bakery_undo_whose_answer_was_lost_keeps_its_ticket_until_it_lapses() {
     undone_and_found_after_the_ticket_lapses(&b, name, &key, config).await;
 }
 
-/// LIVENESS (delivered claims; the same shape before b72a067): a dropped `Job` hands its
-/// claim back (`ClaimTarget::release`, `HandBack::Delivered`: a reschedule to available at
-/// once) and puts a run entry in its check entry's place only when that reschedule call
-/// answers `Applied`. A reschedule that applies with its answer lost is settled by the
-/// read-back as "released" and no run entry is placed: the available item's only entry is
-/// the job's check entry, at the claim's expiry (a claim TTL after the claim, 15 s by
+/// LIVENESS (delivered claims): a dropped `Job` whose hand-back applies with its answer lost
+/// leaves its item findable at once. The job hands its claim back (`ClaimTarget::release`,
+/// `HandBack::Delivered`: a reschedule to available at once) and puts a run entry in its
+/// check entry's place once the hand-back settles as released, by answer or by read-back:
+/// keyed on the reschedule call answering `Applied`, the available item's only entry would
+/// be the job's check entry, at the claim's expiry (a claim TTL after the claim, 15 s by
 /// default, for a job dropped at once).
 ///
 /// Interleaving: item X (run entry E). P claims X (attempt 1; check entry C at + TTL, E
 /// removed) and drops the job at once; the hand-back reschedule applies, its answer is
-/// lost; read-back: not held -> released; X available, only entry C; Q finds nothing until
-/// C is due.
-///
-/// Suggested fix: the same as for the undo: run the index upkeep of a hand-back on the
-/// settled outcome (answer or read-back), not on one call's `Applied`.
+/// lost; read-back: not held -> released -> a run entry in C's place; Q finds X at once.
 #[tokio::test(start_paused = true)]
-async fn finding_dropped_job_whose_hand_back_answer_was_lost_is_hidden_for_a_claim_ttl() {
+async fn dropped_job_whose_hand_back_answer_was_lost_leaves_the_item_findable() {
     let b = MemoryBackend::new();
     let name = "hand-back-answer-lost";
     let config = queue_config();

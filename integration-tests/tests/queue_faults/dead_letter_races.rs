@@ -1,8 +1,9 @@
-//! Review 7 of the work queue: the fixes of review 6 (a revival or requeue overtaken by a
-//! seal is tried again; a purge whose answer was lost is recognised by its origin with an
-//! attempt at least the one read; only a unique done row's run entry naming its current
-//! attempt is kept as a possible revival). Each test is a finding that fails on the code it
-//! was written against, for the reason given in its doc comment.
+//! Dead-letter operations and revivals that race each other with lost answers or slow
+//! rounds: a purge or requeue read-back tells its own write from another caller's (by
+//! `requeued_at`, not the attempt alone), one `requeue_dead` call requeues at most once, a
+//! late purge round never purges a later dead letter, and an enqueue whose revival is still
+//! on its way is not reported as a duplicate. The bakery mode's documented limit (dead-letter
+//! operations do not exclude each other) is shown as it stands.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,28 +44,25 @@ async fn run_once(
     token
 }
 
-/// SAFETY / API (LWT mode, dead letters): `purge_dead` answers `Ok(true)` ("purged for
-/// good") for a dead letter it never purged, which another caller requeued and a worker
-/// then ran to completion. A regression of b77502e: the purge read-back now accepts any
-/// done row with the origin read and an attempt *at least* the one read, to survive a seal
-/// (which raises a done row's attempt and keeps its origin). But a requeue keeps the origin
-/// too, and the requeued job's claim raises the attempt, so its completion reads exactly
-/// like "purged, then sealed". Before the fix (`attempt ==`) the answer was `Ok(false)`.
-/// An operator (or a tool recording what was purged) is told the poisoned job was deleted
-/// unrun, while it ran once more; requeue and purge both report success for one dead letter.
+/// SAFETY / API (LWT mode, dead letters): `purge_dead` never answers `Ok(true)` ("purged for
+/// good") for a dead letter it never purged, which another caller requeued and a worker then
+/// ran to completion. The purge read-back accepts a done row with the origin read and an
+/// attempt *at least* the one read, to survive a seal (which raises a done row's attempt and
+/// keeps its origin). A requeue keeps the origin too, and the requeued job's claim raises
+/// the attempt, so its completion reads like "purged, then sealed" but for `requeued_at`,
+/// which a seal keeps and a requeue sets: the read-back requires it unchanged. An operator
+/// (or a tool recording what was purged) would otherwise be told the poisoned job was
+/// deleted unrun, while it ran once more.
 ///
 /// Interleaving: an item is claimed (token 1) and discarded. Then:
 /// 1. P calls `purge_dead`: reads the row (discarded, attempt 1, origin O) and sends the
 ///    purge, which never reaches a replica; its answer is lost 250 ms later;
 /// 2. meanwhile R calls `requeue_dead`: applied (available, `requeued_at` 1); worker W
 ///    claims it (token 2) and completes it: done, attempt 2, origin O;
-/// 3. P reads the row back: done, origin O, attempt 2 >= 1: "my purge", `Ok(true)`.
-///
-/// Suggested fix: tell a seal from a claim: a seal keeps `requeued_at`, a requeue sets it to
-/// the attempt read, so also require `c.requeued_at == item.requeued_at` (or have the purge
-/// write a marker of its own, e.g. `last_error` = the call's id, and look for it).
+/// 3. P reads the row back: done, origin O, attempt 2 >= 1, but `requeued_at` moved: not
+///    its purge, so not `Ok(true)`.
 #[tokio::test(start_paused = true)]
-async fn finding_purge_read_back_takes_a_requeued_and_completed_job_for_its_purge() {
+async fn purge_read_back_does_not_take_a_requeued_and_completed_job_for_its_purge() {
     let b = MemoryBackend::new();
     let config = queue_config();
     let name = "purge-vs-requeue";
@@ -92,28 +90,24 @@ async fn finding_purge_read_back_takes_a_requeued_and_completed_job_for_its_purg
     );
 }
 
-/// SAFETY (LWT mode, dead letters): one `requeue_dead` call requeues a dead letter twice,
-/// so the job runs once more than anybody asked. A regression of 4a5866d: a requeue
-/// settled as "not applied" now re-reads the row and, if it is still discarded with
-/// another attempt number, takes that for a seal and requeues again. But its own requeue
-/// may have applied (answer lost), the job run and died again, and been requeued by someone
-/// else and died again: the read-back sees `requeued_at` of the other requeue (not the
-/// attempt it sent), says "not applied", and the retry requeues the dead letter once more.
+/// SAFETY (LWT mode, dead letters): one `requeue_dead` call requeues a dead letter at most
+/// once, so the job runs no more often than anybody asked. A requeue settled as "not
+/// applied" re-reads the row and requeues again only if it is still discarded with a higher
+/// attempt *and the same `requeued_at`* as read (a seal changes only the attempt; a claim
+/// after a requeue moves `requeued_at`). Its own requeue may have applied (answer lost), the
+/// job run and died again, and been requeued by someone else and died again: the read-back
+/// then sees another requeue's `requeued_at`, and that is no seal.
 ///
 /// Interleaving (max_attempts 3): an item is claimed (token 1) and discarded. Then:
 /// 1. R calls `requeue_dead`: reads discarded at attempt 1, its requeue applies
 ///    (`requeued_at` 1); its answer is lost 250 ms later;
 /// 2. meanwhile W claims the item (token 2) and discards it; R2 calls `requeue_dead`:
 ///    applied (`requeued_at` 2); W claims it (token 3) and discards it;
-/// 3. R reads the row back: discarded, attempt 3, `requeued_at` 2 != 1: "not applied"; it
-///    re-reads (discarded, attempt 3 != 1: "overtaken by a seal") and requeues again:
-///    `Ok(true)`, and the dead letter is available a third time.
-///
-/// Suggested fix: retry only when the row is discarded with a higher attempt *and the same
-/// `requeued_at`* as read (a seal changes only the attempt; a claim after a requeue moves
-/// `requeued_at`), or record the requeue's own id on the row and settle by it.
+/// 3. R reads the row back: discarded, attempt 3, `requeued_at` 2 != 1: not a seal, so R
+///    does not requeue again, and the dead letter stays discarded (taking the attempt alone
+///    for a seal would make it available a third time).
 #[tokio::test(start_paused = true)]
-async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
+async fn requeue_dead_with_a_lost_answer_requeues_only_once() {
     let b = MemoryBackend::new();
     let config = queue_config();
     let name = "requeue-twice";
@@ -145,7 +139,7 @@ async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
 }
 
 /// A documented limit (README, bakery mode: "Dead-letter operations do not exclude each
-/// other"), found by review 7 as a docs finding; this test shows the limit the docs state.
+/// other"); this test shows the limit as the docs state it, and fails if it changes.
 ///
 /// DOCS / API (bakery mode, dead letters): a `requeue_dead` and a `purge_dead` of the same
 /// dead letter both answer `Ok(true)`: one caller is told the job was requeued, the other
@@ -154,8 +148,7 @@ async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
 /// other way round, a job reported requeued never runs, its run entry dropped as a done
 /// row's). The bakery mode's requeue and purge are a read then an unconditional plain
 /// write, so neither can refuse the other. In the LWT mode exactly one applies (both are
-/// `IF state = 'discarded'`). The README's "Guarantees compared with the LWT mode" lists
-/// unconditional finishes among the bakery's weaker points, not the dead-letter operations.
+/// `IF state = 'discarded'`).
 ///
 /// Interleaving: an item is claimed (token 1) and discarded. Then:
 /// 1. P calls `purge_dead`: reads the row (discarded), its row write (done) is slow;
@@ -163,10 +156,6 @@ async fn finding_requeue_dead_with_a_lost_answer_requeues_again() {
 ///    answers `Ok(true)`;
 /// 3. P's write lands (an older timestamp: it loses) and P answers `Ok(true)`; a worker
 ///    then claims the "purged" job.
-///
-/// Suggested fix: state it in the README's bakery limits (dead-letter operations are not
-/// exclusive of each other), or make them re-read after writing and report what the row
-/// ended as (the later timestamp wins, so the re-read tells which write took effect).
 #[tokio::test(start_paused = true)]
 async fn bakery_requeue_and_purge_of_one_dead_letter_may_both_succeed_documented() {
     let (b, config) = bakery_backend();
@@ -203,14 +192,15 @@ async fn bakery_requeue_and_purge_of_one_dead_letter_may_both_succeed_documented
     );
 }
 
-/// SAFETY (LWT mode, unique keys): an enqueue reports `Duplicate { state: Done }` and
-/// removes its entry while its own first revival, whose answer was lost, is still on its
-/// way; that revival applies once the done marker expires, and the new job is available
-/// with no index entry: never run, and its caller was told nothing was added. The revival
-/// branch takes a refused revival followed by a row that is not its own as definitive, as
-/// if no earlier revive of the same call could still land (`settle` treats "not applied
-/// after an earlier lost answer" as unknown; this loop does not). A refusal only means the
-/// condition failed *then*: the done marker had not expired yet. The earlier revive's
+/// SAFETY (LWT mode, unique keys): an enqueue whose own first revival (its answer lost) is
+/// still on its way is not reported as `Duplicate { state: Done }` with its entry removed;
+/// whatever it answers, if that revival applies once the done marker expires, the new job
+/// has an index entry and runs. Once any revive of the call had a lost answer, a refusal is
+/// not final (as `settle` treats "not applied after an earlier lost answer" as unknown): the
+/// enqueue keeps its entry and goes on until `give_up_at`, then returns `OutcomeUnknown`
+/// leaving the entry, which index upkeep keeps for the window and then seals (raising the
+/// attempt fences the late revive). A refusal only means the condition failed *then*: the
+/// done marker had not expired yet. The earlier revive's
 /// Paxos round, still retrying at its coordinator after the client's request timeout, reads
 /// the condition afresh and finds the marker gone. The race sits at the end of the done
 /// window, where a periodic unique job ("once per `done_retention`") enqueues.
@@ -221,17 +211,11 @@ async fn bakery_requeue_and_purge_of_one_dead_letter_may_both_succeed_documented
 ///    (attempt 1) and sends `revive(1, O)`: answered "unknown", its round still retrying;
 /// 2. 50 ms later E sends again: refused, the row reads done (attempt 1, O); the revive
 ///    again: refused (the marker still stands); E reads done, O, attempt 1: not its own,
-///    not sealed: it removes its entry and returns `Duplicate { state: Done }`;
+///    not sealed, but its first revive is unsettled, so E keeps its entry;
 /// 3. at T + 1.3 s the first revive's round reads the condition: the marker expired,
-///    attempt 1, origin O: applied. The row is available (E's payload), with no entry.
-///
-/// Suggested fix: once any revive of the call had a lost answer, a refusal is not final:
-/// keep the entry and go on (read back by origin) until `give_up_at`, then return
-/// `OutcomeUnknown` leaving the entry, which index upkeep keeps for the window and then
-/// seals (raising the attempt fences the late revive); report `Duplicate` only when no
-/// revive of the call is unsettled.
+///    attempt 1, origin O: applied. The row is available (E's payload), and findable.
 #[tokio::test(start_paused = true)]
-async fn finding_duplicate_reported_while_own_lost_revival_is_on_its_way() {
+async fn no_duplicate_reported_while_the_enqueues_own_lost_revival_is_on_its_way() {
     let b = MemoryBackend::new();
     let config = QueueConfig {
         done_retention: Duration::from_secs(1),
@@ -267,11 +251,12 @@ async fn finding_duplicate_reported_while_own_lost_revival_is_on_its_way() {
     available_is_findable(&scanner, &key).await;
 }
 
-/// The other way into finding 2's retry, without a lost answer: R's requeue is slow, and
-/// meanwhile R2 requeues the dead letter and it dies again. R's requeue is refused (the
-/// attempt moved on) and the row reads discarded at a higher attempt, as after a seal; but
-/// its `requeued_at` moved too, so this is a new dead letter, and R answers `false` instead
-/// of requeueing it once more.
+/// A requeue overtaken by another requeue and a new death is not repeated (the retry meant
+/// for a seal, reached without a lost answer): R's requeue is slow, and meanwhile R2
+/// requeues the dead letter and it dies again. R's requeue is refused (the attempt moved on)
+/// and the row reads discarded at a higher attempt, as after a seal; but its `requeued_at`
+/// moved too, so this is a new dead letter, and R answers `false` instead of requeueing it
+/// once more.
 #[tokio::test(start_paused = true)]
 async fn requeue_overtaken_by_another_requeue_and_a_new_death_is_not_repeated() {
     let b = MemoryBackend::new();

@@ -1,5 +1,6 @@
-//! Review 5 of the work queue (see `review5_upkeep`): an enqueuer paused in its retry sleep
-//! for longer than its window, which now checks the window again after every pause.
+//! An enqueuer paused in its retry sleep (GC, VM, an overloaded runtime) for longer than its
+//! window: it checks the window again after every pause and never sends past it, so a sweep
+//! that gave up on its write cannot be overtaken by a fresh resend (see `seals`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,16 +14,16 @@ use super::plain_items::{AppliedAnswerLost, LostFirstWrite, SlowMiss};
 use super::{bakery_backend, claim_within, enqueue_window, key_of, scan_for};
 use integration_tests::tweaked::Tweaked;
 
-/// SAFETY (bakery mode): an enqueue reported `Ok` whose item never runs: the sweep's fence
-/// (an unconditional done row, timestamped when it is sent) overwrites the row of an enqueue
-/// that wrote it, read it as applied, and returned.
+/// SAFETY (bakery mode): an enqueue paused past its window while a sweep fences its row
+/// either reports an unknown outcome or, reported `Ok`, has its item run: the sweep's fence
+/// (an unconditional done row, timestamped when it is sent) never overwrites the row of an
+/// enqueue told `Ok`.
 ///
 /// The bakery fence rests on "a row write landing later is one its enqueuer gave up on, and
-/// carries an older timestamp". Neither holds for an enqueuer paused in its retry sleep
-/// (GC, VM, an overloaded runtime) for longer than `enqueue_window`: the loop checks
-/// `give_up_at` only before sleeping, so on waking it resends; its first send's timestamp
-/// is forgotten by then (`kept` < `enqueue_window`), so it writes with a fresh one, and
-/// the write is acknowledged. Interleaving:
+/// carries an older timestamp". Both hold only because the enqueue loop checks `give_up_at`
+/// again after its retry sleep: an enqueuer paused there for longer than `enqueue_window`
+/// does not resend on waking, with a fresh timestamp (its first send's is forgotten by then,
+/// `kept` < `enqueue_window`). The interleaving that would break it:
 /// 1. E places its entry and sends the row; the send is lost (answer "unknown"); E sleeps
 ///    before resending and is paused there for `enqueue_window` + 1 s;
 /// 2. scanner S meets the entry, now older than `enqueue_window`, and reads the row: none
@@ -33,14 +34,11 @@ use integration_tests::tweaked::Tweaked;
 ///    and removes the old entry. The row reads done (`SWEPT`); E's fresh entry is later
 ///    removed as a done item's.
 ///
-/// With E's clock behind S's (within `max_clock_skew`), step 2's slow answer is not even
-/// needed: a resend landing after the fence carries a lower timestamp and loses, yet is
-/// acknowledged. Suggested fix: after a bakery-mode write, E reads the row back and treats
-/// `SWEPT` as refused; and the fence is timestamped at `entry.pos + enqueue_window` (not at
-/// its sender's clock), with an enqueue whose first send is older than its window placing a
-/// fresh entry before writing with a fresh timestamp, which then always beats the fence.
+/// With E's clock behind S's (within `max_clock_skew`), step 2's slow answer would not even
+/// be needed: a resend landing after the fence carries a lower timestamp and loses, yet is
+/// acknowledged.
 #[tokio::test(start_paused = true)]
-async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
+async fn bakery_fence_never_overwrites_an_enqueue_reported_ok() {
     let (b, config) = bakery_backend();
     let name = "fenced-ok";
     let writes = Arc::new(AtomicUsize::new(0));
@@ -98,8 +96,8 @@ async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
     // 3. E wakes and finishes; 4. S acts on its read.
     let (outcome, claimed) = tokio::join!(enqueue, claim);
     assert!(claimed.expect("claim").is_none());
-    // Fixed: E no longer sends after its window (it checks it again after the pause), so
-    // it reports an unknown outcome; told Ok, its item must run.
+    // E does not send after its window (it checks it again after the pause), so it
+    // reports an unknown outcome; told Ok, its item must run.
     let id = match outcome {
         Ok(id) => id,
         Err(cql_workqueue::QueueError::OutcomeUnknown { .. }) => return,
@@ -124,31 +122,25 @@ async fn finding_bakery_fence_overwrites_an_enqueue_reported_ok() {
     );
 }
 
-/// SAFETY/semantics (LWT mode, unique keys): the seal of a done row takes over its origin,
-/// so a resent enqueue no longer recognises the job it created and, once the done marker
-/// expired, starts it again: one `enqueue_item` call, two executions. The docs of
-/// `NewItem::unique` promise "A resent enqueue (the same call, its first answer lost) is
-/// recognised by its origin and never brings a completed job back"; before the seal that
-/// held (the row kept the call's origin).
-///
-/// The enqueue loop checks `give_up_at` only before its retry sleep, so an enqueuer paused
-/// in that sleep (GC, VM) resends on waking however late. Interleaving (done_retention 1 s):
+/// SAFETY/semantics (LWT mode, unique keys): one `enqueue_item` call runs its job at most
+/// once, even when its enqueuer is paused past its window and index upkeep seals the done
+/// row meanwhile. The docs of `NewItem::unique` promise "A resent enqueue (the same call, its
+/// first answer lost) is recognised by its origin and never brings a completed job back": a
+/// seal keeps the row's origin (it raises the attempt number instead), and the enqueue loop
+/// checks `give_up_at` again after its retry sleep, so it does not resend however late it
+/// wakes. The interleaving that would run the job twice (done_retention 1 s):
 /// 1. E enqueues key `k`: its LWT applies, the answer is lost; E sleeps before resending and
 ///    is paused there;
 /// 2. F enqueues `k` too: `Duplicate`, but the removal of its own entry fails (best effort),
 ///    so `k` has two run entries;
 /// 3. a worker claims `k` through one of them and completes it (attempt 1, origin E);
 /// 4. after `enqueue_window` a scanner meets the other entry on a done row of a unique key,
-///    seals the row (origin -> `SWEPT`) and removes the entry;
-/// 5. E wakes after the done marker expired: its resend is refused, its read-back shows
-///    origin `SWEPT` (not its own), so it revives the row and returns `New`: the job runs
-///    again.
-///
-/// Suggested fix: keep the enqueue's origin recognisable through a seal (seal into a
-/// separate column, e.g. `sealed = true` / a seal counter, leaving `origin` alone, and
-/// condition revivals on it), and re-check `give_up_at` after the retry sleep.
+///    seals the row and removes the entry;
+/// 5. E wakes after the done marker expired. Were the seal to replace the origin (with
+///    `SWEPT`), a resend would be refused, its read-back would not recognise the row, and
+///    E would revive it and return `New`: the job would run again.
 #[tokio::test(start_paused = true)]
-async fn finding_seal_of_done_row_lets_the_same_enqueue_run_its_job_twice() {
+async fn seal_of_a_done_row_never_lets_the_same_enqueue_run_its_job_twice() {
     use cql_workqueue::{Enqueued, NewItem};
 
     let b = MemoryBackend::new();
@@ -192,8 +184,8 @@ async fn finding_seal_of_done_row_lets_the_same_enqueue_run_its_job_twice() {
     // 4. The other entry is swept once old, the row sealed.
     scan_for(&worker, enqueue_window(&config) + Duration::from_secs(2)).await;
     // 5. E wakes.
-    // Fixed: E checks its window again after the pause (an unknown outcome), and a seal
-    // keeps the row's origin, so a resend would still know its row.
+    // E checks its window again after the pause (an unknown outcome), and a seal keeps
+    // the row's origin, so a resend would still know its row.
     let outcome = enqueue.await;
     let again = claim_within(&worker, "w", 30).await;
     assert!(
@@ -204,26 +196,21 @@ async fn finding_seal_of_done_row_lets_the_same_enqueue_run_its_job_twice() {
     );
 }
 
-/// SAFETY (bakery mode): a resent enqueue brings its completed item back, and the item
-/// runs again. The README: "a resent enqueue never brings a completed item back (it is
-/// resent with its first send's timestamp ...)". The first send's timestamp is kept only for
-/// `kept = 2 x resolve_timeout + request timeout` after it (`PendingEnqueues`), and the
-/// enqueue loop checks `give_up_at` only before its retry sleep, so an enqueuer paused in
-/// that sleep for longer than `kept` resends on waking with a fresh timestamp, above the
-/// completion's. Interleaving:
+/// SAFETY (bakery mode): an enqueuer paused past its window never brings its completed item
+/// back. The README: "a resent enqueue never brings a completed item back (it is resent with
+/// its first send's timestamp ...)". The first send's timestamp is kept only for
+/// `kept = 2 x resolve_timeout + request timeout` after it (`PendingEnqueues`); the enqueue
+/// loop checks `give_up_at` again after its retry sleep, so an enqueuer paused there for
+/// longer than `kept` gives up instead of resending with a fresh timestamp, above the
+/// completion's. The interleaving that would run the item again:
 /// 1. E enqueues: its row write applies, the answer is lost; E sleeps before resending and
 ///    is paused there for `enqueue_window` + 1 s (> `kept`);
 /// 2. a worker claims the item (token 1) and completes it;
-/// 3. E wakes and resends: a fresh timestamp, so its `available`, attempt-0 row overwrites
-///    the done row; E sees its entry is old, places a fresh one, and returns `Ok`;
-/// 4. a worker claims the item again.
-///
-/// Suggested fix: never resend with a fresh timestamp (give up instead: re-check
-/// `give_up_at` after the sleep and before each send, and keep the first send's timestamp
-/// for as long as any send of that enqueue can be made), or read the row back before a
-/// resend and stop if it exists.
+/// 3. E wakes; a resend with a fresh timestamp would overwrite the done row with its
+///    `available`, attempt-0 row, and E would place a fresh entry and return `Ok`;
+/// 4. a worker would claim the item again.
 #[tokio::test(start_paused = true)]
-async fn finding_bakery_resend_after_pause_brings_completed_item_back() {
+async fn bakery_enqueue_paused_past_its_window_never_brings_its_completed_item_back() {
     let (b, config) = bakery_backend();
     let name = "back-again";
     let writes = Arc::new(AtomicUsize::new(0));

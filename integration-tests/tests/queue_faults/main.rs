@@ -1,10 +1,22 @@
-//! Reviews 4, 5 and 6 of the work queue (placement of index entries, seals, enqueue
-//! windows), each test a finding that failed on the code it was written against, for the
-//! reason in its doc comment, and now guards the fix: review 4's in `review4`, review 5's in
-//! `review5_upkeep` (seals and index upkeep) and `review5_paused` (an enqueuer paused past
-//! its window), review 6's in `review6`. They drive the embedded store on paused tokio time
-//! through `integration_tests::tweaked::Tweaked`, a store with a few quirks, so they are fast
-//! and deterministic.
+//! The work queue under faults that race its index upkeep: writes whose answers are lost or
+//! that land late, enqueuers paused past their window, claims dropped midway, and seals,
+//! requeues and purges overtaking each other. Every test names the guarantee it checks: an
+//! item that exists is findable, a job runs no more often than asked, and every call's
+//! answer matches what the rows ended as.
+//!
+//! - `index_entries`: where entries are placed, and sweeps of entries whose write is late;
+//! - `seals`: a sweep seals the row against the late write it gives up on;
+//! - `paused_enqueuer`: an enqueuer paused past its window never sends again;
+//! - `overtaken_by_seals`: a revival, requeue or purge whose row was sealed meanwhile;
+//! - `dead_letter_races`: requeues, purges and revivals whose answers were lost;
+//! - `lost_moves`: a claim undone after its index move;
+//! - `lost_undos`: an undo or hand-back whose answer was lost;
+//! - `settled_hand_backs`: the index upkeep of a hand-back follows the row it settled on;
+//! - `orphans`: an orphaned claim stays known until its hand-back settles.
+//!
+//! They drive the embedded store on paused tokio time through
+//! `integration_tests::tweaked::Tweaked`, a store with a few quirks, so they are fast and
+//! deterministic.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -18,16 +30,16 @@ use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_with};
 use integration_tests::tweaked::Tweaked;
 
+mod dead_letter_races;
+mod index_entries;
+mod lost_moves;
+mod lost_undos;
+mod orphans;
+mod overtaken_by_seals;
+mod paused_enqueuer;
 mod plain_items;
-mod review10;
-mod review11;
-mod review4;
-mod review5_paused;
-mod review5_upkeep;
-mod review6;
-mod review7;
-mod review8;
-mod review9;
+mod seals;
+mod settled_hand_backs;
 
 /// The embedded store in the bakery claim mode, and the suite's queue config in that mode.
 fn bakery_backend() -> (MemoryBackend, QueueConfig) {
@@ -104,7 +116,7 @@ async fn scan_then_idle(worker: &WorkQueue, config: &QueueConfig) {
     .await;
 }
 
-/// The fix's invariant: an item whose row reads available has an entry a scan finds.
+/// The invariant: an item whose row reads available has an entry a scan finds.
 async fn available_is_findable(scanner: &WorkQueue, key: &ItemKey) -> Option<StoredItem> {
     let row = scanner.store().read(key).await.expect("read");
     if row.as_ref().is_some_and(|r| r.state == JobState::Available) {

@@ -1,5 +1,5 @@
-//! Interleavings found by review where a scanner's index upkeep raced a write still on its
-//! way: the item must stay findable.
+//! Interleavings where a scanner's index upkeep races a write still on its way: the item
+//! stays findable.
 
 use std::time::{Duration, UNIX_EPOCH};
 

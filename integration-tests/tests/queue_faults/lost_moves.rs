@@ -1,8 +1,8 @@
-//! Review 8 of the work queue: the review-7 fixes (dead-letter read-backs told apart by
-//! `requeued_at`, an enqueue whose revival answer was lost) and `QueueStore::move_entry` (a
-//! claim's check entry takes the place of the entry its item was found by, in one request).
-//! Each test is a finding that fails on the code it was written against, for the reason
-//! given in its doc comment.
+//! A claim undone after its index move: `QueueStore::move_entry` puts the claim's check
+//! entry in the place of the entry its item was found by, in one request. When the claim
+//! fails on the move's lost answer, or is dropped while the move is on its way, its undo
+//! places a run entry again, so another process finds the undone item at once, not a claim
+//! TTL later.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,9 +47,9 @@ async fn item_and_claimer(
     (key_of(name, &id), claimer)
 }
 
-/// The item is available again (its claim undone), and another process
-/// that starts looking now must find it well within one claim TTL (2 s here; 15 s with the
-/// defaults), as it did when a claim placed its check entry and then removed the old one.
+/// The item is available again (its claim undone), and another process that starts looking
+/// now finds it well within one claim TTL (2 s here; 15 s with the defaults), as when a
+/// claim places its check entry before it removes the old one.
 async fn undone_and_found_at_once(
     b: &MemoryBackend,
     name: &str,
@@ -71,32 +71,24 @@ async fn undone_and_found_at_once(
     );
 }
 
-/// LIVENESS (LWT and bakery modes, 669d73d): a claim whose index move (`move_entry`, the
-/// unlogged batch of the check entry's INSERT and the found entry's DELETE) applied but
-/// whose answer was lost fails with a store error; its guard undoes the claim (state and
-/// attempt restored), but the entry the item was found by is gone with the move, so the
-/// available item's only entry is the undone claim's check entry, at the claim's expiry. No
-/// process finds the item for a whole claim TTL (15 s by default) after an error that spent
-/// nothing. Before 669d73d the check entry was placed first and the found entry removed
-/// only after the claim was delivered: a failed or lost placement left the found entry, and
-/// the comment above the move still says "On failure ... the old entry stays". (The failing
-/// claimer itself puts the entry back in its buffer and retries it, so only other processes
-/// are blind; see the next finding for a claimer that is not given that chance.)
+/// LIVENESS: a claim whose index move (`move_entry`, the unlogged batch of the check
+/// entry's INSERT and the found entry's DELETE) applied but whose answer was lost fails with
+/// a store error; its guard undoes the claim (state and attempt restored) and puts a run
+/// entry back, so another process finds the item at once. The entry the item was found by
+/// is gone with the move: without that run entry, the available item's only entry would be
+/// the undone claim's check entry, at the claim's expiry, and no process would find the item
+/// for a whole claim TTL (15 s by default) after an error that spent nothing. (The failing
+/// claimer itself puts the entry back in its buffer and retries it; see the test of a
+/// dropped claim for a claimer that is not given that chance.)
 ///
 /// Interleaving: item X enqueued (run entry E, same bucket as any check entry).
 /// 1. P claims X: the claim LWT wins (attempt 1);
 /// 2. P sends move(E -> C at now + ttl): it applies, its answer is lost ("unknown");
 /// 3. `claim` returns `Err(Store "move index entry")`, the guard undoes the claim: X is
-///    available, attempt 0, and its only entry is C;
-/// 4. Q starts claiming: its scans read up to its clock; C is not due for 2 s: nothing.
-///
-/// Suggested fix: on an error (or unknown outcome) of the move, put the found entry back
-/// (a plain `place(entry)` with a later client timestamp than the move's delete, as the
-/// too-late path already does), and do the same from the guard's undo when the claim future
-/// is dropped; or keep two steps for claims (place the check entry, remove the found entry
-/// only once the claim is delivered) and use the batch only for index upkeep's moves.
+///    available, attempt 0, with a run entry besides C;
+/// 4. Q starts claiming: its scans read up to its clock and find X (C is not due for 2 s).
 #[tokio::test(start_paused = true)]
-async fn finding_claim_whose_move_answer_was_lost_hides_the_undone_item_for_a_claim_ttl() {
+async fn claim_whose_move_answer_was_lost_leaves_the_undone_item_findable() {
     let b = MemoryBackend::new();
     let name = "move-answer-lost";
     let config = one_bucket_config();
@@ -110,11 +102,11 @@ async fn finding_claim_whose_move_answer_was_lost_hides_the_undone_item_for_a_cl
     undone_and_found_at_once(&b, name, &key, config).await;
 }
 
-/// LIVENESS (bakery mode, 669d73d): the previous finding in the LWT-free claim mode, whose
-/// store forwards `move_entry` to the store under it: a claim whose move applied and whose
-/// answer was lost is undone, and the item is unseen for a claim TTL.
+/// LIVENESS (bakery mode): the previous test in the LWT-free claim mode, whose store
+/// forwards `move_entry` to the store under it: a claim whose move applied and whose answer
+/// was lost is undone, and the item is found at once, not a claim TTL later.
 #[tokio::test(start_paused = true)]
-async fn finding_bakery_claim_whose_move_answer_was_lost_hides_the_undone_item_for_a_claim_ttl() {
+async fn bakery_claim_whose_move_answer_was_lost_leaves_the_undone_item_findable() {
     let (b, config) = bakery_backend();
     let config = QueueConfig {
         bucket_width: one_bucket_config().bucket_width,
@@ -131,27 +123,22 @@ async fn finding_bakery_claim_whose_move_answer_was_lost_hides_the_undone_item_f
     undone_and_found_at_once(&b, name, &key, config).await;
 }
 
-/// LIVENESS (cancellation, 669d73d): a `claim` future dropped while its index move is on
-/// its way (sent, and applied: a request cannot be called back) is undone by its guard, as
-/// `claim`'s `# Cancel safety` promises ("the claim is undone ... so no attempt is spent"),
-/// but the entry its item was found by went with the move, and the dropped claimer does not
-/// put it back in its buffer either: the available item has no entry anyone reads before the
-/// undone claim's check entry comes due, one claim TTL later. A `tokio::time::timeout`
-/// around `claim`, or a `select!` with a shutdown signal, is enough. Before 669d73d a drop at
-/// this point left the found entry in the index.
+/// LIVENESS (cancellation): a `claim` future dropped while its index move is on its way
+/// (sent, and applied: a request cannot be called back) is undone by its guard, as `claim`'s
+/// `# Cancel safety` promises ("the claim is undone ... so no attempt is spent"), and the
+/// undone item is found at once. The entry its item was found by went with the move, and
+/// the dropped claimer does not put it back in its buffer either, so the guard's undo places
+/// a run entry: otherwise the item would have no entry anyone reads before the undone
+/// claim's check entry comes due, one claim TTL later. A `tokio::time::timeout` around
+/// `claim`, or a `select!` with a shutdown signal, is enough to drop it there.
 ///
 /// Interleaving: item X enqueued (run entry E).
 /// 1. P's `claim` wins X's claim LWT, sends move(E -> C at now + ttl), which applies;
 /// 2. P's caller drops the `claim` future (a 100 ms timeout) before the answer comes;
-/// 3. the guard undoes the claim: X available, attempt 0, only entry C;
-/// 4. Q (and P) find nothing until C is due.
-///
-/// Suggested fix: as for the lost answer, but from the guard's undo, which is all that runs
-/// after a drop: once the claim is given back, place a run entry at the clock (as
-/// `Job::undeliver` does through `after_finish`), or put the found entry back, whenever a
-/// move may have been sent (e.g. `ClaimTarget` told so through its `index` field).
+/// 3. the guard undoes the claim: X available, attempt 0, and a run entry placed besides C;
+/// 4. Q finds X at once.
 #[tokio::test(start_paused = true)]
-async fn finding_claim_dropped_during_its_move_hides_the_undone_item_for_a_claim_ttl() {
+async fn claim_dropped_during_its_move_leaves_the_undone_item_findable() {
     let b = MemoryBackend::new();
     let name = "move-dropped";
     let config = one_bucket_config();
