@@ -173,3 +173,9 @@ pub fn wire_round_trips(server: &cql_test_server::CqlTestServer) -> u64 {
     labels.dedup();
     labels.iter().map(|label| server.calls(label)).sum()
 }
+
+/// The README's Rust examples, compiled (and run, unless marked `no_run`) by
+/// `cargo test --doc`.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
