@@ -179,3 +179,18 @@ pub fn wire_round_trips(server: &cql_test_server::CqlTestServer) -> u64 {
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The Rust examples of `docs/lease.md`.
+#[doc = include_str!("../../docs/lease.md")]
+#[cfg(doctest)]
+pub struct LeaseDocDoctests;
+
+/// The Rust examples of `docs/election.md`.
+#[doc = include_str!("../../docs/election.md")]
+#[cfg(doctest)]
+pub struct ElectionDocDoctests;
+
+/// The Rust examples of `docs/lock.md`.
+#[doc = include_str!("../../docs/lock.md")]
+#[cfg(doctest)]
+pub struct LockDocDoctests;
