@@ -194,3 +194,8 @@ pub struct ElectionDocDoctests;
 #[doc = include_str!("../../docs/lock.md")]
 #[cfg(doctest)]
 pub struct LockDocDoctests;
+
+/// The Rust examples of `docs/queue.md`.
+#[doc = include_str!("../../docs/queue.md")]
+#[cfg(doctest)]
+pub struct QueueDocDoctests;
