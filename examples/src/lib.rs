@@ -199,3 +199,13 @@ pub struct LockDocDoctests;
 #[doc = include_str!("../../docs/queue.md")]
 #[cfg(doctest)]
 pub struct QueueDocDoctests;
+
+/// The Rust examples of `docs/design.md`.
+#[doc = include_str!("../../docs/design.md")]
+#[cfg(doctest)]
+pub struct DesignDocDoctests;
+
+/// The Rust examples of `docs/operations.md`.
+#[doc = include_str!("../../docs/operations.md")]
+#[cfg(doctest)]
+pub struct OperationsDocDoctests;
