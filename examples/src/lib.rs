@@ -209,3 +209,8 @@ pub struct DesignDocDoctests;
 #[doc = include_str!("../../docs/operations.md")]
 #[cfg(doctest)]
 pub struct OperationsDocDoctests;
+
+/// The Rust examples of `docs/benchmarks.md` (none today; included so any added is compiled).
+#[doc = include_str!("../../docs/benchmarks.md")]
+#[cfg(doctest)]
+pub struct BenchmarksDocDoctests;
