@@ -173,3 +173,44 @@ pub fn wire_round_trips(server: &cql_test_server::CqlTestServer) -> u64 {
     labels.dedup();
     labels.iter().map(|label| server.calls(label)).sum()
 }
+
+/// The README's Rust examples, compiled (and run, unless marked `no_run`) by
+/// `cargo test --doc`.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
+/// The Rust examples of `docs/lease.md`.
+#[doc = include_str!("../../docs/lease.md")]
+#[cfg(doctest)]
+pub struct LeaseDocDoctests;
+
+/// The Rust examples of `docs/election.md`.
+#[doc = include_str!("../../docs/election.md")]
+#[cfg(doctest)]
+pub struct ElectionDocDoctests;
+
+/// The Rust examples of `docs/lock.md`.
+#[doc = include_str!("../../docs/lock.md")]
+#[cfg(doctest)]
+pub struct LockDocDoctests;
+
+/// The Rust examples of `docs/queue.md`.
+#[doc = include_str!("../../docs/queue.md")]
+#[cfg(doctest)]
+pub struct QueueDocDoctests;
+
+/// The Rust examples of `docs/design.md`.
+#[doc = include_str!("../../docs/design.md")]
+#[cfg(doctest)]
+pub struct DesignDocDoctests;
+
+/// The Rust examples of `docs/operations.md`.
+#[doc = include_str!("../../docs/operations.md")]
+#[cfg(doctest)]
+pub struct OperationsDocDoctests;
+
+/// The Rust examples of `docs/benchmarks.md` (none today; included so any added is compiled).
+#[doc = include_str!("../../docs/benchmarks.md")]
+#[cfg(doctest)]
+pub struct BenchmarksDocDoctests;
