@@ -108,9 +108,11 @@ mod tests {
         ("ks".into(), "t".into(), "hot".into())
     }
 
-    /// Two proposers that overlap: the later ballot wins its first round, the earlier one is
-    /// pre-empted, backs off and wins a later round. Back-offs on paused time; rounds (on the
-    /// real clock) long enough that the second prepares within the first's.
+    /// Two proposers that overlap: the earlier one is pre-empted by the later ballot, backs
+    /// off and wins a later round; both operations succeed, each applied once. Back-offs on
+    /// paused time; rounds (on the real clock) long enough that the second prepares within
+    /// the first's. How often they pre-empt each other after that depends on how the two
+    /// wake-ups interleave on a loaded machine, so only the least is asserted.
     #[tokio::test(start_paused = true)]
     async fn the_later_ballot_wins_and_the_earlier_retries() {
         let mut model = model(Duration::from_secs(1));
@@ -131,8 +133,12 @@ mod tests {
         first.await.unwrap().unwrap();
         let stats = model.tracker.stats();
         assert_eq!(stats.rounds[&hot()], 2);
-        assert_eq!(stats.attempts[&hot()], 3, "{stats:?}");
-        assert_eq!(stats.contended[&hot()], 1, "{stats:?}");
+        assert!(stats.contended[&hot()] >= 1, "{stats:?}");
+        assert_eq!(
+            stats.attempts[&hot()],
+            2 + stats.contended[&hot()],
+            "every pre-empted round is retried once: {stats:?}"
+        );
         assert_eq!(stats.timeouts, 0);
     }
 
