@@ -1,4 +1,4 @@
-//! GlobalTime (seed 003 §5.4): a cluster time that never goes backwards, on one plain cell.
+//! GlobalTime (from the fair queue lock's design): a cluster time that never goes backwards, on one plain cell.
 //!
 //! Each writer (a time-service replica) reads the cell and, when its local clock is ahead,
 //! writes its local time into the cell **with that same value as the write timestamp**
@@ -10,7 +10,7 @@
 //! Non-decreasing across writers with arbitrarily skewed clocks, as long as reads see
 //! completed writes (QUORUM).
 //!
-//! # Limits (the thesis names the first)
+//! # Limits (the original design names the first)
 //! - **A writer whose clock ran ahead and then died freezes the value**: every other
 //!   writer's time is lower, so their writes lose, and the value stands still until their
 //!   clocks catch up with it (for as long as that clock was ahead). Time stays
@@ -102,7 +102,7 @@ impl GlobalTime {
         Ok(self.store.read_cell(self.at()).await?.unwrap_or(0))
     }
 
-    /// The thesis's TryUpdateGlobalTime: read; if the local clock is ahead, write it with
+    /// The original design's TryUpdateGlobalTime: read; if the local clock is ahead, write it with
     /// itself as the timestamp. Returns the local time when written, `None` otherwise.
     ///
     /// # Errors

@@ -16,7 +16,7 @@ pub enum ClaimMode {
     /// conditional finishes, a SERIAL read-back of lost answers.
     #[default]
     Lwt,
-    /// No LWT at all: the wiki's bakery numbering per item on plain cells, for stores
+    /// No LWT at all: the Cassandra wiki's bakery numbering per item on plain cells, for stores
     /// without LWTs (ScyllaDB 6.0–2025.3 tablet keyspaces, some Cassandra-compatible
     /// services). No unique keys; see the crate's `bakery` docs and the README for what it
     /// guarantees and assumes.

@@ -83,7 +83,7 @@
 //! # Claim modes
 //!
 //! [`QueueConfig::claim_mode`] picks how claims are decided: [`ClaimMode::Lwt`] (above) or
-//! [`ClaimMode::Bakery`], which sends no LWT at all (the wiki's bakery numbering per item,
+//! [`ClaimMode::Bakery`], which sends no LWT at all (the Cassandra wiki's bakery numbering per item,
 //! see [`bakery`]) for stores that have none. Same API, index and worker runtime.
 //!
 //! Backends implement [`QueueStore`]: [`scylla::ScyllaQueueStore`] and

@@ -46,7 +46,7 @@ pub async fn leases(connection: &Connection) -> Result<Arc<dyn LeaseStore>, CliE
 /// As [`leases`].
 pub async fn cells(connection: &Connection) -> Result<Arc<dyn CellStore>, CliError> {
     let options = connection.cell_options(UNUSED)?;
-    // These locks are safe only while every read meets every completed write (seed 002's
+    // These locks are safe only while every read meets every completed write (libQtCassandra's
     // ONE for processes on one node is no case for an operator's tool).
     if !matches!(
         options.consistency,

@@ -68,7 +68,7 @@ pub async fn global_time_never_decreases(b: &dyn LockBackend) {
     assert!(moved > 10, "the time hardly moved ({moved} steps)");
 }
 
-/// The weakness the thesis names: a writer whose clock ran an hour ahead writes once and
+/// The weakness the original design names: a writer whose clock ran an hour ahead writes once and
 /// dies; the other writers' times are lower, so the value stands still (frozen) until their
 /// clocks catch up.
 pub async fn global_time_freezes_behind_a_dead_fast_clock(b: &dyn LockBackend) {

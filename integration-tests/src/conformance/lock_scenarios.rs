@@ -29,7 +29,7 @@ fn notice_slack() -> Duration {
 /// where every poll is a real request to one debug-built server on a shared machine) as many
 /// rounds as fit in about ten seconds on a loaded machine: two for the lease lock, one for
 /// the fair lock (polls), the bakery (each entrant reads every lower ticket: O(n²) reads)
-/// and the shadow-row lock (collisions and the thesis's growing back-offs). Timing there has room for a loaded
+/// and the shadow-row lock (collisions and the original design's growing back-offs). Timing there has room for a loaded
 /// machine: TTL 4 s, renewal every second, a poll every 50 ms (the next in line of the fair
 /// lock paces itself by its place in the queue, from about one round trip up to that),
 /// retries after 20 ms, reads retried for 6 s.

@@ -1,5 +1,5 @@
-//! Lamport's bakery lock on plain cells (seeds 000 and 004's "Locking a row", with seed 002's
-//! refinements from QCassandraLock).
+//! Lamport's bakery lock on plain cells, as the Cassandra wiki's "Locking" page gives it,
+//! with the refinements of libQtCassandra's QCassandraLock.
 //!
 //! Per lock name, two rows: `choosing` (who is picking a number) and `number` (the tickets),
 //! each cell keyed by the contender id ([`ContenderId`](super::ContenderId): unique per

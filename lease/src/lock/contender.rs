@@ -1,4 +1,4 @@
-//! Contender ids: unique per incarnation by construction, reused per slot, ordered like seed
+//! Contender ids: unique per incarnation by construction, reused per slot, ordered like libQtCassandra's
 //! 002's `host/pid` tie-break.
 //!
 //! Why an incarnation part: plain cells keep whatever carries the highest client timestamp.
@@ -22,7 +22,7 @@ const INCARNATION_LEN: usize = 8;
 
 /// A contender's id: `process/incarnation/slot`, e.g. `worker-7/3f9a01c2/000003`. Ids compare
 /// as strings, which orders them by process key, then incarnation, then slot (zero-padded):
-/// the bakery's tie-break, as seed 002's `host/pid` (any total order that every contender
+/// the bakery's tie-break, as libQtCassandra's `host/pid` (any total order that every contender
 /// agrees on will do).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ContenderId(String);

@@ -1,7 +1,7 @@
 //! Claims in the [fair lock](super::fair_lock)'s main row: who may keep its cell there while
 //! it is not alone.
 //!
-//! In the thesis a contender writes into the main row only once it is first in the queue,
+//! In the original design a contender writes into the main row only once it is first in the queue,
 //! so every hand-over waits for four store round trips one after the other (the holder's
 //! delete, the next in line noticing it, its main-row write, its read back). Here the next
 //! in line (place 1) writes its main cell while the holder still holds, and keeps it there
@@ -10,7 +10,7 @@
 //! costs the holder's delete and one read.
 //!
 //! Ownership is unchanged: a contender owns the lock only when a read made after its own
-//! write was confirmed shows its cell and no other (the thesis's Lemma 1 needs nothing else),
+//! write was confirmed shows its cell and no other (the original design's Lemma 1 needs nothing else),
 //! and safety never depends on the rules below. They only decide who *keeps* a cell while
 //! not alone, and must never let two contenders wait on each other for ever:
 //!
@@ -21,14 +21,14 @@
 //!   queue read) waits for this one: that contender finds this one's cell ahead of it and
 //!   not held, so it gives way;
 //! - any other cell (a claim ahead, a `try_lock`, a latecomer whose clock is behind, a
-//!   cell this contender has not seen in the queue) is given way to, as in the thesis, but
+//!   cell this contender has not seen in the queue) is given way to, as in the original design, but
 //!   only when the next read still shows it: the holder that has just taken the lock
 //!   usually has not marked its cell yet, and by the next read it has often released.
 //!
 //! Two contenders each keeping a cell because of the other would need each to be behind the
 //! other in the queue, or one of them to be an owner; neither can happen, so someone always
 //! gives way. A lingering [`HELD`] cell (an owner that crashed) expires with its TTL, as in
-//! the thesis.
+//! the original design.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -91,7 +91,7 @@ async fn head_reads_at_the_poll_rate_behind_a_cut_off_claim() {
 }
 
 /// `try_lock` first on a free lock owns it even when the early claim queued behind it goes
-/// away only after its delete is sent again, as in the thesis (only the head writes the
+/// away only after its delete is sent again, as in the original design (only the head writes the
 /// main row: the `try_lock`, first, owns). The next in line gives way with a delete; that
 /// one delete fails once (a coordinator answering `Unavailable`, sent again by `Durable`
 /// after the retry interval, about 1 s). The `try_lock` reads on past the claim for up to

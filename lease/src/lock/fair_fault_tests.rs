@@ -165,7 +165,7 @@ async fn probe_mutual_exclusion_under_faults() {
 /// rule). The `try_lock`'s read back then shows that claim: it holds on (the claim is
 /// behind it) for its few immediate rounds, and gives up while the next in line is still
 /// deleting its claim (8 ms deletes, 4 ms reads: a busy cluster or a far data centre).
-/// As the thesis's TryGetLock, first on a free lock, it owns it (rather than reporting the
+/// As the original design's TryGetLock, first on a free lock, it owns it (rather than reporting the
 /// lock taken while the waiter behind it gets it): `try_lock` reads on while the only others
 /// are claims queued behind it (for up to 1.5 times the store's retry interval, long enough
 /// for a failed delete to be sent again), and gives up at once only on an owner's cell.
@@ -580,7 +580,7 @@ async fn probe_late_read_answers_make_no_second_owner() {
 /// in line is cut off from the store (a partition, a long pause). The head's read back
 /// shows the claim of a contender behind it, so the head holds on, waiting for it to give
 /// way, which it cannot: the free lock stays unowned until that claim's TTL (15 s). In the
-/// thesis only the head writes the main row, and it would own at once (the cut-off
+/// original design only the head writes the main row, and it would own at once (the cut-off
 /// contender would block everyone later, once it is the head). A documented limit: the
 /// head owns within the claim's TTL and the clock skew, not sooner.
 #[tokio::test(start_paused = true)]

@@ -1,13 +1,13 @@
-//! The fair queue lock of seed 003 (§5): a queue row ordered by arrival time, and a main row.
+//! The fair queue lock: a queue row ordered by arrival time, and a main row.
 //!
 //! Per lock name, a `queue` row whose cells are named by the 20-digit zero-padded
 //! microsecond arrival time, then a 20-digit per-process arrival sequence, then the contender
 //! id, so the store's clustering order is the queue order, and a `main` row with one cell per
 //! contender trying to own the lock.
 //!
-//! - [`Lock::lock`] (the thesis's GetLock): enqueue; wait until your cell is the first in the
+//! - [`Lock::lock`] (the original design's GetLock): enqueue; wait until your cell is the first in the
 //!   queue; write yourself into the main row and read it back; alone there, you own the lock;
-//!   otherwise delete your main cell and try again. One change to the thesis: the next in
+//!   otherwise delete your main cell and try again. One change to the original design: the next in
 //!   line (place 1) writes its main cell as soon as it sees the head's there, and keeps it
 //!   while the head holds (see `lock/fair_claim.rs`), so a hand-over is the
 //!   holder's delete and the next in line's next read.
@@ -18,15 +18,15 @@
 //!   at most 1.5 × `retry_interval` + `poll_interval` if its delete is retried), since it
 //!   is first.
 //! - While waiting and while held, the contender's cells are rewritten with their TTL (the
-//!   thesis's §5.3 lease; the guard does it through the shared hold machine); release
+//!   original design's §5.3 lease; the guard does it through the shared hold machine); release
 //!   deletes both cells.
 //!
 //! Arrival times come from the process's monotonic microsecond clock
 //! ([`ClientClock`](crate::cells::ClientClock)) or, with [`FairLock::with_global_time`], from
-//! [`GlobalTime`], the thesis's non-decreasing cluster time.
+//! [`GlobalTime`], the original design's non-decreasing cluster time.
 //!
 //! # Guarantees
-//! Mutual exclusion rests on the main row alone (the thesis's Lemma 1): of two contenders
+//! Mutual exclusion rests on the main row alone (the original design's Lemma 1): of two contenders
 //! that each write a cell and then read the row, at least one sees both, so two cannot both
 //! see themselves alone. The queue only orders them: contenders whose arrival times differ
 //! by more than the clock skew are granted in arrival order. A crashed holder or waiter is
@@ -40,7 +40,7 @@
 //!   process that is arrival order; across processes it is not, but a contender that keeps
 //!   winning comes back with a higher sequence each time, so a tie cannot starve a waiter
 //!   forever (with ids alone, the lowest id would win every tie).
-//! - Waiters poll (the thesis names notification as future work), each at a pace set by
+//! - Waiters poll (the original design names notification as future work), each at a pace set by
 //!   its place in the queue: the next in line at about one round trip (backing off while
 //!   the holder holds on), the next few waiters slower the further back they stand,
 //!   everyone beyond the first 16 places at `poll_interval` or, once it has seen the head

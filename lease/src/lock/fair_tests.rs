@@ -148,7 +148,7 @@ async fn hand_over_takes_a_few_round_trips_not_a_poll() {
 /// The next in line claims the main row while the holder holds (the holder's cell marked
 /// held, its own a claim), so once the holder's delete lands its next main-row read is its
 /// read back: it owns after at most two store calls (a read that may have left before the
-/// delete, and the one after), not the thesis's queue read, main-row write and read back.
+/// delete, and the one after), not the original design's queue read, main-row write and read back.
 #[tokio::test(start_paused = true)]
 async fn next_in_line_is_claimed_before_the_release() {
     use super::super::fair_claim::{CLAIM, HELD};

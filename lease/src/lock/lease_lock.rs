@@ -1,4 +1,4 @@
-//! A mutex on the LWT lease (seed 001): one conditional write takes it, with a fencing token.
+//! A mutex on the LWT lease: one conditional write takes it, with a fencing token.
 //!
 //! `lock` is [`LeaseClient::acquire`]: waiters stand in a FIFO line on plain cells and read
 //! the lease with plain reads; only the first in line sends an LWT, when the lease reads

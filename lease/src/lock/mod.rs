@@ -1,11 +1,11 @@
-//! Distributed locks behind one object-safe API, built from the source documents.
+//! Distributed locks behind one object-safe API: the classic designs for Cassandra, by name.
 //!
 //! | algorithm | module | store | fencing token |
 //! |---|---|---|---|
-//! | Lamport's bakery (seeds 000, 002, 004) | [`bakery`] | plain cells | **no** |
-//! | fair queue lock (seed 003 §5) | [`fair_lock`] | plain cells | **no** |
-//! | shadow-row lock (seed 003 §4, the baseline) | [`shadow`] | plain cells | **no** |
-//! | lease lock (seed 001) | [`lease_lock`] | one LWT per acquisition | **yes** |
+//! | Lamport's bakery (as the Cassandra wiki and libQtCassandra give it) | [`bakery`] | plain cells | **no** |
+//! | fair queue lock | [`fair_lock`] | plain cells | **no** |
+//! | shadow-row lock (the baseline) | [`shadow`] | plain cells | **no** |
+//! | lease lock (the LWT lease) | [`lease_lock`] | one LWT per acquisition | **yes** |
 //!
 //! Every lock is a lease: its cells carry a TTL, a [`LockGuard`] keeps them alive through the
 //! shared [`hold`](crate::hold) machine (rewriting them every `renew_interval`, TTL/2 or
@@ -183,7 +183,7 @@ pub trait Lock: Send + Sync {
     /// The algorithm's name, for reports.
     fn algorithm(&self) -> &'static str;
 
-    /// Waits until the lock is held (the thesis's GetLock), at most `timeout` (more than
+    /// Waits until the lock is held (the original design's GetLock), at most `timeout` (more than
     /// zero, at most [`MAX_LOCK_TIMEOUT`]).
     ///
     /// # Errors

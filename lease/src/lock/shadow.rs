@@ -1,4 +1,4 @@
-//! The shadow-row lock of seed 003 §4: the algorithm the thesis replaced, kept as the
+//! The shadow-row lock: the algorithm the fair queue lock replaced, kept as the
 //! measured baseline.
 //!
 //! Per lock name, a `main` row (who owns the lock) and a `shadow` row (where contenders
@@ -8,7 +8,7 @@
 //! your shadow cell: [`TryLockResult::Success`]. Otherwise delete your shadow cell:
 //! [`TryLockResult::ConcurrentAttempt`]. GetLock repeats TryLock, sleeping a random
 //! `0..owner_backoff` after AnotherThreadIsOwner and `0..50 ms × attempt` after
-//! ConcurrentAttempt, as the thesis describes.
+//! ConcurrentAttempt, as the original design describes.
 //!
 //! # Guarantees
 //! Mutual exclusion under QUORUM reads and writes: two contenders that each write a shadow
@@ -37,7 +37,7 @@ use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::{MAIN, SHADOW};
 
-/// The thesis's three answers of one TryLock.
+/// The original design's three answers of one TryLock.
 #[derive(Debug)]
 pub enum TryLockResult {
     /// The lock is ours.
@@ -68,7 +68,7 @@ pub struct ShadowLock {
 }
 
 impl ShadowLock {
-    /// A shadow-row lock on `store` with the thesis's 1 s back-off after
+    /// A shadow-row lock on `store` with the original design's 1 s back-off after
     /// AnotherThreadIsOwner.
     ///
     /// # Errors
@@ -81,7 +81,7 @@ impl ShadowLock {
         })
     }
 
-    /// Sets the longest sleep after AnotherThreadIsOwner (the thesis: 1000 ms).
+    /// Sets the longest sleep after AnotherThreadIsOwner (the original design: 1000 ms).
     pub fn with_owner_backoff(mut self, backoff: Duration) -> Self {
         self.owner_backoff = backoff;
         self

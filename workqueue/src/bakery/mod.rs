@@ -1,5 +1,5 @@
-//! The LWT-free claim mode ([`ClaimMode::Bakery`](crate::ClaimMode::Bakery)): the wiki's
-//! work queue (seed 004) with its open issues closed, behind the same [`QueueStore`]
+//! The LWT-free claim mode ([`ClaimMode::Bakery`](crate::ClaimMode::Bakery)): the Cassandra wiki's
+//! work queue (its "Locking" page) with its open issues closed, behind the same [`QueueStore`]
 //! interface the queue's claim path uses, so the public API, the index, the worker runtime
 //! and the hold machine are the LWT mode's.
 //!
