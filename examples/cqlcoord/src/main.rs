@@ -24,7 +24,13 @@ use crate::error::CliError;
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        // --help, --version, and the full help when no arguments are given.
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
         Err(e) => {
             eprintln!("cqlcoord: {}", one_line(&e.render().to_string()));
             std::process::exit(error::EXIT_USAGE);
@@ -104,6 +110,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Lock {
             name,
             timeout,
+            try_once,
             algorithm,
             owner,
             timing,
@@ -113,6 +120,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
             let args = lock_cmd::LockArgs {
                 name,
                 timeout,
+                try_once,
                 algorithm,
                 owner,
                 timing,

@@ -4,6 +4,7 @@
 
 mod common;
 mod elect;
+mod etcdlike;
 mod flags;
 mod lock;
 mod metrics;

@@ -119,7 +119,7 @@ async fn push_work_stats_and_dead_letters_round_trip() {
         None,
     )
     .await;
-    assert_eq!(out.status.code(), Some(3), "not a dead letter any more");
+    assert_eq!(out.status.code(), Some(124), "not a dead letter any more");
     work(&hosts, "1", log).await;
     let last = std::fs::read_to_string(log).expect("log");
     assert!(
