@@ -28,8 +28,12 @@ pub async fn leader(connection: &Connection, name: &str, json: bool) -> Result<i
 
 /// `observe NAME`: one line per leader change until SIGTERM / SIGINT (then exit 0).
 ///
+/// One SERIAL read every `retry_interval`. A read that fails is reported on stderr at once
+/// (then every 30 s while it goes on failing, and when reads work again): the observer keeps
+/// trying, but an operator watching it must not take silence for "no change".
+///
 /// # Errors
-/// Bad flags (2), no connection (1).
+/// Bad flags (2), no connection at start (1).
 pub async fn observe(
     connection: &Connection,
     name: &str,
@@ -37,23 +41,52 @@ pub async fn observe(
     retry_interval: Duration,
 ) -> Result<i32, CliError> {
     let store = crate::stores::leases(connection).await?;
-    let config = ElectionConfig {
-        retry_interval,
-        ..ElectionConfig::default()
-    };
-    let election = Election::new(store, name, config)?;
+    let election = Election::new(store, name, ElectionConfig::default())?;
     let shutdown = shutdown_on_signals()?;
-    let mut changes = election.observe();
+    let mut last: Option<Option<(String, i64, Option<String>)>> = None;
+    let mut failing_since: Option<tokio::time::Instant> = None;
+    let mut reported_at = tokio::time::Instant::now();
     loop {
+        let read = tokio::select! {
+            read = election.leader() => read,
+            _ = shutdown.cancelled() => return Ok(0),
+        };
+        match read {
+            Ok(leader) => {
+                if failing_since.take().is_some() {
+                    eprintln!("cqlcoord: reading the leader of {name:?} again");
+                }
+                let key = leader
+                    .as_ref()
+                    .map(|l| (l.candidate.clone(), l.term.get(), l.value.clone()));
+                if last.as_ref() != Some(&key) {
+                    println!("{}", describe(leader.as_ref(), json));
+                    last = Some(key);
+                }
+            }
+            Err(e) => {
+                let now = tokio::time::Instant::now();
+                let first = failing_since.is_none();
+                if first || now.duration_since(reported_at) >= REPORT_EVERY {
+                    eprintln!(
+                        "cqlcoord: cannot read the leader of {name:?}: {}; retrying every {}",
+                        CliError::store(e),
+                        humantime::format_duration(retry_interval)
+                    );
+                    reported_at = now;
+                }
+                failing_since.get_or_insert(now);
+            }
+        }
         tokio::select! {
-            change = changes.next() => match change {
-                Some(leader) => println!("{}", describe(leader.as_ref(), json)),
-                None => return Err(CliError::store("the observer stopped")),
-            },
+            _ = tokio::time::sleep(retry_interval) => {}
             _ = shutdown.cancelled() => return Ok(0),
         }
     }
 }
+
+/// How often a failure that goes on is reported again.
+const REPORT_EVERY: Duration = Duration::from_secs(30);
 
 fn describe(leader: Option<&Leader>, json: bool) -> String {
     match (leader, json) {

@@ -36,12 +36,20 @@ fn main() {
             std::process::exit(error::EXIT_USAGE);
         }
     };
-    // Library logs go to stderr only when asked for (RUST_LOG), so stdout stays parseable.
+    // Library logs go to stderr (stdout stays parseable): by default the libraries'
+    // warnings only (a worker's failing claims, a campaign's failing attempts: connection
+    // trouble the tool keeps retrying through must not look like silence); RUST_LOG for more.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(
+                    "off,cql_workqueue::worker=warn,cql_election=warn",
+                )
+            }),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .with_target(false)
         .with_writer(std::io::stderr)
         .init();
     let code = match tokio::runtime::Runtime::new() {

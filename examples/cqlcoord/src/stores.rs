@@ -25,10 +25,13 @@ fn opening<'a>(
     table: &'a str,
 ) -> impl Fn(SchemaError) -> CliError + 'a {
     move |e| match e {
-        SchemaError::Store(e) => CliError::store(format!(
+        SchemaError::Store(e @ cql_lease::StoreError::Rejected(_)) => CliError::store(format!(
             "cannot use the {what} table {keyspace}.{table} (missing keyspace or table?): {e}; \
              to create them run `cqlcoord --keyspace {keyspace} schema create --replication \
              simple:RF` (or DC:RF,...)"
+        )),
+        SchemaError::Store(e) => CliError::store(format!(
+            "cannot use the {what} table {keyspace}.{table}: {e}"
         )),
         other => CliError::from(other),
     }

@@ -11,3 +11,4 @@ mod metrics;
 mod paused;
 mod queue;
 mod secure;
+mod trouble;
