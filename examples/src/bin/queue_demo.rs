@@ -10,18 +10,35 @@ use std::time::Duration;
 
 use cql_lease::LeaseConfig;
 use cql_workqueue::{NewItem, QueueConfig, WorkQueue};
-use examples::{Target, open_queue_store};
+use examples::{Flags, open_queue_store};
 use futures::StreamExt;
 use serde_json::json;
 
 const ITEMS_PER_PRODUCER: usize = 10;
 
+/// The command line (see the module documentation).
+#[derive(Debug, clap::Parser)]
+#[command(about = "The work queue: producers, workers, a killed worker's job reclaimed, a poisoned job.", long_about = None)]
+struct Cli {
+    /// A cluster instead of the embedded store.
+    #[arg(long = "scylla", value_name = "HOST:PORT")]
+    scylla: Option<String>,
+}
+
+impl Flags for Cli {
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "scylla" => self.scylla.as_deref(),
+            _ => None,
+        }
+    }
+}
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .init();
-    let target = Target::from_args()?;
+    let target = <Cli as clap::Parser>::parse().target();
     let (store, _) = open_queue_store(&target).await?;
     let config = QueueConfig {
         claim: LeaseConfig {
