@@ -38,7 +38,7 @@ pub struct Cli {
 
 /// How to reach the cluster: shared by every command (listed under their own heading, after
 /// each command's own flags).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Connection {
     /// Contact points, comma separated (`host:port`; port 9042 if omitted).
@@ -285,6 +285,14 @@ pub enum Command {
     /// Work queues.
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// Try the CLI without a database: start the bundled CQL test server (in memory, in this
+    /// process), create the schema, print the `export` line to use, and serve until
+    /// interrupted. Everything is lost when it stops.
+    Dev {
+        /// Imitate ScyllaDB where it differs (default: Cassandra).
+        #[arg(long)]
+        scylla_mode: bool,
+    },
 }
 
 /// Lock algorithms.

@@ -4,6 +4,7 @@
 mod child;
 mod cli;
 mod connect;
+mod dev;
 mod duration;
 mod elect;
 mod error;
@@ -138,5 +139,6 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
             lock_cmd::run(connection, args).await
         }
         Command::Queue(command) => queue_cmd::run(connection, command).await,
+        Command::Dev { scylla_mode } => dev::run(connection, scylla_mode).await,
     }
 }

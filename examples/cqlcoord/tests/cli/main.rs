@@ -3,6 +3,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 mod common;
+mod dev;
 mod elect;
 mod etcdlike;
 mod flags;
