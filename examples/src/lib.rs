@@ -71,6 +71,23 @@ pub async fn open_queue_store(
     }
 }
 
+/// `--scylla HOST:PORT`: the demos' only flag, flattened into each one's command line.
+#[derive(Debug, clap::Args)]
+pub struct ScyllaFlag {
+    /// A cluster instead of the embedded store.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub scylla: Option<String>,
+}
+
+impl Flags for ScyllaFlag {
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "scylla" => self.scylla.as_deref(),
+            _ => None,
+        }
+    }
+}
+
 /// Flags read by name: each program parses its command line with clap (derive), and
 /// answers `get` from its parsed fields, so the code reading them names the flag it means.
 pub trait Flags {

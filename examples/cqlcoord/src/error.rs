@@ -20,16 +20,16 @@ pub const EXIT_CHILD_RESERVED: i32 = 123;
 
 /// The exit-code table, shown by `cqlcoord --help` (and in docs/cli.md).
 pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
+Exit codes (docs/cli.md):
   0        success (with a command: the command exited 0)
-  1        error: the cluster could not be reached or used, or the command not started
+  1        error: the cluster could not be reached or used
   2        usage: bad flags or files (nothing was sent)
   124      not obtained: held by another, timed out waiting, --try failed, nobody leads,
-           no such dead letter
+           not the holder named, no such dead letter
   125      lost: the lock, lease or leadership was lost while held (a command is stopped)
-  126      the command could not be run (not found or not executable)
-  other    with a command: the command's own status (128+N: killed by signal N);
-           a command's own 124-127 is reported as 123, so 124-126 always mean cqlcoord's";
+  126      the command could not be started (not found or not executable)
+  123      the command itself exited 124-127 (reported so: 124-126 always mean cqlcoord's)
+  other    with a command: the command's own status (128+N: killed by signal N)";
 
 /// The exit status reported for a supervised command's own status `code`: itself, except
 /// the reserved 124-127, reported as [`EXIT_CHILD_RESERVED`] (with a note on stderr).

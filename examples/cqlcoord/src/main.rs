@@ -1,5 +1,5 @@
 //! `cqlcoord`: the operators' command-line tool for leases, elections, locks, work queues
-//! and schema on ScyllaDB / Cassandra. See the README's CLI section.
+//! and schema on ScyllaDB / Cassandra. See docs/cli.md.
 
 mod child;
 mod cli;

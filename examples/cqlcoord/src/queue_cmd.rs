@@ -18,7 +18,7 @@ use crate::error::CliError;
 /// Runs a `queue` command.
 ///
 /// # Errors
-/// Bad flags (2), store failures (1), an unknown dead letter (3).
+/// Bad flags (2), store failures (1), an unknown dead letter (124).
 pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, CliError> {
     match command {
         QueueCommand::Push {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cql_lease::LeaseConfig;
 use cql_workqueue::{NewItem, QueueConfig, WorkQueue};
-use examples::{Flags, open_queue_store};
+use examples::{Flags, ScyllaFlag, open_queue_store};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -20,25 +20,16 @@ const ITEMS_PER_PRODUCER: usize = 10;
 #[derive(Debug, clap::Parser)]
 #[command(about = "The work queue: producers, workers, a killed worker's job reclaimed, a poisoned job.", long_about = None)]
 struct Cli {
-    /// A cluster instead of the embedded store.
-    #[arg(long = "scylla", value_name = "HOST:PORT")]
-    scylla: Option<String>,
+    #[command(flatten)]
+    target: ScyllaFlag,
 }
 
-impl Flags for Cli {
-    fn get(&self, name: &str) -> Option<&str> {
-        match name {
-            "scylla" => self.scylla.as_deref(),
-            _ => None,
-        }
-    }
-}
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .init();
-    let target = <Cli as clap::Parser>::parse().target();
+    let target = <Cli as clap::Parser>::parse().target.target();
     let (store, _) = open_queue_store(&target).await?;
     let config = QueueConfig {
         claim: LeaseConfig {

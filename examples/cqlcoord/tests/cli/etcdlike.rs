@@ -10,19 +10,10 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::common::{cqlcoord, run, server, text};
+use crate::lock::TIMING;
 
 /// Nothing listens there: a command that tried to connect would fail with exit 1, not 2.
 const NOWHERE: &str = "127.0.0.1:1";
-
-/// Fast timing for tests.
-const TIMING: [&str; 6] = [
-    "--ttl",
-    "4s",
-    "--renew-interval",
-    "500ms",
-    "--retry-interval",
-    "200ms",
-];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn help_puts_the_commands_own_flags_first_and_no_arguments_print_full_help() {

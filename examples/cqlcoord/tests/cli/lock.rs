@@ -9,7 +9,7 @@ use cql_test_server::Flavor;
 use crate::common::{cqlcoord, run, scratch, server, text};
 
 /// Fast timing for tests: TTL 4 s, renew every 0.5 s, waiters poll every 0.2 s.
-const TIMING: [&str; 8] = [
+pub const TIMING: [&str; 8] = [
     "--ttl",
     "4s",
     "--renew-interval",
