@@ -34,7 +34,7 @@ async fn help_puts_the_commands_own_flags_first_and_no_arguments_print_full_help
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.lines().count() > 10, "not the full help: {stderr}");
-    for needle in ["Usage:", "Commands:", "lock", "Exit codes:", "124", "125"] {
+    for needle in ["Usage:", "Commands:", "lock", "Exit codes", "124", "125"] {
         assert!(
             stderr.contains(needle),
             "{needle:?} missing from:\n{stderr}"
