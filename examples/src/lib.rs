@@ -18,11 +18,6 @@ pub enum Target {
 }
 
 impl Target {
-    /// Reads `--scylla HOST:PORT` from the arguments; embedded otherwise.
-    pub fn from_args() -> Result<Target, String> {
-        Ok(Args::parse(&["scylla"])?.target())
-    }
-
     /// Opens the store: an empty embedded one, or the keyspace `cql_lease_demo` on a cluster
     /// (created with replication factor 1 if missing).
     pub async fn open(&self) -> Result<Arc<dyn LeaseStore>, Box<dyn std::error::Error>> {
@@ -76,70 +71,48 @@ pub async fn open_queue_store(
     }
 }
 
-/// `--name value` arguments.
-#[derive(Debug, Default)]
-pub struct Args(std::collections::HashMap<String, String>);
+/// `--scylla HOST:PORT`: the demos' only flag, flattened into each one's command line.
+#[derive(Debug, clap::Args)]
+pub struct ScyllaFlag {
+    /// A cluster instead of the embedded store.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub scylla: Option<String>,
+}
 
-impl Args {
-    /// Parses the process arguments, accepting only the `allowed` names.
-    pub fn parse(allowed: &[&str]) -> Result<Args, String> {
-        let mut out = std::collections::HashMap::new();
-        let mut args = std::env::args().skip(1);
-        while let Some(flag) = args.next() {
-            let name = flag.strip_prefix("--").filter(|n| allowed.contains(n));
-            let (Some(name), Some(value)) = (name, args.next()) else {
-                let usage: Vec<String> = allowed.iter().map(|a| format!("[--{a} VALUE]")).collect();
-                return Err(format!("usage: {}; got {flag:?}", usage.join(" ")));
-            };
-            out.insert(name.to_owned(), value);
+impl Flags for ScyllaFlag {
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "scylla" => self.scylla.as_deref(),
+            _ => None,
         }
-        Ok(Args(out))
     }
+}
 
-    /// Parses `--name value` arguments of `allowed`, and bare `--flag` switches of `flags`
-    /// (read back with [`Args::get`] as `Some("")`).
-    pub fn parse_flags(allowed: &[&str], flags: &[&str]) -> Result<Args, String> {
-        let mut out = std::collections::HashMap::new();
-        let mut args = std::env::args().skip(1);
-        let usage = || {
-            let mut u: Vec<String> = allowed.iter().map(|a| format!("[--{a} VALUE]")).collect();
-            u.extend(flags.iter().map(|f| format!("[--{f}]")));
-            u.join(" ")
-        };
-        while let Some(arg) = args.next() {
-            let name = arg.strip_prefix("--").unwrap_or_default();
-            if flags.contains(&name) {
-                out.insert(name.to_owned(), String::new());
-            } else if allowed.contains(&name) {
-                let value = args
-                    .next()
-                    .ok_or_else(|| format!("usage: {}; --{name} needs a value", usage()))?;
-                out.insert(name.to_owned(), value);
-            } else {
-                return Err(format!("usage: {}; got {arg:?}", usage()));
-            }
-        }
-        Ok(Args(out))
-    }
-
-    /// A value, if given.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
-    }
+/// Flags read by name: each program parses its command line with clap (derive), and
+/// answers `get` from its parsed fields, so the code reading them names the flag it means.
+pub trait Flags {
+    /// The value of `--name`, if given; `Some("")` for a switch that is on.
+    fn get(&self, name: &str) -> Option<&str>;
 
     /// A number of seconds, if given.
-    pub fn seconds(&self, name: &str) -> Result<Option<std::time::Duration>, String> {
+    ///
+    /// # Errors
+    /// The value is not a number.
+    fn seconds(&self, name: &str) -> Result<Option<std::time::Duration>, String> {
         self.get(name)
             .map(|v| {
                 v.parse::<f64>()
-                    .map(std::time::Duration::from_secs_f64)
                     .map_err(|e| format!("--{name}: {e}"))
+                    .and_then(|secs| {
+                        std::time::Duration::try_from_secs_f64(secs)
+                            .map_err(|e| format!("--{name}: {e}"))
+                    })
             })
             .transpose()
     }
 
     /// The backend named by `--scylla`, embedded otherwise.
-    pub fn target(&self) -> Target {
+    fn target(&self) -> Target {
         self.get("scylla")
             .map_or(Target::Embedded, |a| Target::Scylla(a.to_owned()))
     }

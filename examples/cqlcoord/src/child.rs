@@ -71,7 +71,7 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 /// Ctrl-C reaches it; only the command itself is then signalled.
 ///
 /// # Errors
-/// The command could not be started (exit 1, naming it).
+/// The command could not be started (exit 126, naming it).
 pub async fn spawn(
     argv: &[String],
     env: &[(&str, String)],
@@ -93,7 +93,7 @@ pub async fn spawn(
     }
     let mut child = command
         .spawn()
-        .map_err(|e| CliError::store(format!("cannot start {program:?}: {e}")))?;
+        .map_err(|e| CliError::cannot_run(format!("cannot start {program:?}: {e}")))?;
     if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
         // A command that does not read its input must not block us: write in the background.
         tokio::spawn(async move {
@@ -166,6 +166,28 @@ pub async fn supervise(
         status: status.map_err(wait_error)?,
         stopped: Some(why),
     })
+}
+
+/// Holds without a command: returns when `lost` fires, when the holder's deadline comes
+/// with no renewal having moved it ([`Stopped::Lost`]), or on `shutdown`
+/// ([`Stopped::Signal`]).
+pub async fn hold(
+    deadline: &dyn Fn() -> Instant,
+    lost: &CancellationToken,
+    shutdown: &CancellationToken,
+) -> Stopped {
+    loop {
+        let before = deadline();
+        tokio::select! {
+            _ = lost.cancelled() => return Stopped::Lost,
+            _ = shutdown.cancelled() => return Stopped::Signal,
+            _ = tokio::time::sleep_until(before) => {
+                if deadline() <= before {
+                    return Stopped::Lost;
+                }
+            }
+        }
+    }
 }
 
 /// Sends `signal` to the command's process group when it leads one (`group`, see [`spawn`]),

@@ -9,7 +9,14 @@ use crate::duration::parse_duration;
 
 /// Leases, elections, locks and work queues on ScyllaDB / Cassandra, from the shell.
 #[derive(Debug, Parser)]
-#[command(name = "cqlcoord", version, about, propagate_version = true)]
+#[command(
+    name = "cqlcoord",
+    version,
+    about,
+    propagate_version = true,
+    arg_required_else_help = true,
+    after_help = crate::error::EXIT_CODES_HELP
+)]
 pub struct Cli {
     /// Connection flags.
     #[command(flatten)]
@@ -20,7 +27,8 @@ pub struct Cli {
         long,
         global = true,
         env = "CQLCOORD_METRICS_ADDR",
-        value_name = "HOST:PORT"
+        value_name = "HOST:PORT",
+        help_heading = "Global options"
     )]
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// What to do.
@@ -28,8 +36,10 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// How to reach the cluster: shared by every command.
-#[derive(Debug, Args)]
+/// How to reach the cluster: shared by every command (listed under their own heading, after
+/// each command's own flags).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct Connection {
     /// Contact points, comma separated (`host:port`; port 9042 if omitted).
     #[arg(
@@ -52,7 +62,7 @@ pub struct Connection {
     #[arg(long, global = true, env = "CQLCOORD_LOCAL_DC")]
     pub local_dc: Option<String>,
     /// Commit level of LWTs and level of plain reads and writes.
-    #[arg(long, global = true, value_enum, default_value = "quorum")]
+    #[arg(long, global = true, value_parser = parse_level, default_value = "quorum")]
     pub consistency: Level,
     /// Paxos level of LWTs and SERIAL reads. `local-serial` runs one Paxos per data centre:
     /// guarantees then hold only among clients of one data centre.
@@ -88,11 +98,10 @@ pub struct Connection {
     pub queue_table: String,
 }
 
-/// Regular consistency levels.
+/// Regular consistency levels. ANY is refused: it is for writes only, and every command
+/// reads (LWT read-backs, lock cells, queue scans).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Level {
-    /// ANY.
-    Any,
     /// ONE.
     One,
     /// TWO.
@@ -111,6 +120,44 @@ pub enum Level {
     LocalOne,
 }
 
+/// `--consistency`: a [`Level`], with a clear refusal of ANY and SERIAL levels.
+fn parse_level(text: &str) -> Result<Level, String> {
+    match text.to_ascii_lowercase().replace('_', "-").as_str() {
+        "any" => Err(
+            "ANY cannot be used: it is a write-only level and every command also \
+                      reads (use one, quorum, local-quorum, each-quorum or all)"
+                .to_owned(),
+        ),
+        "serial" | "local-serial" => Err(format!(
+            "{text} is a serial level: give it with --serial-consistency"
+        )),
+        other => Level::from_str(other, true).map_err(|_| {
+            format!(
+                "{text:?} is not a consistency level (one of: {})",
+                Level::value_variants()
+                    .iter()
+                    .filter_map(|l| l.to_possible_value().map(|v| v.get_name().to_owned()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }),
+    }
+}
+
+/// A value parser refusing empty strings and control characters, naming `what` (`lock
+/// name`, `election name`, ...) rather than the library's field.
+pub fn text_of(what: &'static str) -> impl Fn(&str) -> Result<String, String> + Clone {
+    move |text: &str| {
+        if text.is_empty() {
+            Err(format!("{what} must not be empty"))
+        } else if text.chars().any(char::is_control) {
+            Err(format!("{what} contains a control character"))
+        } else {
+            Ok(text.to_owned())
+        }
+    }
+}
+
 /// Serial consistency levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SerialLevel {
@@ -122,14 +169,16 @@ pub enum SerialLevel {
 
 /// Timing of a lease, lock, election term or job claim.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Timing options")]
 pub struct Timing {
     /// TTL written to the store: the longest others wait for a crashed holder.
     #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub ttl: Duration,
-    /// How often the holder renews (with a command: renew-interval + kill-grace + 250 ms under
-    /// ttl - 1 s - max-clock-skew).
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
-    pub renew_interval: Duration,
+    /// How often the holder renews. Default: derived from --ttl, at most 5s (half the room
+    /// ttl - 1s - max-clock-skew - kill-grace - 250ms leaves). With a command:
+    /// renew-interval + kill-grace + 250ms must be under ttl - 1s - max-clock-skew.
+    #[arg(long, value_parser = parse_duration)]
+    pub renew_interval: Option<Duration>,
     /// Pause between attempts while waiting.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub retry_interval: Duration,
@@ -140,6 +189,7 @@ pub struct Timing {
 
 /// How a supervised command is stopped.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Timing options")]
 pub struct Stopping {
     /// Time between SIGTERM and SIGKILL. Unless a renewal moved the holder's local deadline,
     /// SIGTERM goes out this long plus 250 ms before it (at once on loss), and SIGKILL 250 ms
@@ -160,6 +210,7 @@ pub enum Command {
     /// Print the current leader of an election (one SERIAL read).
     Leader {
         /// Election name.
+        #[arg(value_parser = text_of("election name"))]
         name: String,
         /// Print JSON.
         #[arg(long)]
@@ -168,6 +219,7 @@ pub enum Command {
     /// Print leader changes as they happen, one line each.
     Observe {
         /// Election name.
+        #[arg(value_parser = text_of("election name"))]
         name: String,
         /// Print JSON lines.
         #[arg(long)]
@@ -176,17 +228,22 @@ pub enum Command {
         #[arg(long, value_parser = parse_duration, default_value = "1s")]
         retry_interval: Duration,
     },
-    /// Campaign, and run a command only while elected.
+    /// Campaign, and run a command only while elected; without a command, print the term
+    /// when elected and lead until interrupted (SIGINT/SIGTERM resign).
     Elect {
         /// Election name.
+        #[arg(value_parser = text_of("election name"))]
         name: String,
+        /// The command and its arguments (none: lead until interrupted).
+        #[arg(last = true, num_args = 1..)]
+        command: Vec<String>,
         /// This candidate's id.
-        #[arg(long)]
+        #[arg(long, value_parser = text_of("candidate"))]
         candidate: String,
         /// Value to lead with (e.g. an address).
         #[arg(long)]
         value: Option<String>,
-        /// After losing the term, stop the command and campaign again (default: exit 4).
+        /// After losing the term, stop the command and campaign again (default: exit 125).
         #[arg(long)]
         recampaign: bool,
         /// Lease timing of the term.
@@ -195,17 +252,23 @@ pub enum Command {
         /// Stopping the command.
         #[command(flatten)]
         stopping: Stopping,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, num_args = 1..)]
-        command: Vec<String>,
     },
-    /// Run a command while holding a lock.
+    /// Run a command while holding a lock; without a command, print the lock's name (and
+    /// fencing token) once held and hold it until interrupted (SIGINT/SIGTERM release it).
     Lock {
         /// Lock name.
+        #[arg(value_parser = text_of("lock name"))]
         name: String,
-        /// Give up waiting after this long (exit 3). Default: wait for ever.
+        /// The command and its arguments (none: hold until interrupted).
+        #[arg(last = true, num_args = 1..)]
+        command: Vec<String>,
+        /// Give up waiting after this long (exit 124). Default: wait for ever. `0` is the
+        /// same as --try.
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
+        /// One attempt, no waiting: exit 124 at once if the lock is held.
+        #[arg(long = "try", conflicts_with = "timeout")]
+        try_once: bool,
         /// Algorithm: `lease` (LWT, fencing token), `fair` or `bakery` (plain cells, no token).
         #[arg(long, value_enum, default_value = "lease")]
         algorithm: Algorithm,
@@ -218,13 +281,18 @@ pub enum Command {
         /// Stopping the command.
         #[command(flatten)]
         stopping: Stopping,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, num_args = 1..)]
-        command: Vec<String>,
     },
     /// Work queues.
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// Try the CLI without a database: start the bundled CQL test server (in memory, in this
+    /// process), create the schema, print the `export` line to use, and serve until
+    /// interrupted. Everything is lost when it stops.
+    Dev {
+        /// Imitate ScyllaDB where it differs (default: Cassandra).
+        #[arg(long)]
+        scylla_mode: bool,
+    },
 }
 
 /// Lock algorithms.
@@ -236,6 +304,15 @@ pub enum Algorithm {
     Fair,
     /// Lamport's bakery on plain cells; no fencing token.
     Bakery,
+}
+
+/// `queue work --order`: how a claim picks among the available items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Order {
+    /// The oldest available item first (the work queue's `choice` 1).
+    OldestFirst,
+    /// At random among the first few (the work queue's default `choice`).
+    Spread,
 }
 
 /// `schema ...`.
@@ -261,6 +338,7 @@ pub enum LeaseCommand {
     /// Show the holder (one SERIAL read).
     Get {
         /// Lease name.
+        #[arg(value_parser = text_of("lease name"))]
         name: String,
         /// Print JSON.
         #[arg(long)]
@@ -269,9 +347,10 @@ pub enum LeaseCommand {
     /// Take the lease once and leave it held until its TTL (prints token and holder id).
     Acquire {
         /// Lease name.
+        #[arg(value_parser = text_of("lease name"))]
         name: String,
         /// Declared owner.
-        #[arg(long)]
+        #[arg(long, value_parser = text_of("owner"))]
         owner: String,
         /// Value stored with it.
         #[arg(long)]
@@ -289,6 +368,7 @@ pub enum LeaseCommand {
     /// Release the lease: the given holder's, or whoever holds it now (repair).
     Release {
         /// Lease name.
+        #[arg(value_parser = text_of("lease name"))]
         name: String,
         /// Release only if this holder id holds it.
         #[arg(long)]
@@ -302,6 +382,7 @@ pub enum QueueCommand {
     /// Add an item (or one per line of standard input when no payload is given).
     Push {
         /// Queue name.
+        #[arg(value_parser = text_of("queue name"))]
         name: String,
         /// Unique key: a second push with the same key adds nothing.
         #[arg(long)]
@@ -310,12 +391,24 @@ pub enum QueueCommand {
         #[arg(long, value_parser = parse_duration)]
         delay: Option<Duration>,
         /// The payload; read from standard input, one item per line, when absent.
+        #[arg(value_parser = text_of("item payload"))]
         payload: Option<String>,
     },
     /// Run a command per job: payload on stdin, exit 0 completes, anything else fails.
     Work {
         /// Queue name.
+        #[arg(value_parser = text_of("queue name"))]
         name: String,
+        /// The command and its arguments.
+        #[arg(last = true, required = true, num_args = 1..)]
+        command: Vec<String>,
+        /// Jobs run at once (each its own claim and command).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        concurrency: u32,
+        /// Which available item a claim takes: `oldest-first` (strict order, workers contend
+        /// for the head) or `spread` (at random among the first 4, so workers rarely collide).
+        #[arg(long, value_enum, default_value = "spread")]
+        order: Order,
         /// Worker id (default: host name and process id).
         #[arg(long)]
         worker: Option<String>,
@@ -334,14 +427,12 @@ pub enum QueueCommand {
         /// Stopping the command.
         #[command(flatten)]
         stopping: Stopping,
-        /// The command and its arguments.
-        #[arg(last = true, required = true, num_args = 1..)]
-        command: Vec<String>,
     },
     /// Items by state (scheduled ones within the next index bucket, a minute by default) and
     /// the oldest available item's age.
     Stats {
         /// Queue name.
+        #[arg(value_parser = text_of("queue name"))]
         name: String,
         /// Print JSON.
         #[arg(long)]
@@ -350,6 +441,7 @@ pub enum QueueCommand {
     /// List dead letters, or requeue one, or purge them all.
     Dead {
         /// Queue name.
+        #[arg(value_parser = text_of("queue name"))]
         name: String,
         /// Put this dead letter back in the queue.
         #[arg(long, conflicts_with = "purge")]

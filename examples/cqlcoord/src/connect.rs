@@ -16,7 +16,6 @@ use crate::error::CliError;
 impl Level {
     fn consistency(self) -> Consistency {
         match self {
-            Level::Any => Consistency::Any,
             Level::One => Consistency::One,
             Level::Two => Consistency::Two,
             Level::Three => Consistency::Three,

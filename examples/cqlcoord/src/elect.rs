@@ -6,11 +6,11 @@ use cql_election::{Election, ElectionConfig, ElectionEvent, Leader};
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::child::{Stopped, shutdown_on_signals, spawn, supervise};
+use crate::child::{Ended, Stopped, hold, shutdown_on_signals, spawn, supervise};
 use crate::cli::{Connection, Stopping, Timing};
 use crate::error::CliError;
 
-/// `leader NAME`: one SERIAL read; exit 3 when nobody leads.
+/// `leader NAME`: one SERIAL read; exit 124 when nobody leads.
 ///
 /// # Errors
 /// Bad flags (2), store failures (1).
@@ -28,8 +28,12 @@ pub async fn leader(connection: &Connection, name: &str, json: bool) -> Result<i
 
 /// `observe NAME`: one line per leader change until SIGTERM / SIGINT (then exit 0).
 ///
+/// One SERIAL read every `retry_interval`. A read that fails is reported on stderr at once
+/// (then every 30 s while it goes on failing, and when reads work again): the observer keeps
+/// trying, but an operator watching it must not take silence for "no change".
+///
 /// # Errors
-/// Bad flags (2), no connection (1).
+/// Bad flags (2), no connection at start (1).
 pub async fn observe(
     connection: &Connection,
     name: &str,
@@ -37,23 +41,52 @@ pub async fn observe(
     retry_interval: Duration,
 ) -> Result<i32, CliError> {
     let store = crate::stores::leases(connection).await?;
-    let config = ElectionConfig {
-        retry_interval,
-        ..ElectionConfig::default()
-    };
-    let election = Election::new(store, name, config)?;
+    let election = Election::new(store, name, ElectionConfig::default())?;
     let shutdown = shutdown_on_signals()?;
-    let mut changes = election.observe();
+    let mut last: Option<Option<(String, i64, Option<String>)>> = None;
+    let mut failing_since: Option<tokio::time::Instant> = None;
+    let mut reported_at = tokio::time::Instant::now();
     loop {
+        let read = tokio::select! {
+            read = election.leader() => read,
+            _ = shutdown.cancelled() => return Ok(0),
+        };
+        match read {
+            Ok(leader) => {
+                if failing_since.take().is_some() {
+                    eprintln!("cqlcoord: reading the leader of {name:?} again");
+                }
+                let key = leader
+                    .as_ref()
+                    .map(|l| (l.candidate.clone(), l.term.get(), l.value.clone()));
+                if last.as_ref() != Some(&key) {
+                    println!("{}", describe(leader.as_ref(), json));
+                    last = Some(key);
+                }
+            }
+            Err(e) => {
+                let now = tokio::time::Instant::now();
+                let first = failing_since.is_none();
+                if first || now.duration_since(reported_at) >= REPORT_EVERY {
+                    eprintln!(
+                        "cqlcoord: cannot read the leader of {name:?}: {}; retrying every {}",
+                        CliError::store(e),
+                        humantime::format_duration(retry_interval)
+                    );
+                    reported_at = now;
+                }
+                failing_since.get_or_insert(now);
+            }
+        }
         tokio::select! {
-            change = changes.next() => match change {
-                Some(leader) => println!("{}", describe(leader.as_ref(), json)),
-                None => return Err(CliError::store("the observer stopped")),
-            },
+            _ = tokio::time::sleep(retry_interval) => {}
             _ = shutdown.cancelled() => return Ok(0),
         }
     }
 }
+
+/// How often a failure that goes on is reported again.
+const REPORT_EVERY: Duration = Duration::from_secs(30);
 
 fn describe(leader: Option<&Leader>, json: bool) -> String {
     match (leader, json) {
@@ -70,6 +103,9 @@ fn describe(leader: Option<&Leader>, json: bool) -> String {
         }
     }
 }
+
+/// How long a resignation after a lost term may take: the term is over anyway.
+const RESIGN_BUDGET: Duration = Duration::from_secs(2);
 
 /// What `elect` runs and how.
 #[derive(Debug)]
@@ -97,14 +133,23 @@ pub struct Elect {
 /// the command is stopped (SIGTERM, SIGKILL one grace later, both before the term's local
 /// deadline, which the campaign's renewals move forward: the `Elected` event's `deadline`
 /// watch, no extra request);
-/// then cqlcoord exits 4, or campaigns again with `--recampaign`. When the command exits on
+/// then cqlcoord exits 125, or campaigns again with `--recampaign`. When the command exits on
 /// its own, cqlcoord resigns and exits with its status. On SIGTERM/SIGINT
 /// it stops the command, resigns and exits with the command's status (0 if none ran).
 ///
 /// # Errors
-/// Bad flags (2), store failures (1), a lost term without `--recampaign` (4).
+/// Without a command it prints `NAME term N` on stdout when elected and leads until
+/// SIGINT/SIGTERM (then resigns, exit 0) or the term is lost (as with a command).
+///
+/// # Errors
+/// Bad flags (2), store failures (1), a lost term without `--recampaign` (125).
 pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError> {
-    let grace = args.stopping.kill_grace;
+    // No command, nothing to stop: the grace does not narrow the timing.
+    let grace = if args.command.is_empty() {
+        Duration::ZERO
+    } else {
+        args.stopping.kill_grace
+    };
     let config = args.timing.election(grace)?;
     let store = crate::stores::leases(connection).await?;
     let election = Election::new(store, &args.name, config)?;
@@ -142,20 +187,30 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                     continue;
                 }
                 eprintln!("cqlcoord: elected {} term {term}", args.name);
-                let env = [
-                    ("CQLCOORD_ELECTION", args.name.clone()),
-                    ("CQLCOORD_CANDIDATE", args.candidate.clone()),
-                    ("CQLCOORD_TERM", term.to_string()),
-                ];
-                let child = match spawn(&args.command, &env, None).await {
-                    Ok(child) => child,
-                    Err(e) => {
-                        let _ = campaign.resign().await;
-                        return Err(e);
-                    }
-                };
                 let deadline = move || *deadline.borrow();
-                let ended = supervise(child, &deadline, &stop, &shutdown, grace).await?;
+                let ended = if args.command.is_empty() {
+                    // Like `etcdctl elect NAME`: say so, lead until interrupted.
+                    println!("{} term {term}", args.name);
+                    let why = hold(&deadline, &stop, &shutdown).await;
+                    Ended {
+                        status: std::process::ExitStatus::default(),
+                        stopped: Some(why),
+                    }
+                } else {
+                    let env = [
+                        ("CQLCOORD_ELECTION", args.name.clone()),
+                        ("CQLCOORD_CANDIDATE", args.candidate.clone()),
+                        ("CQLCOORD_TERM", term.to_string()),
+                    ];
+                    let child = match spawn(&args.command, &env, None).await {
+                        Ok(child) => child,
+                        Err(e) => {
+                            let _ = campaign.resign().await;
+                            return Err(e);
+                        }
+                    };
+                    supervise(child, &deadline, &stop, &shutdown, grace).await?
+                };
                 match ended.stopped {
                     Some(Stopped::Lost) if args.recampaign => {
                         eprintln!(
@@ -169,16 +224,27 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                         campaign = election.campaign(&args.candidate, args.value.clone())?;
                     }
                     Some(Stopped::Lost) => {
-                        let _ = campaign.resign().await;
-                        return Err(CliError::lost(format!(
-                            "term {term} of {:?} ended; command stopped (status {})",
-                            args.name,
-                            ended.code()
-                        )));
+                        // Reported before resigning, which may wait on a store that stopped
+                        // answering.
+                        let error = CliError::lost(if args.command.is_empty() {
+                            format!("term {term} of {:?} ended", args.name)
+                        } else {
+                            format!(
+                                "term {term} of {:?} ended; command stopped (status {})",
+                                args.name,
+                                ended.code()
+                            )
+                        });
+                        eprintln!("cqlcoord: {error}");
+                        let _ = tokio::time::timeout(RESIGN_BUDGET, campaign.resign()).await;
+                        return Ok(error.code);
                     }
                     None | Some(Stopped::Signal) => {
                         campaign.resign().await?;
-                        return Ok(ended.code());
+                        if args.command.is_empty() {
+                            eprintln!("cqlcoord: resigned from {}", args.name);
+                        }
+                        return Ok(crate::error::child_status(ended.code()));
                     }
                 }
             }

@@ -9,7 +9,7 @@ use crate::error::CliError;
 /// Runs a `lease` command.
 ///
 /// # Errors
-/// Bad flags (2), store failures (1), a lease held by someone else (3).
+/// Bad flags (2), store failures (1), a lease held by someone else (124).
 pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, CliError> {
     let store = crate::stores::leases(connection).await?;
     match command {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use cql_lease::LeaseClient;
 use cql_lease::lock::{BakeryLock, FairLock, LeaseLock, Lock, LockOptions};
 
-use crate::child::{Stopped, default_owner, shutdown_on_signals, spawn, supervise};
+use crate::child::{Stopped, default_owner, hold, shutdown_on_signals, spawn, supervise};
 use crate::cli::{Algorithm, Connection, Stopping, Timing};
 use crate::error::CliError;
 
@@ -20,6 +20,8 @@ pub struct LockArgs {
     pub name: String,
     /// Longest wait.
     pub timeout: Option<Duration>,
+    /// One attempt, no wait (also `--timeout 0`).
+    pub try_once: bool,
     /// Algorithm.
     pub algorithm: Algorithm,
     /// Owner of the lease lock.
@@ -28,8 +30,23 @@ pub struct LockArgs {
     pub timing: Timing,
     /// Stopping the command.
     pub stopping: Stopping,
-    /// The command.
+    /// The command; empty: hold until interrupted.
     pub command: Vec<String>,
+}
+
+/// How long a release may take once the holder is done: the lock's TTL frees it anyway, so
+/// cqlcoord does not keep the operator waiting on a store that stopped answering.
+const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
+/// Releases `guard` within [`RELEASE_BUDGET`], warning on failure.
+async fn release(guard: cql_lease::lock::LockGuard) {
+    match tokio::time::timeout(RELEASE_BUDGET, guard.release()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("cqlcoord: warning: release: {e} (the TTL frees the lock)"),
+        Err(_) => {
+            eprintln!("cqlcoord: warning: release did not finish in time (the TTL frees the lock)")
+        }
+    }
 }
 
 /// Takes the lock, runs the command with `CQLCOORD_LOCK` (and, for the lease lock,
@@ -37,11 +54,19 @@ pub struct LockArgs {
 /// later, both before the holder's local deadline) if the lock is not renewed in time or is
 /// lost, releases it, and exits with the command's status.
 ///
+/// Without a command it prints `NAME` (and ` token N` for the lease lock) on stdout once
+/// held, holds the lock until SIGINT/SIGTERM, releases it and exits 0 (like `etcdctl lock`).
+///
 /// # Errors
-/// Bad flags (2), store failures (1), not obtained in time (3), lost while the command ran
-/// (4; the command was stopped).
+/// Bad flags (2), store failures (1), not obtained (124: held with `--try`, or not in time),
+/// lost while held (125; the command was stopped).
 pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliError> {
-    let grace = args.stopping.kill_grace;
+    // No command, nothing to stop: the grace does not narrow the timing.
+    let grace = if args.command.is_empty() {
+        Duration::ZERO
+    } else {
+        args.stopping.kill_grace
+    };
     let timing = args.timing.config(grace)?;
     let options = LockOptions {
         timing,
@@ -64,8 +89,21 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
         )?),
     };
     let shutdown = shutdown_on_signals()?;
+    // `--timeout 0` means one attempt, as `--try` does.
+    let try_once = args.try_once || args.timeout.is_some_and(|t| t.is_zero());
+    let attempt = async {
+        if try_once {
+            lock.try_lock(&args.name).await?.ok_or_else(|| {
+                CliError::not_obtained(format!("lock {:?} is held (--try)", args.name))
+            })
+        } else {
+            Ok(lock
+                .lock(&args.name, args.timeout.unwrap_or(FOREVER))
+                .await?)
+        }
+    };
     let guard = tokio::select! {
-        guard = lock.lock(&args.name, args.timeout.unwrap_or(FOREVER)) => guard?,
+        guard = attempt => guard?,
         _ = shutdown.cancelled() => {
             return Err(CliError::not_obtained(format!(
                 "interrupted while waiting for lock {:?}", args.name
@@ -76,7 +114,7 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
         // Answered after its deadline (a hold that starts lost): never start the command
         // without the lock, not even for the moment it would take to stop it.
         let reason = guard.loss_reason();
-        let _ = guard.release().await;
+        release(guard).await;
         return Err(CliError::lost(format!(
             "lock {:?} lost before the command started ({})",
             args.name,
@@ -96,6 +134,32 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
             .map(|t| format!(", token {t}"))
             .unwrap_or_default()
     );
+    if args.command.is_empty() {
+        // Like `etcdctl lock NAME`: say what is held, hold it until interrupted.
+        println!(
+            "{}{}",
+            args.name,
+            guard
+                .token()
+                .map(|t| format!(" token {t}"))
+                .unwrap_or_default()
+        );
+        let deadline = || guard.must_stop_by();
+        let why = hold(&deadline, &guard.cancellation_token(), &shutdown).await;
+        if why == Stopped::Lost {
+            let reason = guard.loss_reason();
+            eprintln!(
+                "cqlcoord: lock {:?} lost ({})",
+                args.name,
+                reason.map_or_else(|| "deadline".into(), |r| format!("{r:?}"))
+            );
+            release(guard).await;
+            return Err(CliError::lost(format!("lock {:?} lost", args.name)));
+        }
+        release(guard).await;
+        eprintln!("cqlcoord: released lock {}", args.name);
+        return Ok(0);
+    }
     let child = spawn(&args.command, &env, None).await?;
     let deadline = || guard.must_stop_by();
     let ended = supervise(
@@ -108,19 +172,20 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
     .await?;
     if ended.stopped == Some(Stopped::Lost) {
         let reason = guard.loss_reason();
-        let _ = guard.release().await;
-        return Err(CliError::lost(format!(
+        // Reported before the release, which may wait on a store that stopped answering.
+        let error = CliError::lost(format!(
             "lock {:?} lost ({}); command stopped (status {})",
             args.name,
             reason
                 .map(|r| format!("{r:?}"))
                 .unwrap_or_else(|| "deadline".into()),
             ended.code()
-        )));
+        ));
+        eprintln!("cqlcoord: {error}");
+        release(guard).await;
+        return Ok(error.code);
     }
-    if let Err(e) = guard.release().await {
-        // The command is done; the lock's TTL frees it anyway.
-        eprintln!("cqlcoord: warning: {e}");
-    }
-    Ok(ended.code())
+    // The command is done; the lock's TTL frees it anyway if the release fails.
+    release(guard).await;
+    Ok(crate::error::child_status(ended.code()))
 }

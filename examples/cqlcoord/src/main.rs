@@ -1,9 +1,10 @@
 //! `cqlcoord`: the operators' command-line tool for leases, elections, locks, work queues
-//! and schema on ScyllaDB / Cassandra. See the README's CLI section.
+//! and schema on ScyllaDB / Cassandra. See docs/cli.md.
 
 mod child;
 mod cli;
 mod connect;
+mod dev;
 mod duration;
 mod elect;
 mod error;
@@ -24,18 +25,32 @@ use crate::error::CliError;
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        // --help, --version, and the full help when no arguments are given.
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
         Err(e) => {
             eprintln!("cqlcoord: {}", one_line(&e.render().to_string()));
             std::process::exit(error::EXIT_USAGE);
         }
     };
-    // Library logs go to stderr only when asked for (RUST_LOG), so stdout stays parseable.
+    // Library logs go to stderr (stdout stays parseable): by default the libraries'
+    // warnings only (a worker's failing claims, a campaign's failing attempts: connection
+    // trouble the tool keeps retrying through must not look like silence); RUST_LOG for more.
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(
+                    "off,cql_workqueue::worker=warn,cql_election=warn",
+                )
+            }),
         )
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .with_target(false)
         .with_writer(std::io::stderr)
         .init();
     let code = match tokio::runtime::Runtime::new() {
@@ -104,6 +119,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         Command::Lock {
             name,
             timeout,
+            try_once,
             algorithm,
             owner,
             timing,
@@ -113,6 +129,7 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
             let args = lock_cmd::LockArgs {
                 name,
                 timeout,
+                try_once,
                 algorithm,
                 owner,
                 timing,
@@ -122,5 +139,6 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
             lock_cmd::run(connection, args).await
         }
         Command::Queue(command) => queue_cmd::run(connection, command).await,
+        Command::Dev { scylla_mode } => dev::run(connection, scylla_mode).await,
     }
 }

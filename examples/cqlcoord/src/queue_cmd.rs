@@ -8,13 +8,17 @@ use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
 use crate::child::{Stopped, default_owner, shutdown_on_signals, spawn, supervise};
-use crate::cli::{Connection, QueueCommand};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Connection, Order, QueueCommand};
 use crate::error::CliError;
 
 /// Runs a `queue` command.
 ///
 /// # Errors
-/// Bad flags (2), store failures (1), an unknown dead letter (3).
+/// Bad flags (2), store failures (1), an unknown dead letter (124).
 pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, CliError> {
     match command {
         QueueCommand::Push {
@@ -63,6 +67,8 @@ pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, 
         }
         QueueCommand::Work {
             name,
+            concurrency,
+            order,
             worker,
             max_jobs,
             max_attempts,
@@ -77,11 +83,32 @@ pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, 
                 max_attempts,
                 retry_backoff,
                 max_retry_backoff: defaults.max_retry_backoff.max(retry_backoff),
+                choice: match order {
+                    Order::OldestFirst => 1,
+                    Order::Spread => defaults.choice,
+                },
                 ..defaults
             };
             let queue = open(connection, &name, config).await?;
             let worker = worker.unwrap_or_else(default_owner);
-            work(&queue, &worker, max_jobs, stopping.kill_grace, &command).await
+            let shutdown = shutdown_on_signals()?;
+            let budget = Budget {
+                max: max_jobs,
+                taken: AtomicU64::new(0),
+            };
+            let workers = (0..concurrency).map(|i| {
+                let id = if concurrency == 1 {
+                    worker.clone()
+                } else {
+                    format!("{worker}-{i}")
+                };
+                let (queue, budget, shutdown, command) = (&queue, &budget, &shutdown, &command);
+                async move { work(queue, &id, budget, shutdown, stopping.kill_grace, command).await }
+            });
+            for result in futures::future::join_all(workers).await {
+                result?;
+            }
+            Ok(0)
         }
         QueueCommand::Stats { name, json } => {
             let queue = open(connection, &name, QueueConfig::default()).await?;
@@ -159,6 +186,23 @@ async fn open(
     Ok(WorkQueue::new(store, name, config)?)
 }
 
+/// `--max-jobs` shared by the `--concurrency` workers: a slot is taken before claiming.
+struct Budget {
+    max: Option<u64>,
+    taken: AtomicU64,
+}
+
+impl Budget {
+    /// Takes a slot for one more job; false once `max` were taken.
+    fn take(&self) -> bool {
+        self.taken
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                self.max.is_none_or(|max| n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+}
+
 /// One command per job: the payload on its stdin, `CQLCOORD_QUEUE`, `CQLCOORD_JOB_ID`,
 /// `CQLCOORD_JOB_ATTEMPT` and `CQLCOORD_FENCING_TOKEN` (the claim's token) in its
 /// environment. Exit 0 completes the job; any other status fails it (retried after the
@@ -168,16 +212,15 @@ async fn open(
 async fn work(
     queue: &WorkQueue,
     worker_id: &str,
-    max_jobs: Option<u64>,
+    budget: &Budget,
+    shutdown: &CancellationToken,
     grace: Duration,
     command: &[String],
 ) -> Result<i32, CliError> {
-    let shutdown = shutdown_on_signals()?;
     let mut worker = queue.worker(worker_id)?;
     let drain = worker.drain_handle();
     let stop_claiming = worker.shutdown_token();
-    let mut done = 0u64;
-    while max_jobs.is_none_or(|max| done < max) {
+    while budget.take() {
         // A claim is never dropped midway (that would strand its item): on a signal the
         // worker is told to stop and the claim in flight, if any, finishes.
         let job = tokio::select! {
@@ -203,15 +246,7 @@ async fn work(
         ];
         let child = spawn(command, &env, Some(job.payload_bytes().to_vec())).await?;
         let deadline = || job.must_stop_by();
-        let ended = supervise(
-            child,
-            &deadline,
-            &job.cancellation_token(),
-            &shutdown,
-            grace,
-        )
-        .await?;
-        done += 1;
+        let ended = supervise(child, &deadline, &job.cancellation_token(), shutdown, grace).await?;
         let id = job.id().clone();
         let outcome = match ended.stopped {
             Some(Stopped::Lost) => {

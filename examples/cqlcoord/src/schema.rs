@@ -9,6 +9,32 @@ use crate::cli::{Connection, SchemaCommand};
 use crate::connect::parse_replication;
 use crate::error::CliError;
 
+/// `schema create --replication REPLICATION`: creates the keyspace and every table; returns
+/// the line saying so.
+///
+/// # Errors
+/// Bad flags (exit 2), or the cluster refused (exit 1).
+pub async fn create(connection: &Connection, replication: &str) -> Result<String, CliError> {
+    let replication = parse_replication(replication)?;
+    let leases = connection.lease_options(replication.clone())?;
+    let cells = connection.cell_options(replication.clone())?;
+    let queue = connection.queue_options(replication)?;
+    let session = connection.session().await?;
+    // The library's helper turns tablets off on ScyllaDB (LWTs need it before 2025.4) and
+    // refuses to go on if the cluster will not.
+    leases.create_schema(&session).await?;
+    ScyllaCellStore::create_schema(&session, &cells).await?;
+    ScyllaQueueStore::create_schema(&session, &queue).await?;
+    Ok(format!(
+        "keyspace {} ready: tables {}, {}, {}, {t}, {t}_index, {t}_cursor, {t}_dead",
+        leases.keyspace,
+        leases.table,
+        leases.waiting_line().location.table,
+        cells.location.table,
+        t = queue.table
+    ))
+}
+
 /// Runs a `schema` command.
 ///
 /// # Errors
@@ -16,24 +42,7 @@ use crate::error::CliError;
 pub async fn run(connection: &Connection, command: SchemaCommand) -> Result<i32, CliError> {
     match command {
         SchemaCommand::Create { replication } => {
-            let replication = parse_replication(&replication)?;
-            let leases = connection.lease_options(replication.clone())?;
-            let cells = connection.cell_options(replication.clone())?;
-            let queue = connection.queue_options(replication)?;
-            let session = connection.session().await?;
-            // The library's helper turns tablets off on ScyllaDB (LWTs need it before
-            // 2025.4) and refuses to go on if the cluster will not.
-            leases.create_schema(&session).await?;
-            ScyllaCellStore::create_schema(&session, &cells).await?;
-            ScyllaQueueStore::create_schema(&session, &queue).await?;
-            println!(
-                "keyspace {} ready: tables {}, {}, {}, {t}, {t}_index, {t}_cursor, {t}_dead",
-                leases.keyspace,
-                leases.table,
-                leases.waiting_line().location.table,
-                cells.location.table,
-                t = queue.table
-            );
+            println!("{}", create(connection, &replication).await?);
         }
         SchemaCommand::Print { replication } => {
             let replication = parse_replication(&replication)?;

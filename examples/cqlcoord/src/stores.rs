@@ -17,11 +17,21 @@ use crate::error::CliError;
 /// Replication is only used by `schema create`; the other commands open existing tables.
 const UNUSED: Replication = Replication::Simple(1);
 
-/// A missing table shows up as a statement the server refuses to prepare: say what to do.
-fn opening(what: &str) -> impl Fn(SchemaError) -> CliError + '_ {
+/// A missing keyspace or table shows up as a statement the server refuses to prepare: name
+/// them, and the command that creates them.
+fn opening<'a>(
+    what: &'a str,
+    keyspace: &'a str,
+    table: &'a str,
+) -> impl Fn(SchemaError) -> CliError + 'a {
     move |e| match e {
+        SchemaError::Store(e @ cql_lease::StoreError::Rejected(_)) => CliError::store(format!(
+            "cannot use the {what} table {keyspace}.{table} (missing keyspace or table?): {e}; \
+             to create them run `cqlcoord --keyspace {keyspace} schema create --replication \
+             simple:RF` (or DC:RF,...)"
+        )),
         SchemaError::Store(e) => CliError::store(format!(
-            "opening the {what} tables: {e} (run `cqlcoord schema create` first?)"
+            "cannot use the {what} table {keyspace}.{table}: {e}"
         )),
         other => CliError::from(other),
     }
@@ -34,9 +44,10 @@ fn opening(what: &str) -> impl Fn(SchemaError) -> CliError + '_ {
 pub async fn leases(connection: &Connection) -> Result<Arc<dyn LeaseStore>, CliError> {
     let options = connection.lease_options(UNUSED)?;
     let session = connection.session().await?;
+    let (keyspace, table) = (options.keyspace.clone(), options.table.clone());
     let store = ScyllaLeaseStore::new(session, options)
         .await
-        .map_err(opening("lease"))?;
+        .map_err(opening("lease", &keyspace, &table))?;
     Ok(Arc::new(store))
 }
 
@@ -59,9 +70,13 @@ pub async fn cells(connection: &Connection) -> Result<Arc<dyn CellStore>, CliErr
         )));
     }
     let session = connection.session().await?;
+    let (keyspace, table) = (
+        options.location.keyspace.clone(),
+        options.location.table.clone(),
+    );
     let store = ScyllaCellStore::new(session, options)
         .await
-        .map_err(opening("lock cell"))?;
+        .map_err(opening("lock cell", &keyspace, &table))?;
     Ok(Arc::new(store))
 }
 
@@ -72,8 +87,9 @@ pub async fn cells(connection: &Connection) -> Result<Arc<dyn CellStore>, CliErr
 pub async fn queue(connection: &Connection) -> Result<Arc<dyn QueueStore>, CliError> {
     let options = connection.queue_options(UNUSED)?;
     let session = connection.session().await?;
+    let (keyspace, table) = (options.keyspace.clone(), options.table.clone());
     let store = ScyllaQueueStore::new(session, options)
         .await
-        .map_err(opening("work-queue"))?;
+        .map_err(opening("work-queue", &keyspace, &table))?;
     Ok(Arc::new(store))
 }

@@ -10,6 +10,9 @@ use crate::child::KILL_MARGIN;
 use crate::cli::Timing;
 use crate::error::CliError;
 
+/// The longest renew interval derived from `--ttl` when `--renew-interval` is not given.
+const DEFAULT_RENEW_INTERVAL: Duration = Duration::from_secs(5);
+
 impl Timing {
     /// The lease timing for a holder that runs a command stopped with `grace` between SIGTERM
     /// and SIGKILL (zero with no command). SIGTERM goes out `grace + KILL_MARGIN` before the
@@ -20,12 +23,42 @@ impl Timing {
     /// # Errors
     /// The timing does not leave room for a renewal (exit 2), naming the flags.
     pub fn config(&self, grace: Duration) -> Result<LeaseConfig, CliError> {
-        let config = LeaseConfig {
+        let mut config = LeaseConfig {
             ttl: self.ttl,
-            renew_interval: self.renew_interval,
             retry_interval: self.retry_interval,
             max_clock_skew: self.max_clock_skew,
             ..LeaseConfig::default()
+        };
+        let margin = if grace.is_zero() {
+            Duration::ZERO
+        } else {
+            grace + KILL_MARGIN
+        };
+        config.renew_interval = match self.renew_interval {
+            Some(renew) => renew,
+            None => {
+                // Derived from --ttl: the user gave no --renew-interval, so a ttl too short
+                // is reported in terms of the flags given.
+                let room = config.validity().saturating_sub(margin);
+                if self.ttl < Duration::from_secs(1) || room < Duration::from_millis(100) {
+                    return Err(CliError::usage(format!(
+                        "--ttl {} is too short: it must exceed 1s + --max-clock-skew ({}){} by at \
+                         least 100ms, and be at least 1s",
+                        humantime::format_duration(self.ttl),
+                        humantime::format_duration(self.max_clock_skew),
+                        if grace.is_zero() {
+                            String::new()
+                        } else {
+                            format!(
+                                " + --kill-grace ({}) + {}ms",
+                                humantime::format_duration(grace),
+                                KILL_MARGIN.as_millis()
+                            )
+                        }
+                    )));
+                }
+                (room / 2).min(DEFAULT_RENEW_INTERVAL)
+            }
         };
         let room = |e: String| {
             CliError::usage(format!(
@@ -34,7 +67,7 @@ impl Timing {
             ))
         };
         config.validate().map_err(|e| room(e.to_string()))?;
-        if !grace.is_zero() && self.renew_interval + grace + KILL_MARGIN >= config.validity() {
+        if !grace.is_zero() && config.renew_interval + margin >= config.validity() {
             return Err(room(format!(
                 "no room to stop the command before the deadline: validity {:?}",
                 config.validity()
@@ -66,7 +99,7 @@ mod tests {
     fn timing(ttl: u64, renew: u64) -> Timing {
         Timing {
             ttl: Duration::from_secs(ttl),
-            renew_interval: Duration::from_secs(renew),
+            renew_interval: Some(Duration::from_secs(renew)),
             retry_interval: Duration::from_secs(1),
             max_clock_skew: Duration::from_millis(500),
         }
@@ -84,5 +117,17 @@ mod tests {
         assert!(error.message.contains("--kill-grace"), "{error}");
         // Without a command (no grace) only the lease timing is checked.
         assert!(timing(5, 2).config(Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn a_derived_renew_interval_is_reported_as_the_ttl() {
+        let mut short = timing(2, 0);
+        short.renew_interval = None;
+        let error = short.config(Duration::from_secs(2)).expect_err("too short");
+        assert!(error.message.contains("--ttl 2s is too short"), "{error}");
+        assert!(!error.message.contains("renew"), "{error}");
+        short.ttl = Duration::from_secs(15);
+        let config = short.config(Duration::from_secs(2)).expect("default");
+        assert_eq!(config.renew_interval, DEFAULT_RENEW_INTERVAL);
     }
 }

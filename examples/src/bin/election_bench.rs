@@ -16,15 +16,44 @@ use cql_election::{Election, ElectionConfig, ElectionEvent};
 use cql_lease::scylla::{Replication, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseStore, MemoryStore};
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
-use examples::Args;
+use examples::Flags;
 use futures::StreamExt;
 use tokio::time::Instant;
 
 type Factory =
     Box<dyn Fn() -> futures::future::BoxFuture<'static, Result<Arc<dyn LeaseStore>, String>>>;
 
+/// The command line (see the module documentation).
+#[derive(Debug, clap::Parser)]
+#[command(about = "Failover and load figures of leader election.", long_about = None)]
+struct Cli {
+    /// The scylla backend over the CQL test server in real time, this many runs.
+    #[arg(long = "wire", value_name = "RUNS")]
+    wire: Option<String>,
+    /// Runs on the embedded store, simulated time [default: 200].
+    #[arg(long = "runs", value_name = "RUNS")]
+    runs: Option<String>,
+    /// Time without a leader while one node of three is frozen, this many runs.
+    #[arg(long = "frozen", value_name = "RUNS")]
+    frozen: Option<String>,
+    /// With --frozen: the driver's request timeout.
+    #[arg(long = "request-timeout-ms", value_name = "MS")]
+    request_timeout_ms: Option<String>,
+}
+
+impl Flags for Cli {
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "wire" => self.wire.as_deref(),
+            "runs" => self.runs.as_deref(),
+            "frozen" => self.frozen.as_deref(),
+            "request-timeout-ms" => self.request_timeout_ms.as_deref(),
+            _ => None,
+        }
+    }
+}
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse(&["wire", "runs", "frozen", "request-timeout-ms"])?;
+    let args = <Cli as clap::Parser>::parse();
     if let Some(runs) = args.get("frozen") {
         let request_timeout = match args.get("request-timeout-ms") {
             Some(ms) => Some(Duration::from_millis(ms.parse()?)),

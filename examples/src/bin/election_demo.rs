@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use cql_election::{CampaignHandle, Election, ElectionConfig, ElectionEvent};
-use examples::{Args, Target};
+use examples::{Flags, Target};
 use futures::StreamExt;
 use tokio::time::Instant;
 
@@ -31,12 +31,41 @@ fn describe(event: &ElectionEvent) -> String {
     }
 }
 
+/// The command line (see the module documentation).
+#[derive(Debug, clap::Parser)]
+#[command(about = "Leader election: candidates elect a leader, the leader is killed, another takes over.", long_about = None)]
+struct Cli {
+    /// A cluster: one candidate per OS process (default: the embedded store, four candidates).
+    #[arg(long = "scylla", value_name = "HOST:PORT")]
+    scylla: Option<String>,
+    /// This process's candidate id (required with --scylla).
+    #[arg(long = "candidate", value_name = "NAME")]
+    candidate: Option<String>,
+    /// With --scylla: crash (exit without resigning) after this many seconds.
+    #[arg(long = "crash-after", value_name = "SECS")]
+    crash_after: Option<String>,
+    /// With --scylla: resign and exit after this many seconds.
+    #[arg(long = "run-for", value_name = "SECS")]
+    run_for: Option<String>,
+}
+
+impl Flags for Cli {
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "scylla" => self.scylla.as_deref(),
+            "candidate" => self.candidate.as_deref(),
+            "crash-after" => self.crash_after.as_deref(),
+            "run-for" => self.run_for.as_deref(),
+            _ => None,
+        }
+    }
+}
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let args = Args::parse(&["scylla", "candidate", "crash-after", "run-for"])?;
+    let args = <Cli as clap::Parser>::parse();
     let config = ElectionConfig {
         lease_ttl: Duration::from_secs(3),
         renew_interval: Duration::from_secs(1),

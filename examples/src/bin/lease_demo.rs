@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cql_lease::{CountingStore, FencingToken, LeaseClient, LeaseConfig, TryAcquire};
-use examples::Target;
+use examples::{Flags, ScyllaFlag};
 use tokio::time::Instant;
 
 /// A resource that remembers the highest token that wrote to it, and refuses older ones.
@@ -30,12 +30,20 @@ impl FencedFile {
     }
 }
 
+/// The command line (see the module documentation).
+#[derive(Debug, clap::Parser)]
+#[command(about = "Leases contended, expiring and fencing a write, on the embedded store or a cluster.", long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    target: ScyllaFlag,
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
-    let target = Target::from_args()?;
+    let target = <Cli as clap::Parser>::parse().target.target();
     let store = Arc::new(CountingStore::new(target.open().await?));
     let config = LeaseConfig {
         ttl: Duration::from_secs(2),

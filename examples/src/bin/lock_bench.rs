@@ -66,7 +66,7 @@ use cql_lease::{
     LeaseStore, MemoryStore, StoreError, StoredLease,
 };
 use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
-use examples::Args;
+use examples::Flags;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::statement::Consistency;
 use tokio::time::Instant;
@@ -233,7 +233,7 @@ fn options() -> LockOptions {
     }
 }
 
-async fn open(args: &Args) -> Result<Stores, Box<dyn std::error::Error>> {
+async fn open(args: &Cli) -> Result<Stores, Box<dyn std::error::Error>> {
     let latency_ms = args.get("latency-ms").map(str::parse::<u64>).transpose()?;
     if latency_ms.is_some() && (args.get("memory").is_some() || args.get("scylla").is_some()) {
         return Err("--latency-ms delays the CQL test server; --memory takes --latency-us".into());
@@ -720,23 +720,73 @@ fn print_scaling(rows: &[(String, usize, Row)]) {
     }
 }
 
+/// The command line (see the module documentation).
+#[derive(Debug, clap::Parser)]
+#[command(about = "Lock benchmark: every lock algorithm at 1, 4, 16 and 64 contenders, then how each scales.", long_about = None)]
+struct Cli {
+    /// A real cluster (keyspace lock_bench, replication factor 1) instead of the CQL test server.
+    #[arg(long = "scylla", value_name = "HOST:PORT")]
+    scylla: Option<String>,
+    /// With --scylla: read the node's Paxos counters through `PATH sjk mx` (Cassandra's JMX).
+    #[arg(long = "nodetool", value_name = "PATH")]
+    nodetool: Option<String>,
+    /// Seconds per measurement [default: 5].
+    #[arg(long = "seconds", value_name = "S")]
+    seconds: Option<String>,
+    /// Contender counts, comma separated [default: 1,4,16,64].
+    #[arg(long = "contenders", value_name = "N,N,...")]
+    contenders: Option<String>,
+    /// Algorithms, comma separated [default: bakery,fair,shadow,lease,acquire].
+    #[arg(long = "algorithms", value_name = "A,A,...")]
+    algorithms: Option<String>,
+    /// With --memory: microseconds added to every store call [default: 300].
+    #[arg(long = "latency-us", value_name = "US")]
+    latency_us: Option<String>,
+    /// The CQL test server answers every request this many ms late [default: 0].
+    #[arg(long = "latency-ms", value_name = "MS")]
+    latency_ms: Option<String>,
+    /// How long each contender holds the lock [default: 0].
+    #[arg(long = "hold-ms", value_name = "MS")]
+    hold_ms: Option<String>,
+    /// How long each contender pauses before asking again [default: 0].
+    #[arg(long = "think-ms", value_name = "MS")]
+    think_ms: Option<String>,
+    /// Measurements per row; each column printed is the median [default: 1].
+    #[arg(long = "runs", value_name = "N")]
+    runs: Option<String>,
+    /// With --virtual: each call's delay drawn within this percentage [default: 20].
+    #[arg(long = "jitter-pct", value_name = "PCT")]
+    jitter_pct: Option<String>,
+    /// The embedded stores (with --latency-us per call) instead of the CQL test server.
+    #[arg(long = "memory")]
+    memory: bool,
+    /// With --memory: tokio's paused clock, counting round trips only.
+    #[arg(long = "virtual")]
+    r#virtual: bool,
+}
+
+impl Flags for Cli {
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "scylla" => self.scylla.as_deref(),
+            "nodetool" => self.nodetool.as_deref(),
+            "seconds" => self.seconds.as_deref(),
+            "contenders" => self.contenders.as_deref(),
+            "algorithms" => self.algorithms.as_deref(),
+            "latency-us" => self.latency_us.as_deref(),
+            "latency-ms" => self.latency_ms.as_deref(),
+            "hold-ms" => self.hold_ms.as_deref(),
+            "think-ms" => self.think_ms.as_deref(),
+            "runs" => self.runs.as_deref(),
+            "jitter-pct" => self.jitter_pct.as_deref(),
+            "memory" => self.memory.then_some(""),
+            "virtual" => self.r#virtual.then_some(""),
+            _ => None,
+        }
+    }
+}
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse_flags(
-        &[
-            "scylla",
-            "nodetool",
-            "seconds",
-            "contenders",
-            "algorithms",
-            "latency-us",
-            "latency-ms",
-            "hold-ms",
-            "think-ms",
-            "runs",
-            "jitter-pct",
-        ],
-        &["memory", "virtual"],
-    )?;
+    let args = <Cli as clap::Parser>::parse();
     let seconds = args.seconds("seconds")?.unwrap_or(Duration::from_secs(5));
     let contenders: Vec<usize> = args
         .get("contenders")

@@ -21,22 +21,55 @@ use std::time::{Duration, Instant};
 
 use cql_workqueue::memory::StoreCounts;
 use cql_workqueue::{ClaimMode, NewItem, QueueConfig, WallClock, WorkQueue};
-use examples::{Args, open_queue_store};
+use examples::{Flags, open_queue_store};
 use futures::StreamExt;
 use integration_tests::backend::Backend;
 use integration_tests::wire_backend::WireBackend;
 
+/// The command line (see the module documentation).
+#[derive(Debug, clap::Parser)]
+#[command(about = "Work-queue benchmark: enqueue N items, then process them with P processes of W workers.", long_about = None)]
+struct Cli {
+    /// A real cluster instead of the embedded store (throughput only).
+    #[arg(long = "scylla", value_name = "HOST:PORT")]
+    scylla: Option<String>,
+    /// `true`: the scylla backend over the CQL wire against the CQL test server.
+    #[arg(long = "wire", value_name = "true")]
+    wire: Option<String>,
+    /// Item counts, comma separated [default: 1000,10000,100000].
+    #[arg(long = "items", value_name = "N,N,...")]
+    items: Option<String>,
+    /// Processes [default: 4].
+    #[arg(long = "processes", value_name = "P")]
+    processes: Option<String>,
+    /// Workers per process [default: 16].
+    #[arg(long = "workers", value_name = "W")]
+    workers: Option<String>,
+    /// Compare the claim modes instead: this one.
+    #[arg(long = "claim-mode", value_name = "lwt|bakery")]
+    claim_mode: Option<String>,
+    /// Where the CQL test server's tasks run [default: own].
+    #[arg(long = "server-thread", value_name = "own|shared")]
+    server_thread: Option<String>,
+}
+
+impl Flags for Cli {
+    fn get(&self, name: &str) -> Option<&str> {
+        match name {
+            "scylla" => self.scylla.as_deref(),
+            "wire" => self.wire.as_deref(),
+            "items" => self.items.as_deref(),
+            "processes" => self.processes.as_deref(),
+            "workers" => self.workers.as_deref(),
+            "claim-mode" => self.claim_mode.as_deref(),
+            "server-thread" => self.server_thread.as_deref(),
+            _ => None,
+        }
+    }
+}
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse(&[
-        "scylla",
-        "wire",
-        "items",
-        "processes",
-        "workers",
-        "claim-mode",
-        "server-thread",
-    ])?;
+    let args = <Cli as clap::Parser>::parse();
     // `shared`: the server's tasks on this runtime, as the benchmark ran before (a
     // statement's engine lock then blocks one of this runtime's worker threads).
     let shared_runtime = match args.get("server-thread") {

@@ -10,18 +10,26 @@ use std::time::Duration;
 
 use cql_lease::LeaseConfig;
 use cql_workqueue::{NewItem, QueueConfig, WorkQueue};
-use examples::{Target, open_queue_store};
+use examples::{Flags, ScyllaFlag, open_queue_store};
 use futures::StreamExt;
 use serde_json::json;
 
 const ITEMS_PER_PRODUCER: usize = 10;
+
+/// The command line (see the module documentation).
+#[derive(Debug, clap::Parser)]
+#[command(about = "The work queue: producers, workers, a killed worker's job reclaimed, a poisoned job.", long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    target: ScyllaFlag,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .init();
-    let target = Target::from_args()?;
+    let target = <Cli as clap::Parser>::parse().target.target();
     let (store, _) = open_queue_store(&target).await?;
     let config = QueueConfig {
         claim: LeaseConfig {

@@ -152,9 +152,9 @@ impl ScyllaCellStore {
             let options = options.clone();
             async move {
                 let mut statement = session
-                    .prepare(text)
+                    .prepare(text.clone())
                     .await
-                    .map_err(|e| StoreError::Rejected(format!("preparing {template}: {e}")))?;
+                    .map_err(|e| StoreError::Rejected(format!("preparing {text}: {e}")))?;
                 statement.set_consistency(options.consistency);
                 statement.set_is_idempotent(true);
                 statement.set_request_timeout(options.location.request_timeout);

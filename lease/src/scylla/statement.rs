@@ -86,10 +86,12 @@ pub async fn prepare(
     template: &str,
     kind: Kind,
 ) -> Result<PreparedStatement, StoreError> {
+    // The rendered text in the message: it names the keyspace and table actually asked for.
+    let text = options.render(template);
     let mut statement = session
-        .prepare(options.render(template))
+        .prepare(text.clone())
         .await
-        .map_err(|e| StoreError::Rejected(format!("preparing {template}: {e}")))?;
+        .map_err(|e| StoreError::Rejected(format!("preparing {text}: {e}")))?;
     match kind {
         Kind::Lwt => {
             statement.set_consistency(options.consistency);

@@ -136,7 +136,7 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
     let out = run(&hosts, &["leader", "jobs"], None).await;
     assert_eq!(
         out.status.code(),
-        Some(3),
+        Some(124),
         "resigned: {}",
         text(&out.stdout)
     );
@@ -146,7 +146,7 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
 }
 
 /// The leader's store stops answering its renewals: its command is SIGKILLed before the term
-/// can lapse (on the deadline the campaign's renewals move), and cqlcoord exits 4.
+/// can lapse (on the deadline the campaign's renewals move), and cqlcoord exits 125.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leaders_command_is_stopped_before_its_term_lapses() {
     let stderr = crate::paused::stopped_in_time("elect", |command| {

@@ -9,7 +9,7 @@ use cql_test_server::Flavor;
 use crate::common::{cqlcoord, run, scratch, server, text};
 
 /// Fast timing for tests: TTL 4 s, renew every 0.5 s, waiters poll every 0.2 s.
-const TIMING: [&str; 8] = [
+pub const TIMING: [&str; 8] = [
     "--ttl",
     "4s",
     "--renew-interval",
@@ -116,7 +116,7 @@ async fn the_commands_status_is_the_exit_status() {
     args.extend(["--", "sh", "-c", "exit 7"]);
     let out = run(&hosts, &args, None).await;
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
-    // Held by someone else past the timeout: exit 3, the command never ran.
+    // Held by someone else past the timeout: exit 124, the command never ran.
     let out = run(
         &hosts,
         &[
@@ -133,7 +133,7 @@ async fn the_commands_status_is_the_exit_status() {
     let touch = format!("touch {}", ran.display());
     args.extend(["--", "sh", "-c", &touch]);
     let out = run(&hosts, &args, None).await;
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("timed out"),
         "{}",
@@ -145,7 +145,7 @@ async fn the_commands_status_is_the_exit_status() {
 /// The store stops answering the holder's renewals (a paused store): the command gets
 /// SIGTERM, ignores it, and is SIGKILLed before the lease is free for anyone else (the lease
 /// library gives a claim back as soon as its holder's deadline passes, so killing at the
-/// deadline or later would be too late); cqlcoord exits 4.
+/// deadline or later would be too late); cqlcoord exits 125.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_is_stopped_before_the_lease_lapses() {
     let stderr = crate::paused::stopped_in_time("lock", |command| {
@@ -206,7 +206,7 @@ async fn the_commands_own_children_are_stopped_when_the_lock_is_lost() {
         .expect("cqlcoord exits")
         .expect("wait");
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert_eq!(status.code(), Some(125), "{stderr}");
     // The lock is free for others now: the worker must be gone.
     let out = run(&hosts, &["lease", "get", "grandchild"], None).await;
     assert_eq!(text(&out.stdout).trim(), "grandchild is free");

@@ -3,10 +3,13 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 mod common;
+mod dev;
 mod elect;
+mod etcdlike;
 mod flags;
 mod lock;
 mod metrics;
 mod paused;
 mod queue;
 mod secure;
+mod trouble;

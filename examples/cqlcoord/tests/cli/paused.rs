@@ -26,7 +26,7 @@ fn wall_nanos() -> u128 {
 /// command that logs a beat every 50 ms and ignores SIGTERM (logging it); once it beats,
 /// delays every renewal by 30 s, watches the lease with SERIAL reads on another connection
 /// (which the fault spares), and checks: SIGTERM came first, the last beat is before the
-/// lease was seen free, cqlcoord exits 4 naming status 137 (SIGKILL). Returns its stderr.
+/// lease was seen free, cqlcoord exits 125 naming status 137 (SIGKILL). Returns its stderr.
 pub async fn stopped_in_time(test: &str, holder: impl FnOnce(&mut Command)) -> String {
     let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
     let beats = scratch(&format!("{test}-paused")).join("beats");
@@ -81,7 +81,7 @@ pub async fn stopped_in_time(test: &str, holder: impl FnOnce(&mut Command)) -> S
         .expect("cqlcoord exits")
         .expect("wait");
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(stderr.contains("status 137"), "{stderr}");
     let log = std::fs::read_to_string(&beats).expect("beats");
     assert!(log.lines().any(|l| l == "term"), "SIGTERM first: {log}");

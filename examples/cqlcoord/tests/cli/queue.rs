@@ -119,7 +119,7 @@ async fn push_work_stats_and_dead_letters_round_trip() {
         None,
     )
     .await;
-    assert_eq!(out.status.code(), Some(3), "not a dead letter any more");
+    assert_eq!(out.status.code(), Some(124), "not a dead letter any more");
     work(&hosts, "1", log).await;
     let last = std::fs::read_to_string(log).expect("log");
     assert!(
@@ -131,4 +131,83 @@ async fn push_work_stats_and_dead_letters_round_trip() {
     let out = run(&hosts, &["queue", "dead", "mail", "--purge"], None).await;
     assert_eq!(text(&out.stdout).trim(), format!("purged {}", ids[1]));
     assert_eq!(counts(&stats(&hosts).await), [0, 1, 0, 0]);
+}
+
+/// `--concurrency 2` runs two jobs at once: each job waits (up to a minute) until both have
+/// started, which one worker alone could never see.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_runs_jobs_at_once() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let dir = scratch("queue-concurrency");
+    let log = dir.join("log");
+    let log = log.to_str().expect("utf-8");
+    for payload in ["one", "two"] {
+        let out = run(&hosts, &["queue", "push", "pair", payload], None).await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let script = "echo start >> \"$0\"; i=0; \
+                  while [ \"$(grep -c start \"$0\")\" -lt 2 ]; do \
+                  sleep 0.05; i=$((i+1)); [ $i -gt 1200 ] && exit 1; done; echo end >> \"$0\"";
+    let mut args = vec![
+        "queue",
+        "work",
+        "pair",
+        "--concurrency",
+        "2",
+        "--max-jobs",
+        "2",
+        "--max-attempts",
+        "1",
+    ];
+    args.extend(WORK_TIMING);
+    args.extend(["--", "sh", "-c", script, log]);
+    let out = run(&hosts, &args, None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines = std::fs::read_to_string(log).expect("log");
+    assert_eq!(lines.matches("end").count(), 2, "{lines}");
+    let out = run(&hosts, &["queue", "stats", "pair", "--json"], None).await;
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(counts(&stats), [0, 0, 0, 0], "both done: {stats}");
+
+    let out = run(
+        &hosts,
+        &["queue", "work", "pair", "--concurrency", "0", "--", "true"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// `--order oldest-first` takes the items in the order they were pushed (with `spread`, the
+/// default, a worker picks among the first four at random).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oldest_first_keeps_the_push_order() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let dir = scratch("queue-order");
+    let log = dir.join("log");
+    let log = log.to_str().expect("utf-8");
+    let payloads = ["p1", "p2", "p3", "p4", "p5", "p6"];
+    for payload in payloads {
+        let out = run(&hosts, &["queue", "push", "fifo", payload], None).await;
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let mut args = vec![
+        "queue",
+        "work",
+        "fifo",
+        "--order",
+        "oldest-first",
+        "--max-jobs",
+        "6",
+    ];
+    args.extend(WORK_TIMING);
+    args.extend(["--", "sh", "-c", "cat >> \"$0\"; echo >> \"$0\"", log]);
+    let out = run(&hosts, &args, None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let order: Vec<String> = std::fs::read_to_string(log)
+        .expect("log")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(order, payloads, "not in push order");
 }

@@ -2,46 +2,77 @@
 //! and the real-cluster suite can be pointed at it:
 //! `cargo run -p cql-test-server -- [--scylla-mode] [--tombstone-warn N] [--tombstone-fail N]
 //! [--user U --password P] [--tls-dir DIR [--require-client-cert]]`, then use the address it
-//! prints. With `--tls-dir`, it writes there the CA certificate clients must trust
+//! prints. It starts in Cassandra mode unless `--scylla-mode` is given (`--help` lists the
+//! flags). With `--tls-dir`, it writes there the CA certificate clients must trust
 //! (`ca.pem`) and a client certificate and key of that CA (`client.pem`, `client.key`).
 
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions, TestCa, TlsOptions};
 
+/// The command line.
+#[derive(Debug, clap::Parser)]
+#[command(
+    about = "A CQL test server: an in-memory engine with Cassandra's semantics, accepting any \
+             statement it can parse. Prints the address it listens on, serves until Ctrl-C.",
+    long_about = None
+)]
+struct Cli {
+    /// Imitate ScyllaDB where it differs (every LWT returns `[applied]` plus the old values).
+    /// Default: Cassandra mode (a failed LWT returns the conditioned columns, an applied one
+    /// only `[applied]`).
+    #[arg(long)]
+    scylla_mode: bool,
+    /// Tombstones scanned by one read past which it warns (as Cassandra's
+    /// tombstone_warn_threshold).
+    #[arg(long, value_name = "N")]
+    tombstone_warn: Option<u64>,
+    /// Tombstones scanned by one read past which it fails.
+    #[arg(long, value_name = "N")]
+    tombstone_fail: Option<u64>,
+    /// Password authentication: the one user name (with --password).
+    #[arg(long, requires = "password")]
+    user: Option<String>,
+    /// Password authentication: the password (with --user).
+    #[arg(long, requires = "user")]
+    password: Option<String>,
+    /// TLS: write a fresh CA (`ca.pem`) and a client certificate and key of that CA
+    /// (`client.pem`, `client.key`) to DIR, and serve TLS only.
+    #[arg(long, value_name = "DIR")]
+    tls_dir: Option<std::path::PathBuf>,
+    /// With --tls-dir: require a client certificate of that CA.
+    #[arg(long, requires = "tls_dir")]
+    require_client_cert: bool,
+}
+
 #[tokio::main]
 async fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let value = |flag: &str| -> Option<&String> {
-        let at = args.iter().position(|a| a == flag)?;
-        args.get(at + 1)
-    };
-    let number = |flag: &str| -> Option<u64> { value(flag)?.parse().ok() };
-    let flavor = if args.iter().any(|a| a == "--scylla-mode") {
+    let cli = <Cli as clap::Parser>::parse();
+    let flavor = if cli.scylla_mode {
         Flavor::Scylla
     } else {
         Flavor::Cassandra
     };
     let mut options = ServerOptions::lenient(flavor);
-    if let Some(n) = number("--tombstone-warn") {
+    if let Some(n) = cli.tombstone_warn {
         options.tombstone_warn_threshold = n;
     }
-    if let Some(n) = number("--tombstone-fail") {
+    if let Some(n) = cli.tombstone_fail {
         options.tombstone_failure_threshold = n;
     }
-    if let (Some(user), Some(password)) = (value("--user"), value("--password")) {
+    if let (Some(user), Some(password)) = (&cli.user, &cli.password) {
         options = options.with_password_auth(user, password);
     }
-    if let Some(dir) = value("--tls-dir") {
-        match tls_files(std::path::Path::new(dir)) {
+    if let Some(dir) = &cli.tls_dir {
+        match tls_files(dir) {
             Ok(ca) => {
                 let tls = TlsOptions::new(ca);
-                options = options.with_tls(if args.iter().any(|a| a == "--require-client-cert") {
+                options = options.with_tls(if cli.require_client_cert {
                     tls.with_client_auth()
                 } else {
                     tls
                 });
             }
             Err(e) => {
-                eprintln!("--tls-dir {dir}: {e}");
+                eprintln!("--tls-dir {}: {e}", dir.display());
                 std::process::exit(1);
             }
         }
