@@ -43,7 +43,7 @@ pub async fn open_queue_store(
     target: &Target,
 ) -> Result<
     (
-        Arc<dyn cql_workqueue::QueueStore>,
+        Arc<dyn cql_workqueue::store::QueueStore>,
         Option<Arc<cql_workqueue::memory::MemoryQueueStore>>,
     ),
     Box<dyn std::error::Error>,

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use cql_lease::LeaseStore;
 use cql_lease::cells::memory::CellOp;
 use cql_lease::memory::{CallCounts, Fault, MemoryStore, Op, Times};
+use cql_workqueue::ClaimMode;
 use cql_workqueue::memory::{MemoryQueueStore, PlainOp, QueueOp, StoreCounts};
-use cql_workqueue::{ClaimMode, QueueStore};
+use cql_workqueue::store::QueueStore;
 
 /// A backend the suite can drive: its store, its clock, its faults and its call counts.
 #[async_trait]

@@ -13,10 +13,10 @@ use async_trait::async_trait;
 use cql_lease::cells::{Cell, CellRef, CellStore};
 use cql_lease::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoreError, StoredLease};
 use cql_workqueue::bakery::{BakeryParts, PlainItemStore};
-use cql_workqueue::{
-    ClaimMode, ClaimOutcome, IndexEntry, ItemClaim, ItemId, ItemKey, JobState, NewRow, QueueStore,
-    Reschedule, Seal, StoredItem,
+use cql_workqueue::store::{
+    ClaimOutcome, IndexEntry, ItemClaim, NewRow, QueueStore, Reschedule, Seal,
 };
+use cql_workqueue::{ClaimMode, ItemId, ItemKey, JobState, StoredItem};
 
 /// `inner` seen through a name prefix.
 #[derive(Debug)]

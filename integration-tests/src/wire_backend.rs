@@ -8,9 +8,9 @@ use cql_lease::LeaseStore;
 use cql_lease::memory::{CallCounts, Fault, Op, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_workqueue::ClaimMode;
-use cql_workqueue::QueueStore;
 use cql_workqueue::memory::{QueueOp, StoreCounts};
 use cql_workqueue::scylla::ScyllaQueueStore;
+use cql_workqueue::store::QueueStore;
 use scylla::client::session::Session;
 
 use crate::backend::Backend;

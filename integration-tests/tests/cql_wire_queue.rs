@@ -10,9 +10,8 @@ use cql_lease::memory::{Fault, Times};
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
 use cql_workqueue::memory::QueueOp;
 use cql_workqueue::scylla::cql;
-use cql_workqueue::{
-    Enqueued, EntryKind, IndexEntry, ItemId, NewItem, QueueConfig, WallClock, WorkQueue,
-};
+use cql_workqueue::store::{EntryKind, IndexEntry};
+use cql_workqueue::{Enqueued, ItemId, NewItem, QueueConfig, WallClock, WorkQueue};
 use integration_tests::backend::Backend;
 use integration_tests::conformance::patient_config;
 use integration_tests::conformance::queue::{queue, queue_config};
@@ -200,7 +199,7 @@ async fn seal_both_ways(b: &WireBackend) {
         let store = store.clone();
         async move { store.read(&key).await.expect("read").expect("row") }
     };
-    assert_eq!(row("gave-up").await.origin, cql_workqueue::SWEPT);
+    assert_eq!(row("gave-up").await.origin, cql_workqueue::store::SWEPT);
     // The done row's attempt was raised (1 claim, then the seal).
     assert_eq!(row("once").await.attempt, 2);
     assert_eq!(row("poison").await.attempt, 2);

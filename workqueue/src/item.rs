@@ -111,7 +111,7 @@ pub struct StoredItem {
     /// The live claim's unique id, if a worker holds the item now.
     pub claim: Option<String>,
     /// Not to be run before this wall-clock time, microseconds since the epoch
-    /// ([`crate::AT_ONCE`] for an item available at once, whatever the clock).
+    /// ([`crate::store::AT_ONCE`] for an item available at once, whatever the clock).
     pub run_at: i64,
     /// The last failure's message.
     pub last_error: Option<String>,

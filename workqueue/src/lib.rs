@@ -47,7 +47,7 @@
 //!    latest clock reading any scanner noted) places a copy of an immediate entry where
 //!    scanners read and keeps the original: a scan already past the copy cannot lose it.
 //! 5. Index upkeep deletes an item's last entry only once the row is sealed against writes
-//!    still on their way ([`QueueStore::seal`]): a late enqueue or revival is refused rather
+//!    still on their way ([`store::QueueStore::seal`]): a late enqueue or revival is refused rather
 //!    than creating an item without an entry.
 //!
 //! - **Bucket directory**: an entry placed beyond the next bucket (a delayed item, a long
@@ -86,8 +86,9 @@
 //! [`ClaimMode::Bakery`], which sends no LWT at all (the Cassandra wiki's bakery numbering per item,
 //! see [`bakery`]) for stores that have none. Same API, index and worker runtime.
 //!
-//! Backends implement [`QueueStore`]: [`scylla::ScyllaQueueStore`] and
-//! [`memory::MemoryQueueStore`].
+//! Backends implement [`store::QueueStore`]: [`scylla::ScyllaQueueStore`] and
+//! [`memory::MemoryQueueStore`]. The crate root holds what users call; the [`store`] module
+//! holds the storage interface and its row types, for backend writers.
 
 mod attempt;
 pub mod bakery;
@@ -109,7 +110,7 @@ mod queue;
 pub mod scylla;
 mod slots;
 mod stats;
-mod store;
+pub mod store;
 mod timed;
 mod worker;
 
@@ -117,10 +118,9 @@ pub use clock::WallClock;
 pub use config::{ClaimMode, MAX_PAYLOAD_LEN, QueueConfig};
 pub use deadletter::DeadLetter;
 pub use error::QueueError;
-pub use item::{EntryKind, IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+pub use item::{ItemId, ItemKey, JobState, StoredItem};
 pub use job::Job;
 pub use new_item::{Enqueued, MAX_UNIQUE_KEY_LEN, NewItem};
 pub use queue::WorkQueue;
 pub use stats::QueueStats;
-pub use store::{AT_ONCE, ClaimOutcome, ItemClaim, NewRow, QueueStore, Reschedule, SWEPT, Seal};
 pub use worker::{Drain, DrainReport, Worker};

@@ -1,4 +1,5 @@
-//! The narrow storage interface of the work queue.
+//! The narrow storage interface of the work queue, for backend writers: what a
+//! [`QueueStore`] implements and the rows it reads and writes.
 //!
 //! Two kinds of cells, never mixed: item rows (one partition per item) are written only with
 //! LWTs; index entries, the cursor and dead-letter entries only with plain writes carrying
@@ -10,7 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cql_lease::{CasOutcome, StoreError};
 
-use crate::item::{IndexEntry, ItemId, ItemKey, JobState, StoredItem};
+pub use crate::item::{EntryKind, IndexEntry, StoredItem};
+use crate::item::{ItemId, ItemKey, JobState};
 
 /// What index upkeep saw of an item before deleting its last entry ([`QueueStore::seal`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

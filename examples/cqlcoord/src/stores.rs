@@ -8,8 +8,8 @@ use cql_lease::LeaseStore;
 use cql_lease::cells::CellStore;
 use cql_lease::cells::scylla::ScyllaCellStore;
 use cql_lease::scylla::{Replication, SchemaError, ScyllaLeaseStore};
-use cql_workqueue::QueueStore;
 use cql_workqueue::scylla::ScyllaQueueStore;
+use cql_workqueue::store::QueueStore;
 
 use crate::cli::Connection;
 use crate::error::CliError;

@@ -30,7 +30,7 @@ pub fn queue_config() -> QueueConfig {
 }
 
 /// The backend's work-queue store; the suite runs only on backends that have one.
-pub fn queue_store(b: &dyn Backend) -> Arc<dyn cql_workqueue::QueueStore> {
+pub fn queue_store(b: &dyn Backend) -> Arc<dyn cql_workqueue::store::QueueStore> {
     match b.queue_store() {
         Some(store) => store,
         None => panic!(

@@ -6,9 +6,9 @@ use std::time::Duration;
 use cql_lease::memory::{Fault, Times};
 use cql_lease::{CasOutcome, InvalidArgument};
 use cql_workqueue::memory::QueueOp;
+use cql_workqueue::store::{ClaimOutcome, ItemClaim, NewRow};
 use cql_workqueue::{
-    ClaimMode, ClaimOutcome, ItemClaim, ItemId, ItemKey, JobState, NewItem, NewRow, QueueConfig,
-    QueueError, WorkQueue, clock,
+    ClaimMode, ItemId, ItemKey, JobState, NewItem, QueueConfig, QueueError, WorkQueue, clock,
 };
 
 use super::queue::{queue, queue_config, queue_with};

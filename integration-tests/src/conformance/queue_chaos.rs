@@ -93,7 +93,10 @@ pub async fn chaos_loses_nothing_and_never_reuses_tokens(b: &dyn Backend) {
 }
 
 /// Items not yet done or dead.
-async fn open_items(store: &Arc<dyn cql_workqueue::QueueStore>, ids: &[ItemId]) -> Vec<ItemId> {
+async fn open_items(
+    store: &Arc<dyn cql_workqueue::store::QueueStore>,
+    ids: &[ItemId],
+) -> Vec<ItemId> {
     let mut open = Vec::new();
     for id in ids {
         let key = ItemKey {

@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use cql_lease::CasOutcome;
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::{QueueOp, StoreCounts};
-use cql_workqueue::{Enqueued, JobState, NewItem, NewRow, QueueConfig, WallClock, clock};
+use cql_workqueue::store::NewRow;
+use cql_workqueue::{Enqueued, JobState, NewItem, QueueConfig, WallClock, clock};
 
 use super::queue::{queue, queue_config, queue_store, queue_with};
 use crate::backend::Backend;

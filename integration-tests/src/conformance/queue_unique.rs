@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{
-    Enqueued, EntryKind, IndexEntry, ItemId, JobState, NewItem, QueueConfig, WorkQueue,
-};
+use cql_workqueue::store::{EntryKind, IndexEntry};
+use cql_workqueue::{Enqueued, ItemId, JobState, NewItem, QueueConfig, WorkQueue};
 
 use super::queue::{claim_soon, queue_config, queue_store, queue_with};
 use crate::backend::Backend;

@@ -5,7 +5,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{EntryKind, IndexEntry, ItemId, NewItem, WallClock};
+use cql_workqueue::store::{EntryKind, IndexEntry};
+use cql_workqueue::{ItemId, NewItem, WallClock};
 
 use super::queue::{claim_soon, queue_config, queue_store, queue_with};
 use crate::backend::Backend;
@@ -268,7 +269,7 @@ pub async fn orphan_entry_goes_after_its_row_is_sealed(b: &dyn Backend) {
     let fence = queue_store(b).read(&key).await.expect("read");
     assert_eq!(
         fence.map(|row| row.origin),
-        Some(cql_workqueue::SWEPT.to_owned())
+        Some(cql_workqueue::store::SWEPT.to_owned())
     );
     // Gone: another process's scan from the cursor does not meet it again.
     let other = q.with_clock(WallClock::system());

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cql_workqueue::QueueStore;
 use cql_workqueue::bakery::PlainItemStore;
+use cql_workqueue::store::QueueStore;
 use tokio::time::Instant;
 
 pub use read_times::ReadTimes;

@@ -9,10 +9,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cql_lease::{CasOutcome, StoreError};
 use cql_workqueue::bakery::BakeryParts;
-use cql_workqueue::{
-    ClaimOutcome, IndexEntry, ItemClaim, ItemId, ItemKey, JobState, NewRow, QueueStore, Reschedule,
-    Seal, StoredItem,
+use cql_workqueue::store::{
+    ClaimOutcome, IndexEntry, ItemClaim, NewRow, QueueStore, Reschedule, Seal,
 };
+use cql_workqueue::{ItemId, ItemKey, JobState, StoredItem};
 use tokio::time::Instant;
 
 use super::Tweaked;

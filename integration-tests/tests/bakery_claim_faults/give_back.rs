@@ -9,9 +9,8 @@ use cql_lease::FencingToken;
 use cql_lease::cells::memory::CellOp;
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::MemoryQueueStore;
-use cql_workqueue::{
-    ClaimMode, ClaimOutcome, ItemClaim, ItemId, ItemKey, JobState, QueueConfig, WorkQueue,
-};
+use cql_workqueue::store::{ClaimOutcome, ItemClaim};
+use cql_workqueue::{ClaimMode, ItemId, ItemKey, JobState, QueueConfig, WorkQueue};
 use integration_tests::conformance::queue::queue_config;
 
 use super::slow_rows::wrapped;

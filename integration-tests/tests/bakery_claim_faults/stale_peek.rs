@@ -10,9 +10,8 @@ use cql_lease::CasOutcome;
 use cql_lease::cells::memory::CellOp;
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::MemoryQueueStore;
-use cql_workqueue::{
-    ClaimMode, ClaimOutcome, ItemClaim, ItemKey, JobState, QueueConfig, WorkQueue,
-};
+use cql_workqueue::store::{ClaimOutcome, ItemClaim};
+use cql_workqueue::{ClaimMode, ItemKey, JobState, QueueConfig, WorkQueue};
 use integration_tests::conformance::queue::queue_config;
 
 use super::slow_rows::wrapped;

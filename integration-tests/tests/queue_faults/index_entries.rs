@@ -304,7 +304,7 @@ async fn bakery_enqueue_row_landing_after_the_orphan_sweep_loses_to_its_fence() 
     // The sweep's fence (a later timestamp) won over the late row.
     assert_eq!(
         (row.state, row.origin.as_str()),
-        (JobState::Done, cql_workqueue::SWEPT)
+        (JobState::Done, cql_workqueue::store::SWEPT)
     );
 }
 
@@ -342,6 +342,6 @@ async fn enqueue_lwt_applied_after_the_orphan_sweep_is_refused_by_its_fence() {
     // The sweep's `IF NOT EXISTS` fence came first: the late LWT was refused.
     assert_eq!(
         (row.state, row.origin.as_str()),
-        (JobState::Done, cql_workqueue::SWEPT)
+        (JobState::Done, cql_workqueue::store::SWEPT)
     );
 }

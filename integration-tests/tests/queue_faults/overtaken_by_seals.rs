@@ -7,7 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_workqueue::{Enqueued, ItemId, NewItem, QueueConfig, QueueStore, WorkQueue};
+use cql_workqueue::store::QueueStore;
+use cql_workqueue::{Enqueued, ItemId, NewItem, QueueConfig, WorkQueue};
 use integration_tests::backend::MemoryBackend;
 use integration_tests::conformance::queue::{queue_config, queue_with};
 

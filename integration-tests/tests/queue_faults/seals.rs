@@ -68,7 +68,7 @@ async fn resealing_a_sealed_row_fences_a_late_revival() {
     let row = row_of(&b, &key).await;
     assert_eq!(
         (row.state, row.origin.as_str()),
-        (JobState::Done, cql_workqueue::SWEPT),
+        (JobState::Done, cql_workqueue::store::SWEPT),
         "precondition: the orphan sweep sealed the row"
     );
     // 2.-4. A revival of the sealed row, committed after its entry was swept.

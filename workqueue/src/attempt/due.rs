@@ -143,7 +143,7 @@ impl WorkQueue {
         }
     }
 
-    /// Whether [`QueueStore::seal`](crate::QueueStore::seal) stands (logged otherwise: the
+    /// Whether [`QueueStore::seal`](crate::store::QueueStore::seal) stands (logged otherwise: the
     /// entry stays for a later look).
     async fn sealed(&self, key: &ItemKey, seen: Seal<'_>) -> bool {
         match self.store.seal(key, seen).await {

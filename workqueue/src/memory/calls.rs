@@ -14,25 +14,25 @@ use crate::item::{ItemKey, JobState};
 /// A work-queue store operation, for aiming faults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QueueOp {
-    /// [`QueueStore::enqueue`](crate::QueueStore::enqueue), and the seal of a row that has
-    /// none ([`QueueStore::seal`](crate::QueueStore::seal))
+    /// [`QueueStore::enqueue`](crate::store::QueueStore::enqueue), and the seal of a row that has
+    /// none ([`QueueStore::seal`](crate::store::QueueStore::seal))
     Enqueue,
-    /// [`QueueStore::revive`](crate::QueueStore::revive), and the seal of a done row
+    /// [`QueueStore::revive`](crate::store::QueueStore::revive), and the seal of a done row
     Revive,
-    /// [`QueueStore::claim`](crate::QueueStore::claim)
+    /// [`QueueStore::claim`](crate::store::QueueStore::claim)
     Claim,
-    /// [`QueueStore::heartbeat`](crate::QueueStore::heartbeat)
+    /// [`QueueStore::heartbeat`](crate::store::QueueStore::heartbeat)
     Heartbeat,
-    /// [`QueueStore::complete`](crate::QueueStore::complete)
+    /// [`QueueStore::complete`](crate::store::QueueStore::complete)
     Complete,
-    /// [`QueueStore::reschedule`](crate::QueueStore::reschedule),
-    /// [`QueueStore::requeue`](crate::QueueStore::requeue),
-    /// [`QueueStore::purge`](crate::QueueStore::purge)
+    /// [`QueueStore::reschedule`](crate::store::QueueStore::reschedule),
+    /// [`QueueStore::requeue`](crate::store::QueueStore::requeue),
+    /// [`QueueStore::purge`](crate::store::QueueStore::purge)
     Reschedule,
-    /// [`QueueStore::unclaim`](crate::QueueStore::unclaim)
+    /// [`QueueStore::unclaim`](crate::store::QueueStore::unclaim)
     Unclaim,
-    /// [`QueueStore::read`](crate::QueueStore::read) and
-    /// [`QueueStore::peek`](crate::QueueStore::peek)
+    /// [`QueueStore::read`](crate::store::QueueStore::read) and
+    /// [`QueueStore::peek`](crate::store::QueueStore::peek)
     Read,
     /// Index, cursor and dead-letter reads and writes.
     Index,

@@ -1,4 +1,4 @@
-//! [`QueueStore::seal`](crate::QueueStore::seal) on the embedded store: the fences index
+//! [`QueueStore::seal`](crate::store::QueueStore::seal) on the embedded store: the fences index
 //! upkeep puts up before deleting an item's last entry.
 
 use cql_lease::{CasOutcome, StoreError};

@@ -1,7 +1,8 @@
 //! An index entry moved within its bucket (a claim's check entry taking the place of the
 //! entry the item was found by): one request that lands whole or not at all.
 
-use cql_workqueue::{EntryKind, IndexEntry, ItemId, clock};
+use cql_workqueue::store::{EntryKind, IndexEntry};
+use cql_workqueue::{ItemId, clock};
 
 use super::{queue_config, queue_store};
 use crate::backend::Backend;

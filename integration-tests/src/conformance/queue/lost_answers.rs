@@ -7,7 +7,8 @@ use std::time::Duration;
 use cql_lease::CasOutcome;
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{ClaimOutcome, ItemClaim, JobState, QueueConfig, WorkQueue};
+use cql_workqueue::store::{ClaimOutcome, ItemClaim};
+use cql_workqueue::{JobState, QueueConfig, WorkQueue};
 
 use super::{queue_config, queue_store, queue_with, test_config};
 use crate::backend::Backend;
