@@ -148,7 +148,7 @@ impl Actor {
         &mut self,
         delays: &mut impl Iterator<Item = std::time::Duration>,
     ) -> Option<Next> {
-        let delay = delays.next().unwrap_or(self.client.config().retry_interval);
+        let delay = delays.next().unwrap_or(self.client.config().retry_period);
         let wake = tokio::time::Instant::now() + delay;
         loop {
             tokio::select! {

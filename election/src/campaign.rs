@@ -30,11 +30,11 @@ use crate::event::ElectionEvent;
 /// ```
 /// use std::sync::Arc;
 /// use futures::StreamExt;
-/// use cql_election::{Election, ElectionConfig, ElectionEvent};
+/// use cql_election::{Election, Timing, ElectionEvent};
 /// use cql_lease::MemoryStore;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let election = Election::new(Arc::new(MemoryStore::new()), "scheduler", ElectionConfig::default())?;
+/// let election = Election::new(Arc::new(MemoryStore::new()), "scheduler", Timing::default())?;
 /// let mut campaign = election.campaign("node-a", Some("10.0.0.1:7000".into()))?;
 /// let Some(ElectionEvent::Elected { term, stop, .. }) = campaign.next().await else { unreachable!() };
 /// assert!(campaign.is_leader() && !stop.is_cancelled());
@@ -190,11 +190,11 @@ impl CampaignHandle {
     /// ```
     /// use std::sync::Arc;
     /// use futures::StreamExt;
-    /// use cql_election::{Election, ElectionConfig, ElectionEvent};
+    /// use cql_election::{Election, Timing, ElectionEvent};
     /// use cql_lease::MemoryStore;
     ///
     /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
-    /// let election = Election::new(Arc::new(MemoryStore::new()), "jobs", ElectionConfig::default())?;
+    /// let election = Election::new(Arc::new(MemoryStore::new()), "jobs", Timing::default())?;
     /// let mut campaign = election.campaign("node-a", None)?;
     /// let Some(ElectionEvent::Elected { must_stop_by, .. }) = campaign.next().await else { unreachable!() };
     /// let mut deadline = campaign.term_deadline().expect("leading");

@@ -11,12 +11,12 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use futures::StreamExt;
-//! use cql_election::{Election, ElectionConfig, ElectionEvent};
+//! use cql_election::{Election, Timing, ElectionEvent};
 //! use cql_lease::MemoryStore;
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
-//! let config = ElectionConfig { lease_ttl: Duration::from_secs(10), renew_interval: Duration::from_secs(3), ..ElectionConfig::default() };
-//! let election = Election::new(Arc::new(MemoryStore::new()), "billing-scheduler", config)?;
+//! let timing = Timing { lease_duration: Duration::from_secs(10), renew_period: Duration::from_secs(3), ..Timing::default() };
+//! let election = Election::new(Arc::new(MemoryStore::new()), "billing-scheduler", timing)?;
 //! let mut a = election.campaign("node-a", None)?;
 //! let mut b = election.campaign("node-b", None)?;
 //! let Some(ElectionEvent::Elected { term, .. }) = a.next().await else { unreachable!() };
@@ -32,7 +32,6 @@
 
 mod actor;
 mod campaign;
-mod config;
 mod error;
 mod event;
 mod observe;
@@ -44,7 +43,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use campaign::{Campaign, CampaignHandle};
-pub use config::ElectionConfig;
+/// The timing type every primitive shares (re-exported from [`cql_lease`]).
+pub use cql_lease::Timing;
 pub use error::ElectionError;
 pub use event::{DeposeReason, ElectionEvent, Leader};
 pub use observe::Observer;
@@ -54,11 +54,11 @@ pub use observe::Observer;
 /// ```
 /// use std::sync::Arc;
 /// use futures::StreamExt;
-/// use cql_election::{Election, ElectionConfig, ElectionEvent};
+/// use cql_election::{Election, Timing, ElectionEvent};
 /// use cql_lease::MemoryStore;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
-/// let election = Election::new(Arc::new(MemoryStore::new()), "reports", ElectionConfig::default())?;
+/// let election = Election::new(Arc::new(MemoryStore::new()), "reports", Timing::default())?;
 /// let mut watcher = election.observe();
 /// assert_eq!(watcher.next().await, Some(None)); // nobody leads yet
 ///
@@ -83,12 +83,11 @@ impl Election {
     pub fn new(
         store: Arc<dyn LeaseStore>,
         name: impl Into<String>,
-        config: ElectionConfig,
+        timing: Timing,
     ) -> Result<Self, ElectionError> {
         let name = name.into();
         cql_lease::check_name(&name)?;
-        config.validate()?;
-        let client = LeaseClient::new(store, config.lease_config())?;
+        let client = LeaseClient::new(store, timing)?;
         Ok(Election {
             client,
             name: name.into(),

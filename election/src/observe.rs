@@ -57,7 +57,7 @@ impl Observer {
                     }
                     Err(error) => debug!(election = %name, %error, "observer read failed"),
                 }
-                let delay = delays.next().unwrap_or(client.config().retry_interval);
+                let delay = delays.next().unwrap_or(client.config().retry_period);
                 tokio::select! {
                     _ = cancelled.cancelled() => return,
                     _ = tokio::time::sleep(delay) => {}

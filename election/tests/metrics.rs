@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_election::{Election, ElectionConfig, ElectionEvent};
+use cql_election::{Election, ElectionEvent, Timing};
 use cql_lease::MemoryStore;
 use cql_lease::metrics::capture::Capture;
 use cql_lease::metrics::{IS_LEADER, TERMS};
@@ -15,10 +15,10 @@ use futures::StreamExt;
 async fn is_leader_follows_the_terms_of_each_election() {
     let capture = Capture::default();
     let _installed = capture.install();
-    let config = ElectionConfig {
-        lease_ttl: Duration::from_secs(10),
-        renew_interval: Duration::from_secs(3),
-        ..ElectionConfig::default()
+    let config = Timing {
+        lease_duration: Duration::from_secs(10),
+        renew_period: Duration::from_secs(3),
+        ..Timing::default()
     };
     let store = Arc::new(MemoryStore::new());
     let election = Election::new(store.clone(), "billing", config).unwrap();

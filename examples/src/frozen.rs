@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_election::{Campaign, Election, ElectionConfig, ElectionEvent};
+use cql_election::{Campaign, Election, ElectionEvent, Timing};
 use cql_lease::LeaseStore as _;
 use cql_lease::scylla::{ScyllaLeaseStore, ScyllaOptions};
 use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
@@ -25,7 +25,7 @@ const FROZEN: usize = 1;
 ///
 /// # Errors
 /// When the server, the schema or an election cannot be set up.
-pub async fn bench(config: ElectionConfig, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
+pub async fn bench(config: Timing, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
     let server =
         CqlTestServer::start(ServerOptions::lenient(Flavor::Cassandra).with_nodes(3)).await?;
     let session = Arc::new(server.session().await);
@@ -41,13 +41,13 @@ pub async fn bench(config: ElectionConfig, runs: usize) -> Result<(), Box<dyn st
             .build()
             .await?,
     );
-    let freeze = config.lease_ttl * 2;
+    let freeze = config.lease_duration * 2;
     println!(
         "one node of 3 frozen for {freeze:?}; lease ttl {:?}, renew {:?}, retry {:?}, request timeout {:?}; {runs} runs",
-        config.lease_ttl,
-        config.renew_interval,
-        config.retry_interval,
-        config.lease_config().effective_request_timeout()
+        config.lease_duration,
+        config.renew_period,
+        config.retry_period,
+        config.effective_request_timeout()
     );
     let (mut healthy, mut crashed, mut after_free) = (Vec::new(), Vec::new(), Vec::new());
     for run in 0..runs {
@@ -88,7 +88,7 @@ pub async fn bench(config: ElectionConfig, runs: usize) -> Result<(), Box<dyn st
     }
     println!(
         "(crash bound without a frozen node: TTL + skew + retry = {:.3} s)",
-        (config.takeover_bound() + config.retry_interval).as_secs_f64()
+        (config.takeover_bound() + config.retry_period).as_secs_f64()
     );
     Ok(())
 }
@@ -100,7 +100,7 @@ pub async fn bench(config: ElectionConfig, runs: usize) -> Result<(), Box<dyn st
 async fn one_run(
     server: &CqlTestServer,
     election: &Election,
-    config: &ElectionConfig,
+    config: &Timing,
     freeze: Duration,
     crash: bool,
     observer: &ScyllaLeaseStore,
@@ -114,10 +114,10 @@ async fn one_run(
     let (mut crashed, mut free_at, mut next_at) = (false, None, None);
     let mut others: Vec<Campaign> =
         vec![election.campaign("b", None)?, election.campaign("c", None)?];
-    tokio::time::sleep(config.retry_interval * 2).await;
+    tokio::time::sleep(config.retry_period * 2).await;
     server.node_fault(FROZEN, NodeFault::Freeze);
     let start = Instant::now();
-    let end = start + freeze + config.lease_ttl;
+    let end = start + freeze + config.lease_duration;
     let mut leader = Some(leader);
     let mut leaderless = Duration::ZERO;
     let mut last = start;

@@ -100,7 +100,7 @@ async fn renewals_slower_than_the_ttl_make_the_holder_stop_in_time() {
     holder_stops_before_anyone_else_acquires(&b, "slow", || {
         b.inject_wire(
             Some(Op::Renew),
-            WireFault::Latency(test_config().ttl * 2),
+            WireFault::Latency(test_config().lease_duration * 2),
             Times::Always,
         );
     })

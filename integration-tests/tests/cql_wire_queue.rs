@@ -32,7 +32,7 @@ async fn every_queue_statement_is_known_and_exercised() {
     );
     let job = q.claim("w").await.expect("claim").expect("item");
     // Held past a renew interval: heartbeats.
-    tokio::time::sleep(queue_config().claim.renew_interval + Duration::from_millis(500)).await;
+    tokio::time::sleep(queue_config().timing.renew_period + Duration::from_millis(500)).await;
     let failed = job.id().clone();
     job.discard("boom").await.expect("discard");
     assert_eq!(q.dead_letters().await.expect("dead letters").len(), 1);
@@ -43,14 +43,14 @@ async fn every_queue_statement_is_known_and_exercised() {
         b.queue_store().expect("store"),
         "all",
         QueueConfig {
-            claim: patient_config(),
+            timing: patient_config(),
             ..queue_config()
         },
     )
     .expect("queue");
     b.inject_queue(
         Some(QueueOp::Claim),
-        Fault::Latency(patient_config().validity() + Duration::from_millis(500)),
+        Fault::Latency(patient_config().renew_deadline() + Duration::from_millis(500)),
         Times::Next(1),
     );
     let _ = patient.claim("w").await.expect("claim");

@@ -70,9 +70,8 @@ async fn the_schema_helper_turns_tablets_off_on_scylla_only() {
         let store = ScyllaLeaseStore::new(Arc::clone(&session), options)
             .await
             .expect("LWTs work");
-        let client =
-            cql_lease::LeaseClient::new(Arc::new(store), cql_lease::LeaseConfig::default())
-                .expect("client");
+        let client = cql_lease::LeaseClient::new(Arc::new(store), cql_lease::Timing::default())
+            .expect("client");
         let lease = client
             .try_acquire("x", "alice", None)
             .await
@@ -120,8 +119,8 @@ async fn a_tablets_keyspace_that_accepts_lwts_is_used() {
         "{:?}",
         server.paxos()
     );
-    let client = cql_lease::LeaseClient::new(Arc::new(store), cql_lease::LeaseConfig::default())
-        .expect("client");
+    let client =
+        cql_lease::LeaseClient::new(Arc::new(store), cql_lease::Timing::default()).expect("client");
     let lease = client
         .try_acquire("x", "alice", None)
         .await
@@ -203,7 +202,7 @@ async fn the_bakery_mode_runs_on_tablets_without_any_lwt() {
     assert_eq!(first.attempt(), 1);
     // Held across heartbeats (a TTL's worth: the number's cell is rewritten, not expired).
     let writes = server.calls("cells.write");
-    tokio::time::sleep(queue_config().claim.ttl).await;
+    tokio::time::sleep(queue_config().timing.lease_duration).await;
     assert!(first.is_held() && server.calls("cells.write") > writes);
     first.fail("once").await.expect("fail");
     let mut done = 0;

@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use cql_lease::cells::CellStore;
 use cql_lease::lock::{LeaseLock, Lock, LockError};
 use cql_lease::{
-    AcquireOutcome, CasOutcome, Claim, LeaseClient, LeaseConfig, LeaseError, LeaseStore,
-    MemoryStore, StoreError, StoredLease,
+    AcquireOutcome, CasOutcome, Claim, LeaseClient, LeaseError, LeaseStore, MemoryStore,
+    StoreError, StoredLease, Timing,
 };
 use integration_tests::conformance::lock::lock_options;
 use tokio::time::Instant;
@@ -54,7 +54,7 @@ impl LeaseStore for ReadBackRefused {
 }
 
 /// A lease lock on a [`ReadBackRefused`] store, and the store behind it.
-fn lease_lock_on(applies: bool) -> (LeaseLock, LeaseConfig, Arc<MemoryStore>) {
+fn lease_lock_on(applies: bool) -> (LeaseLock, Timing, Arc<MemoryStore>) {
     let config = lock_options().timing;
     let inner = Arc::new(MemoryStore::new());
     let store = ReadBackRefused {
@@ -65,7 +65,7 @@ fn lease_lock_on(applies: bool) -> (LeaseLock, LeaseConfig, Arc<MemoryStore>) {
     (LeaseLock::new(client, "node-a").unwrap(), config, inner)
 }
 
-fn refused_lease_lock() -> (LeaseLock, LeaseConfig) {
+fn refused_lease_lock() -> (LeaseLock, Timing) {
     let (lock, config, _) = lease_lock_on(false);
     (lock, config)
 }
@@ -93,7 +93,7 @@ fn carries_rejection(error: &LockError) -> bool {
 #[tokio::test(start_paused = true)]
 async fn lease_lock_ends_at_once_when_the_store_refuses_the_read_back() {
     let (lock, config) = refused_lease_lock();
-    let timeout = config.ttl * 10;
+    let timeout = config.lease_duration * 10;
     let started = Instant::now();
     let got = lock.lock("refused", timeout).await;
     let waited = started.elapsed();
@@ -127,7 +127,9 @@ async fn lease_try_lock_reports_a_refused_read_back_as_a_refusal() {
 #[tokio::test(start_paused = true)]
 async fn a_claim_whose_read_back_is_refused_is_given_back() {
     let (lock, config, inner) = lease_lock_on(true);
-    let got = lock.lock("refused-applied", config.ttl * 10).await;
+    let got = lock
+        .lock("refused-applied", config.lease_duration * 10)
+        .await;
     let error = got.expect_err("the claim's outcome cannot be settled");
     assert!(
         matches!(
@@ -139,7 +141,7 @@ async fn a_claim_whose_read_back_is_refused_is_given_back() {
         ),
         "expected an unknown outcome caused by the refusal, got {error:?}"
     );
-    tokio::time::sleep(config.retry_interval).await;
+    tokio::time::sleep(config.retry_period).await;
     let left = inner.read("refused-applied").await.unwrap();
     assert!(
         left.is_none(),

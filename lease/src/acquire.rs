@@ -9,11 +9,11 @@
 //! cannot be read, a waiter still reads before it proposes.
 //!
 //! Pace: the first two in line read about back to back while a hold is young and less often
-//! the longer it lasts (an eighth of its age, at most `retry_interval`); the others read
+//! the longer it lasts (an eighth of its age, at most `retry_period`); the others read
 //! less often the further back they stand (three quarters of their place times the time one hand-over
 //! took as they watched the line move, and at least an eighth of the hold's age, at most
-//! `retry_interval`). Liveness does not rest on the line: the waiter at place p proposes
-//! too once the lease has read free for p × (`retry_interval` + the request timeout), so
+//! `retry_period`). Liveness does not rest on the line: the waiter at place p proposes
+//! too once the lease has read free for p × (`retry_period` + the request timeout), so
 //! waiters ahead that crashed or stalled hold the line up that long, not a TTL; a claim
 //! that the reads said free and the LWT found held pauses the next claims a few looks
 //! (reads that lag the LWTs).
@@ -183,9 +183,9 @@ impl LeaseClient {
     /// round per hand-over, not one per waiter and poll, and they are served in arrival
     /// order (across processes, as far as their clocks agree). A waiter that crashed
     /// leaves the line within the TTL, and the waiter at place p proposes anyway once the
-    /// lease has read free for p × (`retry_interval` + the request timeout). The first two
+    /// lease has read free for p × (`retry_period` + the request timeout). The first two
     /// in line read back to back while a hold is young, less often as it ages (at most
-    /// every `retry_interval`); the others less often the further back they stand.
+    /// every `retry_period`); the others less often the further back they stand.
     ///
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
@@ -210,7 +210,7 @@ impl LeaseClient {
         check_claim(name, owner, value)?;
         let started = Instant::now();
         let hand_over = self.line().and_then(|line| line.hand_over(name));
-        let mut watch = Watch::new(self.config().retry_interval, hand_over);
+        let mut watch = Watch::new(self.config().retry_period, hand_over);
         let waiting = self.wait_and_acquire(name, owner, value, &mut watch);
         let outcome = match timeout {
             Some(timeout) => tokio::time::timeout_at(started + timeout, waiting)
@@ -234,7 +234,7 @@ impl LeaseClient {
         value: Option<&str>,
         watch: &mut Watch,
     ) -> Result<Lease, LeaseError> {
-        let retry = self.config().retry_interval;
+        let retry = self.config().retry_period;
         let patience = retry + self.config().effective_request_timeout();
         let line = self.line().cloned();
         let mut ticket: Option<Ticket> = None;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tracing::{debug, info, instrument};
 
-use crate::config::{LeaseConfig, MAX_NAME_LEN, check_claim, check_text};
+use crate::config::{MAX_NAME_LEN, Timing, check_claim, check_text};
 use crate::error::{LeaseError, LossReason, StoreError};
 use crate::hold::{AttemptGuard, Claimed, HoldTiming, claim_attempt, jittered};
 use crate::lease::{Lease, hold_error};
@@ -32,10 +32,10 @@ pub enum TryAcquire {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use cql_lease::{LeaseClient, LeaseConfig, MemoryStore, TryAcquire};
+/// use cql_lease::{LeaseClient, Timing, MemoryStore, TryAcquire};
 ///
 /// # tokio_test_block(async {
-/// let client = LeaseClient::new(Arc::new(MemoryStore::new()), LeaseConfig::default())?;
+/// let client = LeaseClient::new(Arc::new(MemoryStore::new()), Timing::default())?;
 /// let TryAcquire::Acquired(lease) = client.try_acquire("reports", "node-a", Some("10.0.0.1:80")).await? else {
 ///     unreachable!("the store is empty");
 /// };
@@ -55,7 +55,7 @@ pub enum TryAcquire {
 #[derive(Clone)]
 pub struct LeaseClient {
     store: Arc<dyn LeaseStore>,
-    config: LeaseConfig,
+    config: Timing,
     orphans: Arc<Orphans>,
     line: Option<Line>,
 }
@@ -70,13 +70,13 @@ impl std::fmt::Debug for LeaseClient {
 
 impl LeaseClient {
     /// Creates a client after validating `config`.
-    pub fn new(store: Arc<dyn LeaseStore>, config: LeaseConfig) -> Result<Self, LeaseError> {
+    pub fn new(store: Arc<dyn LeaseStore>, config: Timing) -> Result<Self, LeaseError> {
         config.validate()?;
         let line = store.waiting_line().map(|cells| {
             Line::new(
                 cells,
                 config.store_ttl(),
-                config.retry_interval,
+                config.retry_period,
                 config.effective_request_timeout(),
             )
         });
@@ -97,12 +97,12 @@ impl LeaseClient {
     }
 
     /// The timing configuration.
-    pub fn config(&self) -> &LeaseConfig {
+    pub fn config(&self) -> &Timing {
         &self.config
     }
 
     /// The store behind this client, every call bounded by
-    /// [`LeaseConfig::effective_request_timeout`].
+    /// [`Timing::effective_request_timeout`].
     pub fn store(&self) -> &Arc<dyn LeaseStore> {
         &self.store
     }
@@ -236,7 +236,7 @@ impl LeaseClient {
                 self.clone(),
                 target,
                 token,
-                sent_at + self.config.validity(),
+                sent_at + self.config.renew_deadline(),
             );
             guard.disarm();
             return Ok(TryAcquire::Acquired(lease));
@@ -318,10 +318,10 @@ impl LeaseClient {
             .map_err(|e| LeaseError::store(name, e))
     }
 
-    /// Delays drawn uniformly between half and all of `retry_interval`, for polling and
+    /// Delays drawn uniformly between half and all of `retry_period`, for polling and
     /// retries: jitter keeps contenders from moving in lockstep.
     pub fn poll_delays(&self) -> impl Iterator<Item = Duration> + use<> {
-        jittered(self.config.retry_interval)
+        jittered(self.config.retry_period)
     }
 }
 

@@ -13,48 +13,55 @@ pub const MAX_OWNER_LEN: usize = 256;
 /// Largest value, in bytes (it travels in every renewal, so keep it small).
 pub const MAX_VALUE_LEN: usize = 64 * 1024;
 
-/// Timing of a lease, in the spirit of Kubernetes' lease duration / renew deadline / retry
-/// period.
+/// Timing of every primitive: leases, elections, locks and queue claims, with the names of
+/// Kubernetes' leader election (lease duration, renew deadline, retry period).
 ///
-/// `ttl` is the TTL written to the store (whole seconds, rounded up): the longest anyone waits
-/// for a crashed holder (plus `max_clock_skew`). The holder itself assumes less, counted on its
-/// own monotonic clock from the moment it *sent* the acquire or renew that succeeded:
-/// [`LeaseConfig::validity`] is `ttl - 1 s - max_clock_skew`, because Cassandra expires cells in
-/// whole seconds of a replica's wall clock (a cell written at 10.9 s with TTL 2 is gone at
-/// 12.0 s, 1.1 s later) and a replica's clock may run ahead.
+/// `lease_duration` is the TTL written to the store (whole seconds, rounded up): the longest
+/// anyone waits for a crashed holder (plus `max_clock_skew`). The holder itself assumes less,
+/// counted on its own monotonic clock from the moment it *sent* the acquire or renew that
+/// succeeded: it stops acting at [`Timing::renew_deadline`], `lease_duration - 1 s -
+/// max_clock_skew` after that moment, because Cassandra expires cells in whole seconds of a
+/// replica's wall clock (a cell written at 10.9 s with TTL 2 is gone at 12.0 s, 1.1 s later)
+/// and a replica's clock may run ahead. It renews every `renew_period` and retries a failed
+/// renewal every `retry_period` until then. Waiters (followers, lock contenders, observers)
+/// look every `retry_period` at most.
+///
+/// The defaults: lease duration 15 s, renew period 5 s, retry period 2 s, clock skew 0.5 s,
+/// so a holder stops 13.5 s after its last successful renewal was sent and a crashed holder
+/// is replaced within 15.5 s plus one retry period.
 ///
 /// ```
 /// use std::time::Duration;
-/// use cql_lease::LeaseConfig;
+/// use cql_lease::Timing;
 ///
-/// let config = LeaseConfig {
-///     ttl: Duration::from_secs(10),
-///     renew_interval: Duration::from_secs(3),
+/// let timing = Timing {
+///     lease_duration: Duration::from_secs(10),
+///     renew_period: Duration::from_secs(3),
 ///     max_clock_skew: Duration::from_millis(500),
-///     ..LeaseConfig::default()
+///     ..Timing::default()
 /// };
-/// config.validate().unwrap();
-/// assert_eq!(config.store_ttl(), Duration::from_secs(10));
-/// assert_eq!(config.validity(), Duration::from_millis(8500));
+/// timing.validate().unwrap();
+/// assert_eq!(timing.store_ttl(), Duration::from_secs(10));
+/// assert_eq!(timing.renew_deadline(), Duration::from_millis(8500));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseConfig {
-    /// The TTL written to the store (rounded up to whole seconds).
-    pub ttl: Duration,
-    /// How often the keep-alive renews. Must be shorter than [`LeaseConfig::validity`].
-    pub renew_interval: Duration,
-    /// Pause between attempts: `acquire` polling, and renewal retries after an error
-    /// (jittered, and never past the holder's deadline).
-    pub retry_interval: Duration,
+pub struct Timing {
+    /// The TTL written to the store (rounded up to whole seconds): Kubernetes' lease duration.
+    pub lease_duration: Duration,
+    /// How often a holder renews. Must be shorter than [`Timing::renew_deadline`].
+    pub renew_period: Duration,
+    /// Pause between attempts: waiters' polls (jittered) and renewal retries after an error
+    /// (never past the holder's deadline): Kubernetes' retry period.
+    pub retry_period: Duration,
     /// Largest wall-clock difference assumed between database nodes. Cells expire by the
     /// replicas' wall clocks, so the holder stops this much earlier.
     pub max_clock_skew: Duration,
     /// How long to keep trying to learn the outcome of a write whose answer was lost.
     pub resolve_timeout: Duration,
     /// Longest wait for one store request. `None` (the default) derives it from the lease
-    /// timing: a third of [`LeaseConfig::validity`] (see
-    /// [`LeaseConfig::effective_request_timeout`]). More than the validity only makes a
-    /// request wait for an answer that can no longer be acted on. A frozen or overloaded coordinator then
+    /// timing: a third of [`Timing::renew_deadline`] (see
+    /// [`Timing::effective_request_timeout`]). More than that only makes a request wait for
+    /// an answer that can no longer be acted on. A frozen or overloaded coordinator then
     /// costs at most this long before the request is given up (a write's outcome is unknown
     /// and settled by asking again or reading back, on another coordinator), so there is
     /// time left to retry before the holder must stop. A renewal is bounded further by half
@@ -62,12 +69,12 @@ pub struct LeaseConfig {
     pub request_timeout: Option<Duration>,
 }
 
-impl Default for LeaseConfig {
+impl Default for Timing {
     fn default() -> Self {
-        LeaseConfig {
-            ttl: Duration::from_secs(15),
-            renew_interval: Duration::from_secs(5),
-            retry_interval: Duration::from_secs(1),
+        Timing {
+            lease_duration: Duration::from_secs(15),
+            renew_period: Duration::from_secs(5),
+            retry_period: Duration::from_secs(2),
             max_clock_skew: Duration::from_millis(500),
             resolve_timeout: Duration::from_secs(10),
             request_timeout: None,
@@ -75,30 +82,31 @@ impl Default for LeaseConfig {
     }
 }
 
-impl LeaseConfig {
-    /// Checks `1 s <= ttl <= 630720000 s`, `0 < renew_interval < validity`,
-    /// `retry_interval > 0`, `resolve_timeout > 0` and, when set, `request_timeout > 0`.
+impl Timing {
+    /// Checks `1 s <= lease_duration <= 630720000 s`, `0 < renew_period < renew_deadline`,
+    /// `retry_period > 0`, `resolve_timeout > 0` and, when set, `request_timeout > 0`.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         let bad = |msg: String| Err(InvalidArgument::Timing(msg));
-        if self.ttl < Duration::from_secs(1) || self.store_ttl() > Duration::from_secs(MAX_TTL_SECS)
+        if self.lease_duration < Duration::from_secs(1)
+            || self.store_ttl() > Duration::from_secs(MAX_TTL_SECS)
         {
             return bad(format!(
-                "ttl {:?} must be between 1 s and {MAX_TTL_SECS} s",
-                self.ttl
+                "lease_duration {:?} must be between 1 s and {MAX_TTL_SECS} s",
+                self.lease_duration
             ));
         }
-        if self.renew_interval.is_zero() || self.renew_interval >= self.validity() {
+        if self.renew_period.is_zero() || self.renew_period >= self.renew_deadline() {
             return bad(format!(
-                "renew_interval {:?} must be greater than zero and less than the holder's validity \
-                 {:?} (ttl {:?} - 1 s - max_clock_skew {:?})",
-                self.renew_interval,
-                self.validity(),
-                self.ttl,
+                "renew_period {:?} must be greater than zero and less than the renew deadline \
+                 {:?} (lease_duration {:?} - 1 s - max_clock_skew {:?})",
+                self.renew_period,
+                self.renew_deadline(),
+                self.lease_duration,
                 self.max_clock_skew
             ));
         }
-        if self.retry_interval.is_zero() {
-            return bad("retry_interval must be greater than zero".into());
+        if self.retry_period.is_zero() {
+            return bad("retry_period must be greater than zero".into());
         }
         if self.resolve_timeout.is_zero() {
             return bad("resolve_timeout must be greater than zero".into());
@@ -109,36 +117,38 @@ impl LeaseConfig {
         Ok(())
     }
 
-    /// The TTL written to the store: `ttl` rounded up to whole seconds.
+    /// The TTL written to the store: `lease_duration` rounded up to whole seconds.
     pub fn store_ttl(&self) -> Duration {
-        let mut secs = self.ttl.as_secs();
-        if self.ttl.subsec_nanos() > 0 {
+        let mut secs = self.lease_duration.as_secs();
+        if self.lease_duration.subsec_nanos() > 0 {
             secs += 1;
         }
         Duration::from_secs(secs)
     }
 
     /// How long a holder may act after sending the acquire or renew that succeeded:
-    /// `ttl - 1 s - max_clock_skew` (zero if that is negative).
-    pub fn validity(&self) -> Duration {
-        self.ttl
+    /// `lease_duration - 1 s - max_clock_skew` (zero if that is negative).
+    /// Kubernetes' renew deadline: a holder that has not renewed by then stops.
+    pub fn renew_deadline(&self) -> Duration {
+        self.lease_duration
             .saturating_sub(Duration::from_secs(1) + self.max_clock_skew)
     }
 
-    /// The longest one store request may take: [`LeaseConfig::request_timeout`] if set,
-    /// else a third of [`LeaseConfig::validity`], so that a request stuck on a frozen
+    /// The longest one store request may take: [`Timing::request_timeout`] if set,
+    /// else a third of [`Timing::renew_deadline`], so that a request stuck on a frozen
     /// coordinator leaves time for a retry elsewhere before the holder's deadline (with the
     /// defaults, 13.5 s / 3 = 4.5 s).
     ///
     /// ```
     /// use std::time::Duration;
-    /// use cql_lease::LeaseConfig;
-    /// let config = LeaseConfig { ttl: Duration::from_secs(4), ..LeaseConfig::default() };
+    /// use cql_lease::Timing;
+    /// let config = Timing { lease_duration: Duration::from_secs(4), ..Timing::default() };
     /// assert_eq!(config.effective_request_timeout(), Duration::from_millis(833));
     /// ```
     pub fn effective_request_timeout(&self) -> Duration {
-        self.request_timeout
-            .unwrap_or_else(|| Duration::from_millis((self.validity().as_millis() / 3) as u64))
+        self.request_timeout.unwrap_or_else(|| {
+            Duration::from_millis((self.renew_deadline().as_millis() / 3) as u64)
+        })
     }
 
     /// The longest the store may keep a crashed holder's lease after its last successful write:
@@ -208,48 +218,48 @@ mod tests {
 
     #[test]
     fn the_holder_assumes_less_than_the_store_keeps() {
-        let c = LeaseConfig {
-            ttl: Duration::from_millis(2500),
-            renew_interval: Duration::from_millis(500),
+        let c = Timing {
+            lease_duration: Duration::from_millis(2500),
+            renew_period: Duration::from_millis(500),
             max_clock_skew: Duration::from_millis(250),
-            ..LeaseConfig::default()
+            ..Timing::default()
         };
         assert_eq!(c.store_ttl(), Duration::from_secs(3));
-        assert_eq!(c.validity(), Duration::from_millis(1250));
+        assert_eq!(c.renew_deadline(), Duration::from_millis(1250));
         assert_eq!(c.takeover_bound(), Duration::from_millis(3250));
     }
 
     #[test]
     fn timing_is_validated() {
-        let ok = LeaseConfig::default();
+        let ok = Timing::default();
         assert!(ok.validate().is_ok());
         for bad in [
-            LeaseConfig {
-                ttl: Duration::from_millis(999),
+            Timing {
+                lease_duration: Duration::from_millis(999),
                 ..ok
             },
-            LeaseConfig {
-                ttl: Duration::from_secs(MAX_TTL_SECS + 1),
+            Timing {
+                lease_duration: Duration::from_secs(MAX_TTL_SECS + 1),
                 ..ok
             },
-            LeaseConfig {
-                renew_interval: Duration::ZERO,
+            Timing {
+                renew_period: Duration::ZERO,
                 ..ok
             },
-            LeaseConfig {
-                renew_interval: ok.validity(),
+            Timing {
+                renew_period: ok.renew_deadline(),
                 ..ok
             },
-            LeaseConfig {
-                ttl: Duration::from_secs(1),
-                renew_interval: Duration::from_millis(1),
+            Timing {
+                lease_duration: Duration::from_secs(1),
+                renew_period: Duration::from_millis(1),
                 ..ok
             },
-            LeaseConfig {
-                retry_interval: Duration::ZERO,
+            Timing {
+                retry_period: Duration::ZERO,
                 ..ok
             },
-            LeaseConfig {
+            Timing {
                 resolve_timeout: Duration::ZERO,
                 ..ok
             },
@@ -260,8 +270,8 @@ mod tests {
             );
         }
         assert!(
-            LeaseConfig {
-                ttl: Duration::from_secs(MAX_TTL_SECS),
+            Timing {
+                lease_duration: Duration::from_secs(MAX_TTL_SECS),
                 ..ok
             }
             .validate()

@@ -51,11 +51,11 @@ impl CallCounts {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use cql_lease::{CountingStore, LeaseClient, LeaseConfig, MemoryStore};
+/// use cql_lease::{CountingStore, LeaseClient, Timing, MemoryStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let store = Arc::new(CountingStore::new(Arc::new(MemoryStore::new())));
-/// let client = LeaseClient::new(store.clone(), LeaseConfig::default())?;
+/// let client = LeaseClient::new(store.clone(), Timing::default())?;
 /// client.holder("x").await?;
 /// assert_eq!(store.calls().read, 1);
 /// # Ok::<(), cql_lease::LeaseError>(())

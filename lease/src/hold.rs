@@ -88,7 +88,7 @@ impl Signals {
 
 type RenewRequest = oneshot::Sender<Result<(), HoldError>>;
 
-/// A claim kept alive in the background: renewed every `renew_interval`, retried with
+/// A claim kept alive in the background: renewed every `renew_period`, retried with
 /// jittered back-off on errors (never past the deadline), and given up at the local deadline
 /// at the latest. The `held` watch turns `false` and the token is cancelled, in that order,
 /// exactly once.

@@ -14,11 +14,11 @@ use crate::target::LeaseTarget;
 
 /// A lease kept alive in the background by the shared hold machine ([`crate::hold`]).
 ///
-/// The keep-alive renews every `renew_interval`. If a renewal is rejected, or renewals keep
+/// The keep-alive renews every `renew_period`. If a renewal is rejected, or renewals keep
 /// failing until the local deadline, the guard's `held` channel turns `false` and its
 /// [`CancellationToken`](tokio_util::sync::CancellationToken) is cancelled, at the deadline
 /// at the latest, while the store still keeps the lease for at least another second plus the
-/// clock skew (see [`crate::LeaseConfig::validity`]); lost at the deadline, it is released in
+/// clock skew (see [`crate::Timing::renew_deadline`]); lost at the deadline, it is released in
 /// the background only when that margin has passed (freeing a renewal that applied although
 /// its answer was lost), so a holder slow to stop is still alone. A lease whose deadline has already
 /// passed when the guard is made starts lost (token cancelled) and is released in the
@@ -29,10 +29,10 @@ use crate::target::LeaseTarget;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use cql_lease::{LeaseClient, LeaseConfig, MemoryStore};
+/// use cql_lease::{LeaseClient, Timing, MemoryStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let client = LeaseClient::new(Arc::new(MemoryStore::new()), LeaseConfig::default())?;
+/// let client = LeaseClient::new(Arc::new(MemoryStore::new()), Timing::default())?;
 /// let guard = client.acquire("nightly-report", "worker-1", None, None).await?.keep_alive();
 /// let stop = guard.cancellation_token();
 /// // Do the work, passing the token along to fence every write it makes.

@@ -123,7 +123,7 @@ impl Lease {
     }
 
     async fn renew_with(&mut self, value: Option<String>) -> Result<(), LeaseError> {
-        let validity = self.client.config().validity();
+        let validity = self.client.config().renew_deadline();
         let sent_at = Instant::now();
         match self.target.renew_with(value).await {
             Ok(CasOutcome::Applied) => {
@@ -163,7 +163,7 @@ impl Lease {
         result.map_err(|e| hold_error(&self.target.name, "release", e))
     }
 
-    /// Starts renewing in the background every `renew_interval`. See [`LeaseGuard`].
+    /// Starts renewing in the background every `renew_period`. See [`LeaseGuard`].
     pub fn keep_alive(self) -> LeaseGuard {
         LeaseGuard::start(self, None)
     }

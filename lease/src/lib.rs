@@ -11,13 +11,13 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use cql_lease::{LeaseClient, LeaseConfig, MemoryStore};
+//! use cql_lease::{LeaseClient, Timing, MemoryStore};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
-//! let config = LeaseConfig {
-//!     ttl: Duration::from_secs(10),
-//!     renew_interval: Duration::from_secs(3),
-//!     ..LeaseConfig::default()
+//! let config = Timing {
+//!     lease_duration: Duration::from_secs(10),
+//!     renew_period: Duration::from_secs(3),
+//!     ..Timing::default()
 //! };
 //! let client = LeaseClient::new(Arc::new(MemoryStore::new()), config)?;
 //!
@@ -57,7 +57,7 @@ mod waiting_line;
 
 pub use client::{LeaseClient, TryAcquire};
 pub use config::{
-    LeaseConfig, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN, check_len, check_name,
+    MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN, Timing, check_len, check_name,
     check_owner_and_value, check_text,
 };
 pub use counting::{CallCounts, CountingStore};

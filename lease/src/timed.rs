@@ -12,7 +12,7 @@ use crate::error::StoreError;
 use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
 
 /// Wraps a store so that no call waits longer than `timeout` (what
-/// [`crate::LeaseClient`] does with [`crate::LeaseConfig::effective_request_timeout`]): a
+/// [`crate::LeaseClient`] does with [`crate::Timing::effective_request_timeout`]): a
 /// write that times out has an unknown outcome ([`StoreError::Unknown`], settled by the
 /// caller's read-back), a read that times out is [`StoreError::Unavailable`] (nothing
 /// changed). Either way the next call is free to go to another coordinator.

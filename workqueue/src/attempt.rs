@@ -154,8 +154,8 @@ impl WorkQueue {
         let key = item.key.clone();
         let seen_attempt = item.attempt;
         let claim_id = self.dispatcher.claim_id(worker);
-        let ttl = self.config.claim.store_ttl();
-        let timing = HoldTiming::from(&self.config.claim);
+        let ttl = self.config.timing.store_ttl();
+        let timing = HoldTiming::from(&self.config.timing);
         // Armed until the claim is handed over or known not to exist: if this future is
         // dropped or fails in between, the claim is undone (state and attempt restored).
         let target = Arc::new(ClaimTarget {
@@ -208,7 +208,7 @@ impl WorkQueue {
         // deadline, not by one request's timeout (its read-back steps keep that bound).
         let mut claim_timing = timing;
         if self.store.claim_mode() == crate::ClaimMode::Bakery {
-            claim_timing.request_timeout = crate::bakery::claim_bound(&self.config.claim);
+            claim_timing.request_timeout = crate::bakery::claim_bound(&self.config.timing);
         }
         let read_back = || {
             let step = read_back();
@@ -261,7 +261,7 @@ impl WorkQueue {
             // Two steps: the old entry stays until delivery.
             kept.take();
         }
-        if tokio::time::Instant::now() >= sent_at + self.config.claim.validity() {
+        if tokio::time::Instant::now() >= sent_at + self.config.timing.renew_deadline() {
             // Too late by now: the guard undoes it (and the item's entry with it).
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
             return Ok(Tried::Skipped);

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cql_lease::{InvalidArgument, LeaseConfig};
+use cql_lease::{InvalidArgument, Timing};
 
 /// Largest payload accepted by `enqueue`, in bytes (a row is not a blob store).
 pub const MAX_PAYLOAD_LEN: usize = 64 * 1024;
@@ -25,17 +25,18 @@ pub enum ClaimMode {
 
 /// How a queue is laid out and how its claims behave.
 ///
-/// A claim is a lease on one item: `claim.ttl` is how long the store keeps a silent worker's
-/// claim, `claim.renew_interval` is the heartbeat period, `claim.retry_interval` is how often
+/// A claim is a lease on one item: `timing.lease_duration` is how long the store keeps a
+/// silent worker's claim, `timing.renew_period` is the heartbeat period, `timing.retry_period`
+/// (1 s by default, as River's fetch poll) is how often
 /// an idle worker looks for work (each pause drawn between half and all of it, the shared
 /// `cql_lease::hold::jittered` policy), and the worker stops acting `1 s + max_clock_skew`
-/// before the TTL can run out, exactly as a lease holder does. `claim.request_timeout`
+/// before the TTL can run out, exactly as a lease holder does. `timing.request_timeout`
 /// (derived from the claim timing when `None`: a third of the validity) bounds every store
 /// request of the queue, scans, candidate reads and stats included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueConfig {
-    /// Claim timing.
-    pub claim: LeaseConfig,
+    /// Claim timing: the same [`Timing`] as leases, elections and locks.
+    pub timing: Timing,
     /// Claims an item may have; a failure on the last one discards it.
     pub max_attempts: i32,
     /// Wait before the second attempt; doubled for each later one.
@@ -66,7 +67,10 @@ pub struct QueueConfig {
 impl Default for QueueConfig {
     fn default() -> Self {
         QueueConfig {
-            claim: LeaseConfig::default(),
+            timing: Timing {
+                retry_period: Duration::from_secs(1),
+                ..Timing::default()
+            },
             max_attempts: 5,
             retry_backoff: Duration::from_secs(1),
             max_retry_backoff: Duration::from_secs(3600),
@@ -84,7 +88,7 @@ impl Default for QueueConfig {
 impl QueueConfig {
     /// Checks every setting.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
-        self.claim.validate()?;
+        self.timing.validate()?;
         let bad = |reason: String| {
             Err(InvalidArgument::Invalid {
                 field: "queue config",
@@ -136,7 +140,7 @@ impl QueueConfig {
     /// An enqueue whose write lands within `lag - 2 x skew` of its clock reading can never be
     /// passed by the cursor (see the crate docs).
     pub fn cursor_lag(&self) -> Duration {
-        Duration::from_secs(1) + self.claim.max_clock_skew * 2
+        Duration::from_secs(1) + self.timing.max_clock_skew * 2
     }
 
     pub(crate) fn bucket_micros(&self) -> i64 {

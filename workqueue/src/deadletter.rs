@@ -274,7 +274,7 @@ impl WorkQueue {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<CasOutcome, StoreError>>,
     {
-        let timing = HoldTiming::from(&self.config.claim);
+        let timing = HoldTiming::from(&self.config.timing);
         let lost = AtomicBool::new(false);
         let store = &self.store;
         let result = until_resolved_tracked(&timing, operation, &lost, || async {

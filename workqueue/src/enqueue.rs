@@ -154,7 +154,7 @@ impl WorkQueue {
             },
             origin: &origin,
         };
-        let give_up_at = Instant::now() + self.config.claim.resolve_timeout;
+        let give_up_at = Instant::now() + self.config.timing.resolve_timeout;
         // A revival of this call whose answer was lost may still apply (its Paxos round
         // retrying at its coordinator) once the done marker expires, so a later refusal
         // proves nothing about it.
@@ -287,7 +287,7 @@ impl WorkQueue {
                 });
             }
             warn!(%id, %error, "enqueue answer lost; sending it again");
-            tokio::time::sleep(self.config.claim.retry_interval / 2).await;
+            tokio::time::sleep(self.config.timing.retry_period / 2).await;
             // A process paused in the sleep must not send after its window: index upkeep
             // may have sealed the row meanwhile, and a late send could not be told apart
             // from a fresh one (the bakery mode's row timestamp is forgotten by then).
@@ -303,7 +303,7 @@ impl WorkQueue {
         // the leftover of an enqueue that died (`drop_orphan`, or a done row's stale entry)
         // and may have been deleted while the LWT was on its way: placed again now that the
         // row exists (the scanner only ever deletes the copy it read).
-        let skew = micros(self.config.claim.max_clock_skew);
+        let skew = micros(self.config.timing.max_clock_skew);
         if entry.pos < self.now() - self.enqueue_window() + 2 * skew {
             let again = self.entry(
                 &id,

@@ -75,7 +75,7 @@ impl Job {
             store: Arc::clone(&queue.store),
             key: item.key.clone(),
             claim_id,
-            ttl: queue.config.claim.store_ttl(),
+            ttl: queue.config.timing.store_ttl(),
             hand_back: HandBack::Delivered,
             index: Some((queue.clone(), check.clone())),
             moved: std::sync::Mutex::default(),
@@ -98,7 +98,7 @@ impl Job {
             },
             delivery: AtomicU8::new(parked::UNDELIVERED),
         });
-        let timing = HoldTiming::from(&queue.config.claim);
+        let timing = HoldTiming::from(&queue.config.timing);
         let hold = Hold::start(target.clone(), timing, sent_at, None);
         info!(id = %item.key.id, attempt = item.attempt, "job claimed");
         queue.count(cql_lease::metrics::CLAIMED);

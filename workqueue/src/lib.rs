@@ -116,6 +116,8 @@ mod worker;
 
 pub use clock::WallClock;
 pub use config::{ClaimMode, MAX_PAYLOAD_LEN, QueueConfig};
+/// The timing type every primitive shares (re-exported from [`cql_lease`]).
+pub use cql_lease::Timing;
 pub use deadletter::DeadLetter;
 pub use error::QueueError;
 pub use item::{ItemId, ItemKey, JobState, StoredItem};

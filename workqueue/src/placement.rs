@@ -32,8 +32,8 @@ impl WorkQueue {
         mut entry: IndexEntry,
     ) -> Result<(IndexEntry, Instant), QueueError> {
         let window =
-            micros(self.config.cursor_lag()) - 2 * micros(self.config.claim.max_clock_skew);
-        let give_up_at = Instant::now() + self.config.claim.resolve_timeout;
+            micros(self.config.cursor_lag()) - 2 * micros(self.config.timing.max_clock_skew);
+        let give_up_at = Instant::now() + self.config.timing.resolve_timeout;
         let mut late: Option<IndexEntry> = None;
         loop {
             let sent = Instant::now();
@@ -81,7 +81,7 @@ impl WorkQueue {
         mut written_from: Instant,
     ) -> Result<(), QueueError> {
         let lag = micros(self.config.cursor_lag());
-        let skew = micros(self.config.claim.max_clock_skew);
+        let skew = micros(self.config.timing.max_clock_skew);
         for _ in 0..3 {
             let (cursor, cold) = self.read_cursor_cold().await?;
             let elapsed = micros(written_from.elapsed());

@@ -62,7 +62,7 @@ impl std::fmt::Debug for WorkQueue {
 impl WorkQueue {
     /// A handle on the queue `name`, after checking the name and settings. Every call to
     /// `store` waits at most the claim timing's request timeout
-    /// ([`LeaseConfig::effective_request_timeout`](cql_lease::LeaseConfig::effective_request_timeout)
+    /// ([`Timing::effective_request_timeout`](cql_lease::Timing::effective_request_timeout)
     /// of `config.claim`): a read or a plain write cut by it is sent again at once, to
     /// another coordinator; an LWT cut by it has an unknown outcome, settled by reading back.
     ///
@@ -77,7 +77,7 @@ impl WorkQueue {
     ) -> Result<Self, QueueError> {
         check_name(name)?;
         config.validate()?;
-        let timeout = config.claim.effective_request_timeout();
+        let timeout = config.timing.effective_request_timeout();
         // Every request bounded by the claim timing (the bakery's plain rows and cells bound
         // their own requests the same way).
         let timed = |store| -> Arc<dyn QueueStore> {
@@ -100,7 +100,7 @@ impl WorkQueue {
                     field: "claim_mode",
                     reason: "this store has no plain item table for the bakery mode".into(),
                 })?;
-                let bakery = BakeryStore::new(timed(store), parts, config.claim)
+                let bakery = BakeryStore::new(timed(store), parts, config.timing)
                     .map_err(|e| InvalidArgument::Timing(e.to_string()))?;
                 Arc::new(bakery) as Arc<dyn QueueStore>
             }
@@ -237,7 +237,7 @@ impl WorkQueue {
 
     /// A check entry for an item just claimed (or seen held): at its claim's expiry.
     pub(crate) fn check_entry(&self, id: &ItemId, attempt: i32) -> IndexEntry {
-        let pos = self.now() + micros(self.config.claim.store_ttl());
+        let pos = self.now() + micros(self.config.timing.store_ttl());
         self.entry(id, pos, EntryKind::Check, false, attempt)
     }
 

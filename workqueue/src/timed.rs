@@ -4,7 +4,7 @@
 //! Without it a read that lands on a frozen coordinator (a dispatcher scan, a candidate's
 //! peek, a stats count) waits for the driver's own timeout (30 s by default), and the worker
 //! behind it claims nothing meanwhile. A request never outlives the time left to act on its
-//! answer: a third of the claim's validity by default, `QueueConfig::claim.request_timeout`
+//! answer: a third of the claim's validity by default, `QueueConfig::timing.request_timeout`
 //! when set.
 
 use std::sync::Arc;

@@ -170,7 +170,7 @@ pub enum SerialLevel {
 /// Timing of a lease, lock, election term or job claim.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Timing options")]
-pub struct Timing {
+pub struct TimingArgs {
     /// TTL written to the store: the longest others wait for a crashed holder.
     #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub ttl: Duration,
@@ -248,7 +248,7 @@ pub enum Command {
         recampaign: bool,
         /// Lease timing of the term.
         #[command(flatten)]
-        timing: Timing,
+        timing: TimingArgs,
         /// Stopping the command.
         #[command(flatten)]
         stopping: Stopping,
@@ -277,7 +277,7 @@ pub enum Command {
         owner: Option<String>,
         /// Lock timing.
         #[command(flatten)]
-        timing: Timing,
+        timing: TimingArgs,
         /// Stopping the command.
         #[command(flatten)]
         stopping: Stopping,
@@ -423,7 +423,7 @@ pub enum QueueCommand {
         retry_backoff: Duration,
         /// Claim timing.
         #[command(flatten)]
-        timing: Timing,
+        timing: TimingArgs,
         /// Stopping the command.
         #[command(flatten)]
         stopping: Stopping,

@@ -2,12 +2,12 @@
 
 use std::time::Duration;
 
-use cql_election::{Election, ElectionConfig, ElectionEvent, Leader};
+use cql_election::{Election, ElectionEvent, Leader, Timing};
 use futures::StreamExt;
 use serde_json::json;
 
 use crate::child::{Ended, Stopped, hold, shutdown_on_signals, spawn, supervise};
-use crate::cli::{Connection, Stopping, Timing};
+use crate::cli::{Connection, Stopping, TimingArgs};
 use crate::error::CliError;
 
 /// `leader NAME`: one SERIAL read; exit 124 when nobody leads.
@@ -16,7 +16,7 @@ use crate::error::CliError;
 /// Bad flags (2), store failures (1).
 pub async fn leader(connection: &Connection, name: &str, json: bool) -> Result<i32, CliError> {
     let store = crate::stores::leases(connection).await?;
-    let election = Election::new(store, name, ElectionConfig::default())?;
+    let election = Election::new(store, name, Timing::default())?;
     let leader = election.leader().await?;
     println!("{}", describe(leader.as_ref(), json));
     Ok(if leader.is_some() {
@@ -41,7 +41,7 @@ pub async fn observe(
     retry_interval: Duration,
 ) -> Result<i32, CliError> {
     let store = crate::stores::leases(connection).await?;
-    let election = Election::new(store, name, ElectionConfig::default())?;
+    let election = Election::new(store, name, Timing::default())?;
     let shutdown = shutdown_on_signals()?;
     let mut last: Option<Option<(String, i64, Option<String>)>> = None;
     let mut failing_since: Option<tokio::time::Instant> = None;
@@ -119,7 +119,7 @@ pub struct Elect {
     /// Campaign again after losing a term.
     pub recampaign: bool,
     /// Term timing.
-    pub timing: Timing,
+    pub timing: TimingArgs,
     /// Stopping the command.
     pub stopping: Stopping,
     /// The command.

@@ -1,6 +1,6 @@
 //! `lease get | acquire | release`: inspection and repair.
 
-use cql_lease::{CasOutcome, LeaseClient, LeaseConfig, StoredLease, TryAcquire};
+use cql_lease::{CasOutcome, LeaseClient, StoredLease, Timing, TryAcquire};
 use serde_json::json;
 
 use crate::cli::{Connection, LeaseCommand};
@@ -14,7 +14,7 @@ pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, 
     let store = crate::stores::leases(connection).await?;
     match command {
         LeaseCommand::Get { name, json } => {
-            let client = LeaseClient::new(store, LeaseConfig::default())?;
+            let client = LeaseClient::new(store, Timing::default())?;
             print_holder(&name, client.holder(&name).await?.as_ref(), json);
             Ok(0)
         }
@@ -26,10 +26,10 @@ pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, 
             wait,
             json,
         } => {
-            let config = LeaseConfig {
-                ttl,
-                renew_interval: ttl / 4,
-                ..LeaseConfig::default()
+            let config = Timing {
+                lease_duration: ttl,
+                renew_period: ttl / 4,
+                ..Timing::default()
             };
             let client = LeaseClient::new(store, config)?;
             let lease = match wait {

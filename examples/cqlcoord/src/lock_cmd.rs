@@ -7,7 +7,7 @@ use cql_lease::LeaseClient;
 use cql_lease::lock::{BakeryLock, FairLock, LeaseLock, Lock, LockOptions};
 
 use crate::child::{Stopped, default_owner, hold, shutdown_on_signals, spawn, supervise};
-use crate::cli::{Algorithm, Connection, Stopping, Timing};
+use crate::cli::{Algorithm, Connection, Stopping, TimingArgs};
 use crate::error::CliError;
 
 /// Waiting "for ever": the longest timeout the locks accept.
@@ -27,7 +27,7 @@ pub struct LockArgs {
     /// Owner of the lease lock.
     pub owner: Option<String>,
     /// Lock timing.
-    pub timing: Timing,
+    pub timing: TimingArgs,
     /// Stopping the command.
     pub stopping: Stopping,
     /// The command; empty: hold until interrupted.

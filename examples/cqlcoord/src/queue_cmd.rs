@@ -79,7 +79,7 @@ pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, 
         } => {
             let defaults = QueueConfig::default();
             let config = QueueConfig {
-                claim: timing.config(stopping.kill_grace)?,
+                timing: timing.config(stopping.kill_grace)?,
                 max_attempts,
                 retry_backoff,
                 max_retry_backoff: defaults.max_retry_backoff.max(retry_backoff),

@@ -3,17 +3,16 @@
 
 use std::time::Duration;
 
-use cql_election::ElectionConfig;
-use cql_lease::LeaseConfig;
+use cql_lease::Timing;
 
 use crate::child::KILL_MARGIN;
-use crate::cli::Timing;
+use crate::cli::TimingArgs;
 use crate::error::CliError;
 
 /// The longest renew interval derived from `--ttl` when `--renew-interval` is not given.
 const DEFAULT_RENEW_INTERVAL: Duration = Duration::from_secs(5);
 
-impl Timing {
+impl TimingArgs {
     /// The lease timing for a holder that runs a command stopped with `grace` between SIGTERM
     /// and SIGKILL (zero with no command). SIGTERM goes out `grace + KILL_MARGIN` before the
     /// deadline, so that must fall after the next renewal is due: `renew_interval + grace +
@@ -22,24 +21,24 @@ impl Timing {
     ///
     /// # Errors
     /// The timing does not leave room for a renewal (exit 2), naming the flags.
-    pub fn config(&self, grace: Duration) -> Result<LeaseConfig, CliError> {
-        let mut config = LeaseConfig {
-            ttl: self.ttl,
-            retry_interval: self.retry_interval,
+    pub fn config(&self, grace: Duration) -> Result<Timing, CliError> {
+        let mut config = Timing {
+            lease_duration: self.ttl,
+            retry_period: self.retry_interval,
             max_clock_skew: self.max_clock_skew,
-            ..LeaseConfig::default()
+            ..Timing::default()
         };
         let margin = if grace.is_zero() {
             Duration::ZERO
         } else {
             grace + KILL_MARGIN
         };
-        config.renew_interval = match self.renew_interval {
+        config.renew_period = match self.renew_interval {
             Some(renew) => renew,
             None => {
                 // Derived from --ttl: the user gave no --renew-interval, so a ttl too short
                 // is reported in terms of the flags given.
-                let room = config.validity().saturating_sub(margin);
+                let room = config.renew_deadline().saturating_sub(margin);
                 if self.ttl < Duration::from_secs(1) || room < Duration::from_millis(100) {
                     return Err(CliError::usage(format!(
                         "--ttl {} is too short: it must exceed 1s + --max-clock-skew ({}){} by at \
@@ -67,10 +66,10 @@ impl Timing {
             ))
         };
         config.validate().map_err(|e| room(e.to_string()))?;
-        if !grace.is_zero() && config.renew_interval + margin >= config.validity() {
+        if !grace.is_zero() && config.renew_period + margin >= config.renew_deadline() {
             return Err(room(format!(
                 "no room to stop the command before the deadline: validity {:?}",
-                config.validity()
+                config.renew_deadline()
             )));
         }
         Ok(config)
@@ -79,16 +78,9 @@ impl Timing {
     /// The same as an election's timing.
     ///
     /// # Errors
-    /// As [`Timing::config`].
-    pub fn election(&self, grace: Duration) -> Result<ElectionConfig, CliError> {
-        let lease = self.config(grace)?;
-        Ok(ElectionConfig {
-            lease_ttl: lease.ttl,
-            renew_interval: lease.renew_interval,
-            retry_interval: lease.retry_interval,
-            max_clock_skew: lease.max_clock_skew,
-            request_timeout: lease.request_timeout,
-        })
+    /// As [`TimingArgs::config`].
+    pub fn election(&self, grace: Duration) -> Result<Timing, CliError> {
+        self.config(grace)
     }
 }
 
@@ -96,8 +88,8 @@ impl Timing {
 mod tests {
     use super::*;
 
-    fn timing(ttl: u64, renew: u64) -> Timing {
-        Timing {
+    fn timing(ttl: u64, renew: u64) -> TimingArgs {
+        TimingArgs {
             ttl: Duration::from_secs(ttl),
             renew_interval: Some(Duration::from_secs(renew)),
             retry_interval: Duration::from_secs(1),
@@ -109,7 +101,7 @@ mod tests {
     fn a_grace_that_leaves_no_room_to_renew_is_refused() {
         // Validity 5 s - 1 s - 0.5 s = 3.5 s: 2 s + 1 s + 0.25 s fits, 2 s + 1.5 s does not.
         let config = timing(5, 2).config(Duration::from_secs(1)).expect("valid");
-        assert_eq!(config.validity(), Duration::from_millis(3500));
+        assert_eq!(config.renew_deadline(), Duration::from_millis(3500));
         let error = timing(5, 2)
             .config(Duration::from_millis(1500))
             .expect_err("no room");
@@ -128,6 +120,6 @@ mod tests {
         assert!(!error.message.contains("renew"), "{error}");
         short.ttl = Duration::from_secs(15);
         let config = short.config(Duration::from_secs(2)).expect("default");
-        assert_eq!(config.renew_interval, DEFAULT_RENEW_INTERVAL);
+        assert_eq!(config.renew_period, DEFAULT_RENEW_INTERVAL);
     }
 }

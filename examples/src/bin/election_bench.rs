@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_election::{Election, ElectionConfig, ElectionEvent};
+use cql_election::{Election, ElectionEvent, Timing};
 use cql_lease::scylla::{Replication, ScyllaOptions};
 use cql_lease::{CountingStore, LeaseStore, MemoryStore};
 use cql_test_server::{CqlTestServer, Flavor, ServerOptions};
@@ -59,11 +59,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(ms) => Some(Duration::from_millis(ms.parse()?)),
             None => None,
         };
-        let config = ElectionConfig {
-            lease_ttl: Duration::from_secs(2),
-            renew_interval: Duration::from_millis(500),
-            retry_interval: Duration::from_millis(250),
+        let config = Timing {
+            lease_duration: Duration::from_secs(2),
+            renew_period: Duration::from_millis(500),
+            retry_period: Duration::from_millis(250),
             max_clock_skew: Duration::ZERO,
+            resolve_timeout: Duration::from_secs(2),
             request_timeout,
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -83,7 +84,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
             runtime.block_on(bench(
                 "embedded store, simulated time",
-                ElectionConfig::default(),
+                Timing::default(),
                 runs,
                 factory,
                 Duration::from_secs(600),
@@ -95,11 +96,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            let config = ElectionConfig {
-                lease_ttl: Duration::from_secs(2),
-                renew_interval: Duration::from_millis(500),
-                retry_interval: Duration::from_millis(250),
+            let config = Timing {
+                lease_duration: Duration::from_secs(2),
+                renew_period: Duration::from_millis(500),
+                retry_period: Duration::from_millis(250),
                 max_clock_skew: Duration::ZERO,
+                resolve_timeout: Duration::from_secs(2),
                 request_timeout: None,
             };
             runtime.block_on(async move {
@@ -149,7 +151,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 async fn bench(
     label: &str,
-    config: ElectionConfig,
+    config: Timing,
     runs: usize,
     stores: Factory,
     window: Duration,
@@ -157,10 +159,10 @@ async fn bench(
 ) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{label}: lease ttl {:?} (leader acts {:?} past each renewal), renew {:?}, retry {:?} (jittered 50-100%), skew {:?}; {runs} runs",
-        config.lease_ttl,
-        config.lease_config().validity(),
-        config.renew_interval,
-        config.retry_interval,
+        config.lease_duration,
+        config.renew_deadline(),
+        config.renew_period,
+        config.retry_period,
         config.max_clock_skew
     );
     let mut crash = Vec::new();
@@ -177,9 +179,9 @@ async fn bench(
         (
             "leader crash",
             &mut crash,
-            config.takeover_bound() + config.retry_interval,
+            config.takeover_bound() + config.retry_period,
         ),
-        ("resignation", &mut resign, config.retry_interval),
+        ("resignation", &mut resign, config.retry_period),
     ] {
         samples.sort();
         let (min, med, max) = (
@@ -192,8 +194,8 @@ async fn bench(
             min.as_secs_f64(),
             med.as_secs_f64(),
             max.as_secs_f64(),
-            max.as_secs_f64() / config.lease_ttl.as_secs_f64(),
-            max.as_secs_f64() / config.retry_interval.as_secs_f64(),
+            max.as_secs_f64() / config.lease_duration.as_secs_f64(),
+            max.as_secs_f64() / config.retry_period.as_secs_f64(),
             bound.as_secs_f64(),
         );
     }
@@ -203,7 +205,7 @@ async fn bench(
 /// One leader and two followers; the leader crashes (or resigns) at a random point of its
 /// renewal cycle; returns the time until a follower is elected.
 async fn failover(
-    config: &ElectionConfig,
+    config: &Timing,
     store: Arc<dyn LeaseStore>,
     run: usize,
     crash: bool,
@@ -217,9 +219,9 @@ async fn failover(
     ];
     // A pseudo-random phase within the renewal cycle, reproducible per run.
     let phase = config
-        .renew_interval
+        .renew_period
         .mul_f64(((run * 7919) % 1000) as f64 / 1000.0);
-    tokio::time::sleep(config.renew_interval + phase).await;
+    tokio::time::sleep(config.renew_period + phase).await;
     let started = Instant::now();
     if crash {
         leader.abort().await;
@@ -244,7 +246,7 @@ async fn failover(
 /// LWT and every SERIAL read counts as a round; plain reads (followers' and observers'
 /// polls) do not contend in Paxos and are shown apart.
 async fn idle_load(
-    config: &ElectionConfig,
+    config: &Timing,
     stores: &Factory,
     window: Duration,
     fleets: &[usize],
@@ -264,7 +266,7 @@ async fn idle_load(
                 .collect::<Result<Vec<_>, _>>()?;
             let watchers: Vec<_> = (0..observers).map(|_| election.observe()).collect();
             // Let every follower and observer see the leader once.
-            tokio::time::sleep(config.retry_interval * 2).await;
+            tokio::time::sleep(config.retry_period * 2).await;
             let (before, peeks) = (counting.calls(), counting.peeks());
             tokio::time::sleep(window).await;
             let calls = counting.calls().since(before);
@@ -283,7 +285,7 @@ async fn idle_load(
     }
     println!(
         "(measured over {window:?} each; expected: the leader's renewals only, 1 / renew interval = {:.3}, whatever the fleet)",
-        1.0 / config.renew_interval.as_secs_f64()
+        1.0 / config.renew_period.as_secs_f64()
     );
     Ok(())
 }

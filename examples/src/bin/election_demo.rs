@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use cql_election::{CampaignHandle, Election, ElectionConfig, ElectionEvent};
+use cql_election::{CampaignHandle, Election, ElectionEvent, Timing};
 use examples::{Flags, Target};
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -66,11 +66,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let args = <Cli as clap::Parser>::parse();
-    let config = ElectionConfig {
-        lease_ttl: Duration::from_secs(3),
-        renew_interval: Duration::from_secs(1),
-        retry_interval: Duration::from_millis(500),
+    let config = Timing {
+        lease_duration: Duration::from_secs(3),
+        renew_period: Duration::from_secs(1),
+        retry_period: Duration::from_millis(500),
         max_clock_skew: Duration::from_millis(200),
+        resolve_timeout: Duration::from_secs(3),
         request_timeout: None,
     };
     let store = args.target().open().await?;
@@ -78,11 +79,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let at = move || format!("{:>6.2}s", started.elapsed().as_secs_f64());
     println!(
         "lease ttl {:?} (a leader acts {:?} past each renewal), renew every {:?}, poll every {:?}; a crashed leader is replaced within {:?}",
-        config.lease_ttl,
-        config.lease_config().validity(),
-        config.renew_interval,
-        config.retry_interval,
-        config.takeover_bound() + config.retry_interval,
+        config.lease_duration,
+        config.renew_deadline(),
+        config.renew_period,
+        config.retry_period,
+        config.takeover_bound() + config.retry_period,
     );
     if let Target::Scylla(_) = args.target() {
         let candidate = args
@@ -157,7 +158,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(c) = &handles[leader - 1] {
         c.proclaim(Some("10.0.9.9:7000".into())).await?;
     }
-    tokio::time::sleep(config.retry_interval * 2).await;
+    tokio::time::sleep(config.retry_period * 2).await;
     println!("{} --- shutting down: every campaign resigns", at());
     for c in handles.into_iter().flatten() {
         c.resign().await?;

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
-use cql_election::{Election, ElectionConfig, ElectionEvent};
+use cql_election::{Election, ElectionEvent};
 use cql_lease::lock::{LeaseLock, Lock};
-use cql_lease::{LeaseClient, LeaseConfig, MemoryStore};
+use cql_lease::{LeaseClient, MemoryStore, Timing};
 use cql_workqueue::{NewItem, QueueConfig, WorkQueue, memory::MemoryQueueStore};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -55,7 +55,7 @@ async fn election() -> Result<(), BoxError> {
     let mut tasks = Vec::new();
     for name in ["node-a", "node-b", "node-c"] {
         // Each candidate has its own `Election`, as separate processes would.
-        let election = Election::new(store.clone(), "first-hour", ElectionConfig::default())?;
+        let election = Election::new(store.clone(), "first-hour", Timing::default())?;
         let (resign_tx, resign_rx) = oneshot::channel::<()>();
         resigners.insert(name, resign_tx);
         let elected_tx = elected_tx.clone();
@@ -192,7 +192,7 @@ async fn work_queue(jobs: u32, workers: usize) -> Result<(), BoxError> {
 
 /// Takes the README's recommended lock, the lease lock, and prints its fencing token.
 async fn lock() -> Result<(), BoxError> {
-    let client = LeaseClient::new(Arc::new(MemoryStore::new()), LeaseConfig::default())?;
+    let client = LeaseClient::new(Arc::new(MemoryStore::new()), Timing::default())?;
     let lock: Arc<dyn Lock> = Arc::new(LeaseLock::new(client, "worker-1")?);
     let guard = lock
         .lock("reports::nightly", Duration::from_secs(5))

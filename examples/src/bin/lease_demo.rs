@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cql_lease::{CountingStore, FencingToken, LeaseClient, LeaseConfig, TryAcquire};
+use cql_lease::{CountingStore, FencingToken, LeaseClient, Timing, TryAcquire};
 use examples::{Flags, ScyllaFlag};
 use tokio::time::Instant;
 
@@ -45,12 +45,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .init();
     let target = <Cli as clap::Parser>::parse().target.target();
     let store = Arc::new(CountingStore::new(target.open().await?));
-    let config = LeaseConfig {
-        ttl: Duration::from_secs(2),
-        renew_interval: Duration::from_millis(500),
-        retry_interval: Duration::from_millis(200),
+    let config = Timing {
+        lease_duration: Duration::from_secs(2),
+        renew_period: Duration::from_millis(500),
+        retry_period: Duration::from_millis(200),
         max_clock_skew: Duration::ZERO,
-        ..LeaseConfig::default()
+        ..Timing::default()
     };
     let client = LeaseClient::new(store.clone(), config)?;
     let started = Instant::now();
@@ -58,8 +58,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let name = format!("demo-{}", std::process::id());
     println!(
         "backend: {target:?}; lease {name:?}; ttl {:?}; a holder acts for {:?} after each renewal",
-        config.ttl,
-        config.validity()
+        config.lease_duration,
+        config.renew_deadline()
     );
 
     println!("\n== 1. five workers race for the lease");
@@ -156,7 +156,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         at(),
         guard.token()
     );
-    tokio::time::sleep(config.ttl * 2).await;
+    tokio::time::sleep(config.lease_duration * 2).await;
     println!(
         "{} worker-3 still holds it after {} renewals",
         at(),

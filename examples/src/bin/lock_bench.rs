@@ -62,8 +62,8 @@ use cql_lease::lock::{
 use cql_lease::memory::{Fault, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{
-    AcquireOutcome, CallCounts, CasOutcome, Claim, CountingStore, Lease, LeaseClient, LeaseConfig,
-    LeaseStore, MemoryStore, StoreError, StoredLease,
+    AcquireOutcome, CallCounts, CasOutcome, Claim, CountingStore, Lease, LeaseClient, LeaseStore,
+    MemoryStore, StoreError, StoredLease, Timing,
 };
 use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
 use examples::Flags;
@@ -221,10 +221,10 @@ fn gated(store: Arc<dyn LeaseStore>) -> (Arc<WindowGate>, Arc<CountingStore<dyn 
 
 fn options() -> LockOptions {
     LockOptions {
-        timing: LeaseConfig {
-            ttl: Duration::from_secs(5),
-            renew_interval: Duration::from_secs(1),
-            retry_interval: Duration::from_millis(50),
+        timing: Timing {
+            lease_duration: Duration::from_secs(5),
+            renew_period: Duration::from_secs(1),
+            retry_period: Duration::from_millis(50),
             max_clock_skew: Duration::from_millis(100),
             resolve_timeout: Duration::from_secs(2),
             request_timeout: None,

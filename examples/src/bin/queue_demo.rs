@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cql_lease::LeaseConfig;
+use cql_lease::Timing;
 use cql_workqueue::{NewItem, QueueConfig, WorkQueue};
 use examples::{Flags, ScyllaFlag, open_queue_store};
 use futures::StreamExt;
@@ -32,10 +32,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let target = <Cli as clap::Parser>::parse().target.target();
     let (store, _) = open_queue_store(&target).await?;
     let config = QueueConfig {
-        claim: LeaseConfig {
-            ttl: Duration::from_secs(3),
-            renew_interval: Duration::from_millis(500),
-            retry_interval: Duration::from_millis(100),
+        timing: Timing {
+            lease_duration: Duration::from_secs(3),
+            renew_period: Duration::from_millis(500),
+            retry_period: Duration::from_millis(100),
             max_clock_skew: Duration::ZERO,
             resolve_timeout: Duration::from_secs(2),
             request_timeout: None,

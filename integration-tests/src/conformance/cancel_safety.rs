@@ -133,7 +133,7 @@ async fn holder_of(b: &dyn Backend, c: &LeaseClient, name: &str, what: &str) -> 
 async fn check_plain_lease(b: &dyn Backend, c: &LeaseClient, mut lease: Lease, what: &str) {
     b.clear_faults();
     let holder = holder_of(b, c, lease.name(), what).await;
-    let margin = test_config().ttl - test_config().validity();
+    let margin = test_config().lease_duration - test_config().renew_deadline();
     assert!(
         holder.holder_id == lease.holder_id() && holder.token == lease.token(),
         "{}: after {what} another claim holds it: {holder:?}",
@@ -157,7 +157,7 @@ async fn check_guard(b: &dyn Backend, c: &LeaseClient, guard: LeaseGuard, values
     b.clear_faults();
     let token = guard.cancellation_token();
     let renewals = guard.renewals();
-    b.sleep(test_config().renew_interval * 2 + READ_BACK).await;
+    b.sleep(test_config().renew_period * 2 + READ_BACK).await;
     let after = holder_of(b, c, guard.name(), "a dropped set_value").await;
     assert!(
         guard.is_held()
@@ -254,7 +254,7 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
             proclaims_dropped += 1;
         }
         b.clear_faults();
-        b.sleep(election_config().renew_interval * 2 + READ_BACK)
+        b.sleep(election_config().renew_period * 2 + READ_BACK)
             .await;
         let leader = e.leader().await.expect("leader");
         assert!(

@@ -108,7 +108,7 @@ async fn contender(
     history: Arc<Mutex<Vec<Tenure>>>,
     acquisitions: Arc<AtomicUsize>,
 ) {
-    let ttl = test_config().ttl;
+    let ttl = test_config().lease_duration;
     while acquisitions.load(Ordering::SeqCst) < plan.rounds {
         match c.try_acquire("contended", &me, None).await {
             Ok(TryAcquire::Acquired(lease)) => {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cql_election::{Campaign, DeposeReason, Election, ElectionConfig, ElectionEvent};
+use cql_election::{Campaign, DeposeReason, Election, ElectionEvent, Timing};
 use cql_lease::FencingToken;
 use cql_lease::memory::{Fault, Op, Times};
 use futures::StreamExt;
@@ -12,14 +12,12 @@ use tokio::time::Instant;
 use crate::backend::Backend;
 
 /// Election timing used by the suite (the same as the lease suite's).
-pub fn election_config() -> ElectionConfig {
+pub fn election_config() -> Timing {
     let lease = super::test_config();
-    ElectionConfig {
-        lease_ttl: lease.ttl,
-        renew_interval: lease.renew_interval,
-        retry_interval: Duration::from_millis(200),
-        max_clock_skew: lease.max_clock_skew,
-        request_timeout: lease.request_timeout,
+    Timing {
+        retry_period: Duration::from_millis(200),
+        resolve_timeout: lease.lease_duration,
+        ..lease
     }
 }
 
@@ -97,13 +95,13 @@ pub async fn leader_and_two_followers_of(
 /// A crashed leader is replaced within the lease TTL plus skew plus one poll interval.
 pub async fn crash_failover_is_bounded(b: &dyn Backend) {
     let (leader, term, stop, mut others) =
-        leader_and_two_followers(b, "crash", election_config().renew_interval * 2).await;
+        leader_and_two_followers(b, "crash", election_config().renew_period * 2).await;
     let crashed_at = Instant::now();
     leader.abort().await;
     assert!(stop.is_cancelled());
     let (_, next, at) = first_elected(&mut others).await;
     assert!(next > term);
-    let bound = election_config().takeover_bound() + election_config().retry_interval + slack(b);
+    let bound = election_config().takeover_bound() + election_config().retry_period + slack(b);
     assert!(
         at - crashed_at <= bound,
         "failover took {:?} > {bound:?}",
@@ -114,7 +112,7 @@ pub async fn crash_failover_is_bounded(b: &dyn Backend) {
 /// A resigned leader is replaced within one poll interval plus one LWT.
 pub async fn resign_failover_is_one_poll(b: &dyn Backend) {
     let (mut leader, term, stop, mut others) =
-        leader_and_two_followers(b, "resign", election_config().retry_interval * 3).await;
+        leader_and_two_followers(b, "resign", election_config().retry_period * 3).await;
     leader.resign().await.expect("resign");
     let resigned_at = Instant::now();
     assert!(stop.is_cancelled());
@@ -127,7 +125,7 @@ pub async fn resign_failover_is_one_poll(b: &dyn Backend) {
     );
     let (_, next, at) = first_elected(&mut others).await;
     assert!(next > term);
-    let bound = election_config().retry_interval + slack(b);
+    let bound = election_config().retry_period + slack(b);
     assert!(
         at - resigned_at <= bound,
         "took {:?} > {bound:?}",
@@ -141,7 +139,7 @@ pub async fn failing_leader_self_demotes_before_expiry(b: &dyn Backend) {
     let mut leader = e.campaign("a", None).expect("campaign");
     let (term, _, stop) = next_elected(&mut leader).await;
     let mut follower = e.campaign("b", None).expect("b");
-    b.sleep(election_config().renew_interval * 2).await;
+    b.sleep(election_config().renew_period * 2).await;
     b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
     let leading = leader.leading();
     stop.cancelled().await;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cql_election::{Election, ElectionConfig, ElectionError, ElectionEvent};
+use cql_election::{Election, ElectionError, ElectionEvent, Timing};
 use cql_lease::memory::{Fault, Op, Times};
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -26,13 +26,13 @@ pub async fn observers_see_every_change_in_order(b: &dyn Backend) {
             .campaign(candidate, Some(format!("{candidate}:80")))
             .expect("campaign");
         terms.push(next_elected(&mut c).await.0);
-        b.sleep(election_config().retry_interval * 3).await;
+        b.sleep(election_config().retry_period * 3).await;
         c.resign().await.expect("resign");
-        b.sleep(election_config().retry_interval * 3).await;
+        b.sleep(election_config().retry_period * 3).await;
     }
     let mut seen = Vec::new();
     while let Ok(Some(change)) =
-        tokio::time::timeout(election_config().retry_interval * 2, observer.next()).await
+        tokio::time::timeout(election_config().retry_period * 2, observer.next()).await
     {
         seen.push(change);
     }
@@ -59,7 +59,7 @@ pub async fn proclaim_keeps_the_term(b: &dyn Backend) {
     leader.proclaim(Some("new".into())).await.expect("proclaim");
     let now = e.leader().await.expect("leader").expect("some");
     assert_eq!((now.term, now.value.as_deref()), (term, Some("new")));
-    b.sleep(election_config().retry_interval).await;
+    b.sleep(election_config().retry_period).await;
     assert!(matches!(
         follower.proclaim(Some("x".into())).await,
         Err(ElectionError::NotLeader)
@@ -74,8 +74,8 @@ pub async fn bad_input_is_rejected(b: &dyn Backend) {
         Election::new(b.store(), "", election_config()),
         Err(ElectionError::InvalidArgument(_))
     ));
-    let bad = ElectionConfig {
-        renew_interval: Duration::from_secs(30),
+    let bad = Timing {
+        renew_period: Duration::from_secs(30),
         ..election_config()
     };
     assert!(matches!(
@@ -145,7 +145,7 @@ pub async fn term_deadline_follows_renewals(b: &dyn Backend) {
     };
     assert_eq!(*deadline.borrow_and_update(), first);
     let mut from_handle = c.term_deadline().expect("leading");
-    tokio::time::timeout(election_config().renew_interval * 3, deadline.changed())
+    tokio::time::timeout(election_config().renew_period * 3, deadline.changed())
         .await
         .expect("a renewal within three renew intervals")
         .expect("the watch lives while leading");

@@ -120,7 +120,7 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
                         },
                     }
                 }
-                tokio::time::sleep(election_config().retry_interval * 2).await;
+                tokio::time::sleep(election_config().retry_period * 2).await;
             }
         }));
     }
@@ -140,7 +140,7 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
             continue;
         };
         last_term = Some(term);
-        b.sleep(election_config().renew_interval * roll(4) as u32)
+        b.sleep(election_config().renew_period * roll(4) as u32)
             .await;
         match roll(5) {
             0 | 1 => {
@@ -151,7 +151,7 @@ pub async fn terms_never_overlap_under_chaos(b: &dyn Backend) {
             }
             _ if b.supports_faults() => {
                 b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
-                b.sleep(election_config().lease_ttl + election_config().retry_interval)
+                b.sleep(election_config().lease_duration + election_config().retry_period)
                     .await;
                 b.clear_faults();
                 let _ = actions[slot].send(Chaos::Outage);

@@ -31,10 +31,10 @@ const FROZEN: usize = 1;
 /// TTL a renewal cut on the frozen node (at a third of the 1 s validity) leaves one resend
 /// about 300 ms, which a loaded machine's round trips can eat; a 4 s TTL gives the library
 /// its own margin (a cut at 1 s, 2 s left), as a cluster's longer TTLs do.
-pub(crate) fn kept_config() -> cql_lease::LeaseConfig {
-    cql_lease::LeaseConfig {
-        ttl: Duration::from_secs(4),
-        renew_interval: Duration::from_millis(800),
+pub(crate) fn kept_config() -> cql_lease::Timing {
+    cql_lease::Timing {
+        lease_duration: Duration::from_secs(4),
+        renew_period: Duration::from_millis(800),
         ..test_config()
     }
 }
@@ -42,9 +42,9 @@ pub(crate) fn kept_config() -> cql_lease::LeaseConfig {
 /// An election whose leader keeps its term through a freeze: [`kept_config`]'s timing.
 fn kept_election(b: &WireBackend, name: &str) -> cql_election::Election {
     let kept = kept_config();
-    let config = cql_election::ElectionConfig {
-        lease_ttl: kept.ttl,
-        renew_interval: kept.renew_interval,
+    let config = cql_election::Timing {
+        lease_duration: kept.lease_duration,
+        renew_period: kept.renew_period,
         ..election_config()
     };
     cql_election::Election::new(b.store(), name, config).expect("election")
@@ -52,7 +52,7 @@ fn kept_election(b: &WireBackend, name: &str) -> cql_election::Election {
 
 /// How long the node stays frozen: half again the TTL of the guards kept through it.
 fn freeze_length() -> Duration {
-    kept_config().ttl * 3 / 2
+    kept_config().lease_duration * 3 / 2
 }
 
 /// Freezes [`FROZEN`] for [`freeze_length`], checking `still_held` every 50 ms and timing a
@@ -95,7 +95,7 @@ fn assert_bounded_waits(b: &WireBackend, slowest: Duration, cut: usize) {
     // answer can still be acted on; a loaded machine's timers and round trips add to that,
     // but a read that outlived the whole validity was not cut. Unbounded, it would wait
     // for the driver's 2 s timeout or the whole freeze.
-    let bound = test_config().validity();
+    let bound = test_config().renew_deadline();
     assert!(
         slowest <= bound,
         "{}: a read waited {slowest:?} on the frozen node (bound {bound:?})",
@@ -113,7 +113,7 @@ fn assert_bounded_waits(b: &WireBackend, slowest: Duration, cut: usize) {
 pub async fn leader_keeps_its_term_through_a_frozen_node(b: &WireBackend) {
     let e = kept_election(b, "frozen-leader");
     let (leader, term, stop, others) =
-        leader_and_two_followers_of(b, &e, kept_config().renew_interval).await;
+        leader_and_two_followers_of(b, &e, kept_config().renew_period).await;
     let (slowest, cut) = through_a_freeze(b, "frozen-leader", "the leader's term", || {
         leader.is_leader() && !stop.is_cancelled()
     })
@@ -152,7 +152,7 @@ pub async fn crashed_leader_is_replaced_in_bound_with_a_down_node(b: &WireBacken
 pub async fn leader_keeps_its_term_through_a_down_node(b: &WireBackend) {
     let e = kept_election(b, "down-leader");
     let (leader, term, stop, others) =
-        leader_and_two_followers_of(b, &e, kept_config().renew_interval).await;
+        leader_and_two_followers_of(b, &e, kept_config().renew_period).await;
     b.server.node_fault(FROZEN, NodeFault::Down);
     let until = Instant::now() + freeze_length();
     while Instant::now() < until {
@@ -189,7 +189,7 @@ pub async fn leader_keeps_its_term_through_a_down_node(b: &WireBackend) {
 /// [`crashed_leader_is_replaced_in_bound_with_a_frozen_node`].
 async fn crash_failover_with(b: &WireBackend, fault: NodeFault, name: &'static str) {
     let (leader, term, _stop, mut others) =
-        leader_and_two_followers(b, name, election_config().renew_interval * 2).await;
+        leader_and_two_followers(b, name, election_config().renew_period * 2).await;
     let observer = healthy_observer(b).await;
     b.server.node_fault(FROZEN, fault);
     let crashed_at = Instant::now();
@@ -219,8 +219,8 @@ async fn crash_failover_with(b: &WireBackend, fault: NodeFault, name: &'static s
     assert!(next > term);
     let free_at = freed.await.expect("observer");
     let swallowed = b.server.requests_frozen_on(FROZEN);
-    let bound = election_config().takeover_bound() + election_config().retry_interval + slack(b);
-    let after_free = election_config().retry_interval + slack(b);
+    let bound = election_config().takeover_bound() + election_config().retry_period + slack(b);
+    let after_free = election_config().retry_period + slack(b);
     eprintln!(
         "{}: failover with a node {fault:?} took {:?} (bound {bound:?}), {:?} after the \
          lease was free (bound {after_free:?}); {swallowed} requests went to the frozen node",
@@ -282,7 +282,7 @@ async fn healthy_observer(b: &WireBackend) -> ScyllaLeaseStore {
 /// node), and completes afterwards.
 pub async fn worker_keeps_its_claim_through_a_frozen_node(b: &WireBackend) {
     let config = cql_workqueue::QueueConfig {
-        claim: kept_config(),
+        timing: kept_config(),
         ..queue_config()
     };
     let q = queue_with(b, "frozen-worker", config);
@@ -329,7 +329,7 @@ pub async fn crashed_worker_item_is_reclaimed_in_bound_with_a_frozen_node(b: &Wi
     });
     assert!(second.token() > token);
     let swallowed = b.server.requests_frozen_on(FROZEN);
-    let bound = timing.takeover_bound() + timing.retry_interval + slack(b);
+    let bound = timing.takeover_bound() + timing.retry_period + slack(b);
     eprintln!(
         "{}: the crashed worker's item was claimed again after {:?} (bound {bound:?}); {swallowed} \
          requests went to the frozen node",

@@ -37,7 +37,7 @@ pub async fn worker_keeps_claiming_through_a_frozen_node(b: &WireBackend) {
         q.enqueue(&format!("job {i}")).await.expect("enqueue");
     }
     b.server.node_fault(FROZEN, NodeFault::Freeze);
-    let until = Instant::now() + config.claim.ttl * 3 / 2;
+    let until = Instant::now() + config.timing.lease_duration * 3 / 2;
     let (mut completed, mut failed) = (0, 0);
     // Paced, so the rounds span the whole freeze (the suspect mark on the frozen node
     // lapses within it and the node is tried again).
@@ -60,7 +60,7 @@ pub async fn worker_keeps_claiming_through_a_frozen_node(b: &WireBackend) {
     // can still be acted on; a loaded machine's timers and round trips add to that, but a
     // send that outlived the whole validity was not cut (unbounded, it would wait for the
     // driver's 2 s timeout or the whole freeze).
-    let bound = config.claim.validity();
+    let bound = config.timing.renew_deadline();
     eprintln!(
         "{}: {completed} jobs completed through the freeze ({failed} calls failed); \
          {answered} reads answered, {cut} cut; the longest waited {longest:?} (bound {bound:?})",

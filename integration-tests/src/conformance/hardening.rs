@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cql_election::{Election, ElectionConfig, ElectionEvent};
+use cql_election::{Election, ElectionEvent, Timing};
 use cql_lease::memory::{Fault, Op, Times};
 use cql_lease::{LeaseError, LossReason, StoreError, TryAcquire};
 use futures::StreamExt;
@@ -17,7 +17,7 @@ use crate::backend::Backend;
 /// `Lost { Expired }` and the claim is given back at once, not after its TTL.
 pub async fn late_acquire_answer_is_given_back(b: &dyn Backend) {
     let c = super::client_with(b, super::patient_config());
-    let late = test_config().validity() + Duration::from_millis(50);
+    let late = test_config().renew_deadline() + Duration::from_millis(50);
     b.inject(Some(Op::TryAcquire), Fault::Latency(late), Times::Next(1));
     match c.try_acquire("late-answer", "alice", None).await {
         Err(LeaseError::Lost {
@@ -31,7 +31,7 @@ pub async fn late_acquire_answer_is_given_back(b: &dyn Backend) {
         ),
         other => panic!("{}: expected Lost(Expired), got {other:?}", b.name()),
     }
-    b.sleep(test_config().retry_interval).await;
+    b.sleep(test_config().retry_period).await;
     assert!(
         matches!(
             c.try_acquire("late-answer", "bob", None).await,
@@ -45,12 +45,12 @@ pub async fn late_acquire_answer_is_given_back(b: &dyn Backend) {
 /// While every claim is answered after its deadline, the candidate is never `Elected` (and
 /// so never handed a live `stop` token past its deadline); once answers are timely it is.
 pub async fn late_election_win_is_not_elected(b: &dyn Backend) {
-    let config = ElectionConfig {
-        request_timeout: Some(election_config().lease_config().validity() * 2),
+    let config = Timing {
+        request_timeout: Some(election_config().renew_deadline() * 2),
         ..election_config()
     };
     let e = Election::new(b.store(), "late-win", config).expect("election");
-    let late = election_config().lease_config().validity() + Duration::from_millis(50);
+    let late = election_config().renew_deadline() + Duration::from_millis(50);
     b.inject(Some(Op::TryAcquire), Fault::Latency(late), Times::Always);
     let mut c = e.campaign("a", None).expect("campaign");
     let until = Instant::now() + late * 3;
@@ -71,7 +71,7 @@ pub async fn late_election_win_is_not_elected(b: &dyn Backend) {
     b.clear_faults();
     let (_, at, stop) = next_elected(&mut c).await;
     assert!(!stop.is_cancelled() && c.is_leader());
-    assert!(at < Instant::now() + election_config().lease_ttl);
+    assert!(at < Instant::now() + election_config().lease_duration);
     c.resign().await.expect("resign");
 }
 
@@ -116,14 +116,15 @@ pub async fn never_sent_errors_are_not_read_back(b: &dyn Backend) {
 /// `ttl - validity` after the deadline (the margin a slow holder keeps), not when the late
 /// renewal's TTL runs out.
 pub async fn own_lost_term_is_freed_not_reported(b: &dyn Backend) {
-    let config = ElectionConfig {
-        lease_ttl: Duration::from_secs(4),
-        renew_interval: Duration::from_millis(400),
-        retry_interval: Duration::from_millis(200),
+    let config = Timing {
+        lease_duration: Duration::from_secs(4),
+        renew_period: Duration::from_millis(400),
+        retry_period: Duration::from_millis(200),
         max_clock_skew: Duration::from_secs(1),
+        resolve_timeout: Duration::from_secs(4),
         request_timeout: None,
     };
-    let margin = config.lease_ttl - config.lease_config().validity();
+    let margin = config.lease_duration - config.renew_deadline();
     let e = Election::new(b.store(), "orphan", config).expect("election");
     let mut c = e.campaign("a", None).expect("campaign");
     let (term, _, _) = next_elected(&mut c).await;
@@ -142,7 +143,7 @@ pub async fn own_lost_term_is_freed_not_reported(b: &dyn Backend) {
     let deposed_at = *deadline.borrow();
     let freed_at = deposed_at + margin;
     // The late renewal holds the claim until about `renew_interval` after that.
-    let bound = freed_at + config.retry_interval + slack(b);
+    let bound = freed_at + config.retry_period + slack(b);
     loop {
         match tokio::time::timeout_at(bound, c.next()).await {
             Ok(Some(ElectionEvent::LeaderChanged { leader })) => {
@@ -187,10 +188,10 @@ pub async fn idle_election_costs_only_renewals(b: &dyn Backend) {
         .map(|i| e.campaign(&format!("f{i}"), None).expect("campaign"))
         .collect();
     let observers: Vec<_> = (0..3).map(|_| e.observe()).collect();
-    b.sleep(config.retry_interval * 2).await;
+    b.sleep(config.retry_period * 2).await;
     let before = b.calls();
     let periods = 5;
-    b.sleep(config.renew_interval * periods).await;
+    b.sleep(config.renew_period * periods).await;
     let calls = b.calls().since(before);
     assert_eq!(
         (calls.try_acquire, calls.read, calls.release),

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cql_election::{Election, ElectionConfig, ElectionEvent};
+use cql_election::{Election, ElectionEvent};
 use cql_lease::memory::{Fault, Op, Times};
 use cql_lease::{
-    AcquireOutcome, CasOutcome, Claim, LeaseClient, LeaseConfig, LeaseError, LeaseStore,
-    StoreError, StoredLease, TryAcquire,
+    AcquireOutcome, CasOutcome, Claim, LeaseClient, LeaseError, LeaseStore, StoreError,
+    StoredLease, Timing, TryAcquire,
 };
 use futures::StreamExt;
 use tokio::sync::Notify;
@@ -158,11 +158,12 @@ pub async fn late_applied_acquire_is_released_on_sight(b: &dyn Backend) {
 /// leader), so a peer that saw the claim follows the real leader within one more poll.
 pub async fn late_applied_campaign_does_not_mislead_peers(b: &dyn Backend) {
     // The late write lands between the candidate's first failed poll and its next one.
-    let config = ElectionConfig {
-        lease_ttl: Duration::from_secs(4),
-        renew_interval: Duration::from_secs(1),
-        retry_interval: Duration::from_millis(400),
+    let config = Timing {
+        lease_duration: Duration::from_secs(4),
+        renew_period: Duration::from_secs(1),
+        retry_period: Duration::from_millis(400),
         max_clock_skew: Duration::ZERO,
+        resolve_timeout: Duration::from_secs(4),
         request_timeout: None,
     };
     let late = LateApply::new(b.store(), Duration::from_millis(100));
@@ -172,7 +173,7 @@ pub async fn late_applied_campaign_does_not_mislead_peers(b: &dyn Backend) {
     let applied_at = Instant::now();
     let eb = Election::new(b.store(), "late-campaign", config).expect("election");
     let mut peer = eb.campaign("b", None).expect("campaign");
-    let bound = config.retry_interval + slack(b);
+    let bound = config.retry_period + slack(b);
     let term = loop {
         let Ok(event) = tokio::time::timeout_at(applied_at + bound, a.next()).await else {
             panic!(
@@ -190,7 +191,7 @@ pub async fn late_applied_campaign_does_not_mislead_peers(b: &dyn Backend) {
         }
     };
     let elected_at = Instant::now();
-    let follow_by = elected_at + config.retry_interval + slack(b);
+    let follow_by = elected_at + config.retry_period + slack(b);
     loop {
         match tokio::time::timeout_at(follow_by, peer.next()).await {
             Ok(Some(ElectionEvent::LeaderChanged { leader: Some(l) })) if l.term == term => {
@@ -211,8 +212,8 @@ pub async fn late_applied_campaign_does_not_mislead_peers(b: &dyn Backend) {
 /// claim as another holder until the TTL.
 pub async fn failed_releases_are_released_on_sight(b: &dyn Backend) {
     // A TTL well beyond resolve_timeout: the claims outlive the failed releases.
-    let config = LeaseConfig {
-        ttl: Duration::from_secs(6),
+    let config = Timing {
+        lease_duration: Duration::from_secs(6),
         resolve_timeout: Duration::from_secs(1),
         ..test_config()
     };
@@ -241,7 +242,7 @@ pub async fn failed_releases_are_released_on_sight(b: &dyn Backend) {
     b.inject(Some(Op::Release), Fault::Unavailable, Times::Always);
     drop(guard);
     // The background release gives up after resolve_timeout.
-    b.sleep(config.resolve_timeout + config.retry_interval * 3 + slack(b))
+    b.sleep(config.resolve_timeout + config.retry_period * 3 + slack(b))
         .await;
     b.clear_faults();
     let holder = c.holder(name).await.expect("holder").expect("still there");

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use cql_lease::memory::CallCounts;
-use cql_lease::{InvalidArgument, LeaseClient, LeaseConfig, LeaseError, TryAcquire};
+use cql_lease::{InvalidArgument, LeaseClient, LeaseError, Timing, TryAcquire};
 use tokio::time::Instant;
 
 use super::{client, client_with, test_config};
@@ -34,7 +34,10 @@ pub async fn acquire_hold_release(b: &dyn Backend) {
     assert_eq!(held.owner, "alice");
     assert_eq!(held.value.as_deref(), Some("alice"));
     assert_eq!(held.token, lease.token());
-    assert!(held.expires_within >= test_config().ttl, "{held:?}");
+    assert!(
+        held.expires_within >= test_config().lease_duration,
+        "{held:?}"
+    );
     let read = c.holder("basic").await.expect("holder").expect("held");
     assert_eq!((read.owner.as_str(), read.token), ("alice", lease.token()));
     assert!(read.expires_within <= test_config().store_ttl());
@@ -236,9 +239,9 @@ pub async fn bad_input_is_rejected_before_any_store_call(b: &dyn Backend) {
         c.holder("").await,
         Err(LeaseError::InvalidArgument(InvalidArgument::Empty { .. }))
     ));
-    let bad = LeaseConfig {
-        renew_interval: Duration::from_secs(5),
-        ttl: Duration::from_secs(5),
+    let bad = Timing {
+        renew_period: Duration::from_secs(5),
+        lease_duration: Duration::from_secs(5),
         ..test_config()
     };
     assert!(matches!(
@@ -331,13 +334,13 @@ pub async fn keepalive_survives_renewals(b: &dyn Backend) {
     // a lease still held after `n + 1` validities was renewed at least `n` times.
     let config = test_config();
     let bound = if b.simulated_time() {
-        config.renew_interval * n + Duration::from_millis(200)
+        config.renew_period * n + Duration::from_millis(200)
     } else {
-        config.validity() * (n + 1)
+        config.renew_deadline() * (n + 1)
     };
     let give_up = Instant::now() + bound;
     while guard.renewals() < u64::from(n) && guard.is_held() && Instant::now() < give_up {
-        b.sleep(config.renew_interval / 4).await;
+        b.sleep(config.renew_period / 4).await;
     }
     assert!(
         guard.renewals() >= u64::from(n),
@@ -360,9 +363,9 @@ pub async fn keepalive_survives_renewals(b: &dyn Backend) {
 pub async fn guard_drop_releases(b: &dyn Backend) {
     let c = client_with(
         b,
-        LeaseConfig {
-            ttl: Duration::from_secs(30),
-            renew_interval: Duration::from_secs(10),
+        Timing {
+            lease_duration: Duration::from_secs(30),
+            renew_period: Duration::from_secs(10),
             ..test_config()
         },
     );

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use cql_lease::memory::{Fault, Op, Times};
-use cql_lease::{LeaseConfig, LeaseError, TryAcquire};
+use cql_lease::{LeaseError, Timing, TryAcquire};
 use tokio::time::Instant;
 
 use super::lease_basic::{must_acquire, must_be_held};
@@ -30,7 +30,7 @@ pub async fn holder_stops_before_anyone_else_acquires(
 ) {
     let c = client(b);
     let guard = must_acquire(&c, name, "alice").await.keep_alive();
-    b.sleep(test_config().renew_interval * 2 + Duration::from_millis(100))
+    b.sleep(test_config().renew_period * 2 + Duration::from_millis(100))
         .await;
     assert!(guard.renewals() >= 1);
     break_renewals();
@@ -163,9 +163,9 @@ pub async fn lost_answer_of_unapplied_acquire_is_resolved(b: &dyn Backend) {
 /// The acquire applied, the answer and every read-back were lost: an error, and the claim
 /// is deleted in the background instead of lingering until its TTL.
 pub async fn unresolvable_acquire_leaves_no_lease_behind(b: &dyn Backend) {
-    let config = LeaseConfig {
-        ttl: Duration::from_secs(30),
-        renew_interval: Duration::from_secs(10),
+    let config = Timing {
+        lease_duration: Duration::from_secs(30),
+        renew_period: Duration::from_secs(10),
         resolve_timeout: Duration::from_millis(300),
         ..test_config()
     };
@@ -237,7 +237,7 @@ pub async fn lost_answers_on_renew_and_release_are_resolved(b: &dyn Backend) {
         .await
         .keep_alive();
     b.inject(Some(Op::Renew), Fault::TimeoutWithoutApply, Times::Next(2));
-    b.sleep(test_config().ttl * 2).await;
+    b.sleep(test_config().lease_duration * 2).await;
     assert!(guard.is_held(), "lost: {:?}", guard.loss_reason());
     assert!(matches!(
         c.try_acquire("ambiguous-renew", "bob", None).await,

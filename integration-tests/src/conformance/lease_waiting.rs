@@ -88,7 +88,7 @@ pub async fn waiters_are_served_in_arrival_order(b: &dyn Backend) {
 }
 
 /// A waiter that stops (its future dropped at a timeout) leaves the line at once, and one
-/// that vanishes without a word (a crash) holds it up for at most `retry_interval` after
+/// that vanishes without a word (a crash) holds it up for at most `retry_period` after
 /// the lease frees, far less than a TTL.
 pub async fn departed_waiters_do_not_hold_up_the_line(b: &dyn Backend) {
     let config = test_config();
@@ -123,7 +123,7 @@ pub async fn departed_waiters_do_not_hold_up_the_line(b: &dyn Backend) {
     let granted = waiting.await.expect("survivor").expect("survivor acquires");
     let took = freed.elapsed();
     assert!(
-        took < config.ttl / 2,
+        took < config.lease_duration / 2,
         "{}: the survivor waited {took:?} behind a crashed waiter",
         b.name()
     );

@@ -223,7 +223,7 @@ pub async fn bad_input_is_rejected(b: &dyn LockBackend, algo: Algo) {
     );
 
     let mut bad = lock_options();
-    bad.timing.renew_interval = bad.timing.validity();
+    bad.timing.renew_period = bad.timing.renew_deadline();
     assert!(matches!(
         try_contender(b, algo, 1, bad, None).err(),
         Some(LockError::InvalidArgument(InvalidArgument::Timing(_)) | LockError::Lease(_))

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cql_lease::LeaseConfig;
 use cql_lease::StoreError;
+use cql_lease::Timing;
 use cql_lease::cells::memory::CellOp;
 use cql_lease::cells::rows::{CHOOSING, MAIN, NUMBER, QUEUE, SHADOW};
 use cql_lease::cells::{Cell, CellRef, CellStore, wall_micros};
@@ -24,10 +24,10 @@ const LONG: Duration = Duration::from_secs(600);
 /// refresh can be answered after the old ticket expired yet within its own validity).
 fn slow_refresh_options() -> LockOptions {
     LockOptions {
-        timing: LeaseConfig {
-            ttl: Duration::from_secs(6),
-            renew_interval: Duration::from_millis(2500),
-            retry_interval: Duration::from_millis(100),
+        timing: Timing {
+            lease_duration: Duration::from_secs(6),
+            renew_period: Duration::from_millis(2500),
+            retry_period: Duration::from_millis(100),
             max_clock_skew: Duration::ZERO,
             resolve_timeout: Duration::from_secs(2),
             // The refresh must be waited for to land late (the scenario), not given up.

@@ -21,7 +21,7 @@ const LONG: Duration = Duration::from_secs(600);
 /// and, for the shadow lock, its back-off.
 fn notice_slack() -> Duration {
     let o = lock_options();
-    o.poll_interval * 2 + o.timing.retry_interval * 2 + SHADOW_BACKOFF
+    o.poll_interval * 2 + o.timing.retry_period * 2 + SHADOW_BACKOFF
 }
 
 /// Size and timing of a contention run: always 64 contenders with the same faults. On
@@ -38,9 +38,9 @@ fn plan(b: &dyn LockBackend, algo: Algo) -> (usize, usize, LockOptions) {
         return (64, 4, lock_options());
     }
     let mut o = lock_options();
-    o.timing.ttl = Duration::from_secs(4);
-    o.timing.renew_interval = Duration::from_secs(1);
-    o.timing.retry_interval = Duration::from_millis(20);
+    o.timing.lease_duration = Duration::from_secs(4);
+    o.timing.renew_period = Duration::from_secs(1);
+    o.timing.retry_period = Duration::from_millis(20);
     o.timing.resolve_timeout = Duration::from_secs(6);
     o.poll_interval = Duration::from_millis(50);
     let rounds = match algo {
@@ -190,7 +190,7 @@ pub async fn renewed_guard_outlives_its_ttl(b: &dyn LockBackend, algo: Algo) {
     let name = lock_name("renew");
     let (a, c) = (contender(b, algo, 0), contender(b, algo, 1));
     let guard = a.lock.lock(&name, LONG).await.unwrap();
-    tokio::time::sleep(lock_options().timing.ttl * 3 / 2).await;
+    tokio::time::sleep(lock_options().timing.lease_duration * 3 / 2).await;
     assert!(guard.is_held(), "{algo:?}: lost while renewing");
     assert!(
         guard.renewals() >= 3,

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use cql_lease::cells::rows::{MAIN, NUMBER};
 use cql_lease::cells::{Cell, CellRef, CellStore};
 use cql_lease::lock::{BakeryLock, Contenders, Lock, LockGuard, LockOptions, ShadowLock};
-use cql_lease::{LeaseConfig, StoreError};
+use cql_lease::{StoreError, Timing};
 use tokio::time::Instant;
 
 use super::lock::{Algo, LockBackend, SHADOW_BACKOFF, lock_name, lock_options};
@@ -66,11 +66,11 @@ impl CellStore for StaleRead {
 /// The slow contender's read is answered this late: past the TTL of the cell it wrote just
 /// before (whole seconds on the store).
 fn stale_by() -> Duration {
-    lock_options().timing.ttl * 3 / 2
+    lock_options().timing.lease_duration * 3 / 2
 }
 /// The newcomer starts once the slow contender's cell has expired on every store.
 fn newcomer_at() -> Duration {
-    lock_options().timing.ttl + Duration::from_millis(100)
+    lock_options().timing.lease_duration + Duration::from_millis(100)
 }
 
 /// A contender that reads (the tickets, the main row), stalls past its own choosing/shadow
@@ -107,7 +107,7 @@ pub async fn slow_contender_between_read_and_write(b: &dyn LockBackend, algo: Al
     // Patient with requests, or its reads would be cut by the request timeout and sent
     // again (fresh) instead of answered stale: the stall stands for a paused process too.
     let patient = LockOptions {
-        timing: LeaseConfig {
+        timing: Timing {
             request_timeout: Some(LONG),
             resolve_timeout: stale_by() * 3,
             ..lock_options().timing
@@ -123,7 +123,7 @@ pub async fn slow_contender_between_read_and_write(b: &dyn LockBackend, algo: Al
     };
     tokio::time::sleep_until(t0 + newcomer_at()).await;
     let fast_guard: LockGuard = fast
-        .lock(&name, lock_options().timing.ttl * 5 / 2)
+        .lock(&name, lock_options().timing.lease_duration * 5 / 2)
         .await
         .unwrap();
     // The slow contender wakes at t0 + stale_by(); give it time to (wrongly) enter.

@@ -25,11 +25,11 @@ fn store_fails(b: &dyn LockBackend, fault: Fault) {
 /// time (over the wire, on a shared machine) one more TTL of room.
 fn notice_slack(b: &dyn LockBackend) -> Duration {
     let o = lock_options();
-    let slack = o.poll_interval * 2 + o.timing.retry_interval * 2 + SHADOW_BACKOFF;
+    let slack = o.poll_interval * 2 + o.timing.retry_period * 2 + SHADOW_BACKOFF;
     if b.simulated_time() {
         slack
     } else {
-        slack + o.timing.ttl
+        slack + o.timing.lease_duration
     }
 }
 
@@ -70,13 +70,13 @@ pub async fn lock_rides_through_store_timeouts(b: &dyn LockBackend, algo: Algo) 
         contender(b, algo, 1),
         contender(b, algo, 2),
     );
-    let h_guard = h.lock.lock(&name, timing.ttl).await.unwrap();
-    let spell = timing.ttl / 2;
+    let h_guard = h.lock.lock(&name, timing.lease_duration).await.unwrap();
+    let spell = timing.lease_duration / 2;
     store_fails(b, Fault::TimeoutAfterApply);
     let started = Instant::now();
     let waiter = {
         let (lock, name) = (a.lock.clone(), name.clone());
-        tokio::spawn(async move { lock.lock(&name, timing.ttl * 10).await })
+        tokio::spawn(async move { lock.lock(&name, timing.lease_duration * 10).await })
     };
     tokio::time::sleep(spell).await;
     b.clear_store_faults();
@@ -130,7 +130,7 @@ pub async fn lock_under_endless_store_errors_ends_at_its_timeout(b: &dyn LockBac
     // Longer than any single request is retried (a read for the resolve timeout), and not
     // a whole number of them: an attempt still settling a lost answer at the timeout must
     // be cut there, not waited for.
-    let timeout = timing.resolve_timeout + timing.validity();
+    let timeout = timing.resolve_timeout + timing.renew_deadline();
     let started = Instant::now();
     let got = a.lock.lock(&name, timeout).await;
     let waited = started.elapsed();
@@ -164,7 +164,7 @@ pub async fn try_lock_rides_through_store_errors_within_its_budget(
     let timing = lock_options().timing;
     let name = lock_name("try-rides-through");
     let (a, c) = (contender(b, algo, 0), contender(b, algo, 1));
-    let spell = (timing.validity() + timing.resolve_timeout) / 2;
+    let spell = (timing.renew_deadline() + timing.resolve_timeout) / 2;
     b.inject_cells(Some(CellOp::Write), Fault::TimeoutAfterApply, Times::Always);
     b.leases().inject(
         Some(Op::TryAcquire),
@@ -213,8 +213,8 @@ pub async fn try_lock_under_write_timeouts_answers_within_its_budget(
     assert!(b.supports_faults(), "{}: a fault scenario", b.name());
     let timing = lock_options().timing;
     assert!(
-        timing.validity() + timing.takeover_bound()
-            > timing.resolve_timeout + timing.retry_interval,
+        timing.renew_deadline() + timing.takeover_bound()
+            > timing.resolve_timeout + timing.retry_period,
         "the scenario needs one attempt's retries to outlast the budget"
     );
     let name = lock_name("try-budget");
@@ -245,7 +245,7 @@ pub async fn try_lock_under_write_timeouts_answers_within_its_budget(
     } else {
         Duration::from_millis(500)
     };
-    let budget = timing.resolve_timeout + timing.retry_interval;
+    let budget = timing.resolve_timeout + timing.retry_period;
     assert!(
         waited <= budget + scheduling,
         "{} / {algo:?}: try_lock answered after {waited:?}; its budget is the resolve timeout \
@@ -276,7 +276,7 @@ pub async fn try_lock_under_endless_store_errors_is_unreachable(b: &dyn LockBack
     // It kept trying for its budget, less one retry interval at most (no retry would have
     // been started past it).
     assert!(
-        waited + timing.retry_interval >= timing.resolve_timeout,
+        waited + timing.retry_period >= timing.resolve_timeout,
         "{} / {algo:?}: gave up after {waited:?}, within its budget",
         b.name()
     );

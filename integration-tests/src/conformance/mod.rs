@@ -38,7 +38,7 @@ pub mod stop_margin;
 
 use std::time::Duration;
 
-use cql_lease::{LeaseClient, LeaseConfig};
+use cql_lease::{LeaseClient, Timing};
 
 use crate::backend::Backend;
 
@@ -46,11 +46,11 @@ use crate::backend::Backend;
 /// two-core machine or a real node stays within it. A 4 s TTL leaves a 3 s validity (the
 /// store counts TTLs in whole seconds) and derives a 1 s request timeout: with a 2 s TTL
 /// (333 ms per request) starved test processes lost leases and claims they still held.
-pub fn test_config() -> LeaseConfig {
-    LeaseConfig {
-        ttl: Duration::from_secs(4),
-        renew_interval: Duration::from_millis(800),
-        retry_interval: Duration::from_millis(100),
+pub fn test_config() -> Timing {
+    Timing {
+        lease_duration: Duration::from_secs(4),
+        renew_period: Duration::from_millis(800),
+        retry_period: Duration::from_millis(100),
         max_clock_skew: Duration::ZERO,
         resolve_timeout: Duration::from_secs(4),
         request_timeout: None,
@@ -60,10 +60,10 @@ pub fn test_config() -> LeaseConfig {
 /// [`test_config`] with requests that wait past their deadline (twice the validity), for
 /// scenarios about answers that arrive late: with the derived request timeout such a
 /// request is given up and read back long before.
-pub fn patient_config() -> LeaseConfig {
+pub fn patient_config() -> Timing {
     let config = test_config();
-    LeaseConfig {
-        request_timeout: Some(config.validity() * 2),
+    Timing {
+        request_timeout: Some(config.renew_deadline() * 2),
         ..config
     }
 }
@@ -74,7 +74,7 @@ pub fn client(backend: &dyn Backend) -> LeaseClient {
 }
 
 /// A client on the backend's store with `config`.
-pub fn client_with(backend: &dyn Backend, config: LeaseConfig) -> LeaseClient {
+pub fn client_with(backend: &dyn Backend, config: Timing) -> LeaseClient {
     match LeaseClient::new(backend.store(), config) {
         Ok(client) => client,
         Err(e) => panic!("{}: test config rejected: {e}", backend.name()),

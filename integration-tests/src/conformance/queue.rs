@@ -15,7 +15,7 @@ use crate::backend::Backend;
 /// Settings for the suite: the lease timing of [`test_config`], fast retries.
 pub fn queue_config() -> QueueConfig {
     QueueConfig {
-        claim: test_config(),
+        timing: test_config(),
         max_attempts: 3,
         retry_backoff: Duration::from_millis(500),
         max_retry_backoff: Duration::from_secs(2),
@@ -113,7 +113,7 @@ pub async fn crashed_worker_item_is_reclaimed_with_greater_token(b: &dyn Backend
     // Nobody gets it while the store keeps the crashed claim: guaranteed only within the
     // claim's validity counted from when it was sent (the store counts whole seconds), so
     // wait less than that on a real clock.
-    b.sleep(test_config().validity() / 2).await;
+    b.sleep(test_config().renew_deadline() / 2).await;
     assert!(q.claim("b").await.expect("claim").is_none());
     b.advance_store_clock(test_config().takeover_bound()).await;
     let second = claim_soon(b, &q, "b").await.expect("reclaimed");
@@ -133,7 +133,7 @@ pub async fn lapsed_claim_stops_worker_and_cannot_complete(b: &dyn Backend) {
     let job = q.claim("a").await.expect("claim").expect("item");
     b.inject_queue(Some(QueueOp::Heartbeat), Fault::Unavailable, Times::Always);
     let stop = job.cancellation_token();
-    tokio::time::timeout(test_config().ttl * 2, stop.cancelled())
+    tokio::time::timeout(test_config().lease_duration * 2, stop.cancelled())
         .await
         .expect("the worker was never told to stop");
     let stopped_at = job.lost_at().expect("lost_at");
@@ -143,7 +143,7 @@ pub async fn lapsed_claim_stops_worker_and_cannot_complete(b: &dyn Backend) {
         if let Some(next) = q.claim("b").await.expect("claim") {
             break next;
         }
-        b.sleep(test_config().retry_interval).await;
+        b.sleep(test_config().retry_period).await;
     };
     assert!(Instant::now() >= stopped_at);
     assert!(matches!(

@@ -107,9 +107,9 @@ pub async fn one_winner_among_simultaneous_claims(b: &dyn Backend) {
     // scenario is about the tie-break, so requests get 2 s.
     let config = queue_config();
     let config = cql_workqueue::QueueConfig {
-        claim: cql_lease::LeaseConfig {
+        timing: cql_lease::Timing {
             request_timeout: Some(Duration::from_secs(2)),
-            ..config.claim
+            ..config.timing
         },
         ..config
     };

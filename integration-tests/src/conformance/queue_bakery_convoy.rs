@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use cql_lease::LeaseConfig;
+use cql_lease::Timing;
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::{ItemId, NewItem, QueueConfig, WallClock};
 
@@ -57,9 +57,9 @@ pub async fn bakery_convoy_with_64_claimers(b: &dyn Backend) {
             // claimers on a loaded machine over the wire, the suite's 1 s validity can run
             // out between claim and completion (the job is then lost, which is not what
             // this scenario is about).
-            claim: LeaseConfig {
-                ttl: Duration::from_secs(6),
-                renew_interval: Duration::from_secs(2),
+            timing: Timing {
+                lease_duration: Duration::from_secs(6),
+                renew_period: Duration::from_secs(2),
                 ..test_config()
             },
             ..queue_config()

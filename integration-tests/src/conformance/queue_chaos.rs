@@ -32,7 +32,7 @@ pub async fn chaos_loses_nothing_and_never_reuses_tokens(b: &dyn Backend) {
     // writes and scans that fail.
     b.inject_queue(
         Some(QueueOp::Heartbeat),
-        Fault::Latency(test_config().ttl),
+        Fault::Latency(test_config().lease_duration),
         Times::Random(0.2),
     );
     for op in [QueueOp::Claim, QueueOp::Complete, QueueOp::Reschedule] {

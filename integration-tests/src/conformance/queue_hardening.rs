@@ -48,12 +48,12 @@ pub async fn late_claim_is_undone(b: &dyn Backend) {
         b,
         "late-claim",
         QueueConfig {
-            claim: super::patient_config(),
+            timing: super::patient_config(),
             ..super::queue::queue_config()
         },
     );
     q.enqueue("work").await.expect("enqueue");
-    let late = test_config().validity() + Duration::from_millis(50);
+    let late = test_config().renew_deadline() + Duration::from_millis(50);
     b.inject_queue(Some(QueueOp::Claim), Fault::Latency(late), Times::Next(1));
     // The late claim is never handed out. The same pass may claim the item afresh once the
     // late claim is undone: that claim has a deadline of its own and the late one spent no
@@ -272,13 +272,16 @@ pub async fn dropped_worker_next_keeps_or_undoes_the_claim(b: &dyn Backend) {
                             match after {
                                 // Longer than a claim's TTL: a claim nobody keeps alive would lapse.
                                 AfterDrop::IdleThenDrop => {
-                                    b.sleep(q.config().claim.ttl + Duration::from_millis(500))
-                                        .await;
+                                    b.sleep(
+                                        q.config().timing.lease_duration
+                                            + Duration::from_millis(500),
+                                    )
+                                    .await;
                                 }
                                 // The claim lands after the read-back, then waits one renew
                                 // interval at most; less than a TTL in all.
                                 AfterDrop::IdleWhileLive => {
-                                    b.sleep(READ_BACK + q.config().claim.renew_interval).await;
+                                    b.sleep(READ_BACK + q.config().timing.renew_period).await;
                                 }
                                 _ => {}
                             }

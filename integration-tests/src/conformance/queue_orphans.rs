@@ -46,7 +46,7 @@ pub async fn late_applied_claim_is_handed_back_at_once(b: &dyn Backend) {
         .expect("claim")
         .expect("the orphan handed back and the item claimed at once");
     assert!(
-        started.elapsed() < config.claim.ttl / 2,
+        started.elapsed() < config.timing.lease_duration / 2,
         "{:?}",
         started.elapsed()
     );

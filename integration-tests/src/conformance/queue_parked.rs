@@ -67,7 +67,7 @@ pub async fn parked_claim_is_undone_within_a_bound(b: &dyn Backend) {
     q.enqueue("work").await.expect("enqueue");
     let mut worker = q.worker("w1").expect("worker");
     park_a_claim(b, &mut worker).await;
-    b.sleep(q.config().claim.renew_interval + Duration::from_millis(800))
+    b.sleep(q.config().timing.renew_period + Duration::from_millis(800))
         .await;
     assert_undone(b, &q, "a parked claim of a live, unpolled stream").await;
     let job = q
@@ -109,7 +109,7 @@ pub async fn parked_claims_lost_spend_no_attempt(b: &dyn Backend) {
     for round in 0..4 {
         park_a_claim(b, &mut worker).await;
         b.inject_queue(Some(QueueOp::Heartbeat), Fault::Unavailable, Times::Always);
-        b.sleep(q.config().claim.ttl + Duration::from_millis(500))
+        b.sleep(q.config().timing.lease_duration + Duration::from_millis(500))
             .await;
         b.clear_faults();
         assert_undone(b, &q, &format!("round {round}")).await;

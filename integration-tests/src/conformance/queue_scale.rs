@@ -64,7 +64,7 @@ pub async fn claim_passes_skip_tombstones(b: &dyn Backend) {
     let drained = counts(b);
     // Idle passes once the last claims' expiry (where their check entries' tombstones sit)
     // is behind the scanners: the first passes walk that last band once...
-    b.sleep(config.claim.ttl + config.cursor_refresh * 2 + config.cursor_lag())
+    b.sleep(config.timing.lease_duration + config.cursor_refresh * 2 + config.cursor_lag())
         .await;
     let idle_passes = 40u64;
     let mut settled = drained.clone();
@@ -182,7 +182,7 @@ async fn convoy_round(b: &dyn Backend, name: &str, items: usize) -> f64 {
                         // worker tries again after the retry interval: so do the claimers.
                         Err(e) => {
                             eprintln!("claim: {e}");
-                            tokio::time::sleep(queue_config().claim.retry_interval).await;
+                            tokio::time::sleep(queue_config().timing.retry_period).await;
                         }
                     }
                 }

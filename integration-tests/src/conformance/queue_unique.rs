@@ -36,7 +36,7 @@ pub async fn unique_key_reopens_after_done_window(b: &dyn Backend) {
         ..queue_config()
     };
     // The resend below is held back past the window: keep settling it meanwhile.
-    config.claim.resolve_timeout = Duration::from_secs(10);
+    config.timing.resolve_timeout = Duration::from_secs(10);
     let q = queue_with(b, "reopen", config);
     let first = q.enqueue_item(unique("one")).await.expect("enqueue");
     let id = first.id().clone();
@@ -117,7 +117,7 @@ fn window_config() -> QueueConfig {
         done_retention: Duration::from_secs(2),
         ..queue_config()
     };
-    config.claim.resolve_timeout = Duration::from_secs(10);
+    config.timing.resolve_timeout = Duration::from_secs(10);
     config
 }
 

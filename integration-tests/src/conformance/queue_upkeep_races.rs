@@ -22,9 +22,9 @@ const IN_FLIGHT: Duration = Duration::from_secs(1);
 fn in_flight_config() -> cql_workqueue::QueueConfig {
     let config = queue_config();
     cql_workqueue::QueueConfig {
-        claim: cql_lease::LeaseConfig {
+        timing: cql_lease::Timing {
             request_timeout: Some(IN_FLIGHT * 2),
-            ..config.claim
+            ..config.timing
         },
         ..config
     }
@@ -284,16 +284,16 @@ pub async fn orphan_entry_goes_after_its_row_is_sealed(b: &dyn Backend) {
 /// an entry that took too long to land is re-placed before the row is written.
 pub async fn slow_index_write_then_crash_keeps_the_item_findable(b: &dyn Backend) {
     let config = cql_workqueue::QueueConfig {
-        claim: cql_lease::LeaseConfig {
+        timing: cql_lease::Timing {
             // A long pause before the resend: the window in which the enqueuer dies.
-            retry_interval: Duration::from_secs(1),
+            retry_period: Duration::from_secs(1),
             // Requests may take longer than the slow entry's 1.5 x lag (else a slow write is
             // cut and sent again, landing sooner).
             request_timeout: Some(Duration::from_secs(4)),
             // And the enqueue keeps re-placing a late entry that long (it gives up after
             // `resolve_timeout` of late writes).
             resolve_timeout: Duration::from_secs(4),
-            ..queue_config().claim
+            ..queue_config().timing
         },
         ..queue_config()
     };

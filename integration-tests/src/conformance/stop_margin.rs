@@ -26,12 +26,12 @@ const POLL: Duration = Duration::from_millis(25);
 
 /// How long past the deadline the store keeps a claim nobody renews: `ttl - validity`.
 fn margin() -> Duration {
-    test_config().ttl - test_config().validity()
+    test_config().lease_duration - test_config().renew_deadline()
 }
 
 /// Polls `try_acquire` as bob until it wins; returns when.
 async fn bob_acquires(c: &LeaseClient, name: &str) -> Instant {
-    let give_up = Instant::now() + test_config().ttl * 3;
+    let give_up = Instant::now() + test_config().lease_duration * 3;
     loop {
         if let Ok(TryAcquire::Acquired(_)) = c.try_acquire(name, "bob", None).await {
             return Instant::now();
@@ -47,7 +47,7 @@ async fn bob_acquires(c: &LeaseClient, name: &str) -> Instant {
 pub async fn handed_out_lease_stays_until_it_would_lapse(b: &dyn Backend) {
     let c = client(b);
     let guard = must_acquire(&c, "stop-margin", "alice").await.keep_alive();
-    b.sleep(test_config().renew_interval + Duration::from_millis(100))
+    b.sleep(test_config().renew_period + Duration::from_millis(100))
         .await;
     assert!(guard.renewals() >= 1, "{}", b.name());
     b.inject(Some(Op::Renew), Fault::Unavailable, Times::Always);
@@ -80,7 +80,7 @@ pub async fn applied_renewal_with_lost_answer_is_freed_at_the_margin(b: &dyn Bac
     let guard = must_acquire(&c, "stop-margin-late", "alice")
         .await
         .keep_alive();
-    b.sleep(test_config().renew_interval + Duration::from_millis(100))
+    b.sleep(test_config().renew_period + Duration::from_millis(100))
         .await;
     let renewals = guard.renewals();
     assert!(renewals >= 1, "{}", b.name());
@@ -120,7 +120,7 @@ pub async fn applied_renewal_with_lost_answer_is_freed_at_the_margin(b: &dyn Bac
 
 /// Polls `claim` as w2 until it gets the job; returns when.
 async fn w2_claims(q: &WorkQueue) -> Instant {
-    let give_up = Instant::now() + test_config().ttl * 3;
+    let give_up = Instant::now() + test_config().lease_duration * 3;
     loop {
         if let Ok(Some(job)) = q.claim("w2").await {
             let at = Instant::now();
@@ -154,7 +154,7 @@ pub async fn delivered_job_stays_until_it_would_lapse(b: &dyn Backend) {
         margin()
     );
     assert!(
-        claimed_at <= deadline + margin() + test_config().renew_interval,
+        claimed_at <= deadline + margin() + test_config().renew_period,
         "{}: claimable only {:?} after the deadline",
         b.name(),
         claimed_at - deadline

@@ -242,7 +242,7 @@ async fn dropped_complete_after_lost_answer(mode: ClaimMode) {
 async fn late_finish_never_overwrites_next_holders_completion() {
     let mem = Arc::new(MemoryQueueStore::new());
     let config = QueueConfig {
-        claim: cql_lease::LeaseConfig::default(),
+        timing: cql_lease::Timing::default(),
         claim_mode: ClaimMode::Bakery,
         ..queue_config()
     };

@@ -140,11 +140,11 @@ async fn slow_enqueue_lwt_dropped_while_placing_its_entry_leaves_the_item_findab
     let b = MemoryBackend::new();
     let base = queue_config();
     let config = QueueConfig {
-        claim: cql_lease::LeaseConfig {
+        timing: cql_lease::Timing {
             // The slow LWT is not cut by the request timeout (with the default one, the
             // last resend before `resolve_timeout` can apply as late).
             request_timeout: Some(Duration::from_secs(5)),
-            ..base.claim
+            ..base.timing
         },
         ..base
     };

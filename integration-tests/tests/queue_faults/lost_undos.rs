@@ -92,7 +92,7 @@ async fn undone_and_found_after_the_ticket_lapses(
     key: &ItemKey,
     config: QueueConfig,
 ) {
-    tokio::time::sleep(config.claim.ttl * 3).await;
+    tokio::time::sleep(config.timing.lease_duration * 3).await;
     let other = queue_with(b, name, config);
     let found = claim_within(&other, "w2", 8).await;
     assert_eq!(

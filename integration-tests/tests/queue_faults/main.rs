@@ -77,10 +77,10 @@ fn micros(d: Duration) -> i64 {
 /// enqueue's in progress. A write landing later than this after its entry is one its
 /// enqueuer gave up on, and index upkeep may seal the row against it.
 fn enqueue_window(config: &QueueConfig) -> Duration {
-    let claim = &config.claim;
+    let claim = &config.timing;
     claim.resolve_timeout * 2
         + claim.effective_request_timeout() * 2
-        + claim.retry_interval
+        + claim.retry_period
         + config.cursor_lag()
 }
 
@@ -98,9 +98,9 @@ async fn scan_for(scanner: &WorkQueue, until: Duration) {
 fn config_with_default_resolve() -> QueueConfig {
     let base = queue_config();
     QueueConfig {
-        claim: cql_lease::LeaseConfig {
+        timing: cql_lease::Timing {
             resolve_timeout: Duration::from_secs(10),
-            ..base.claim
+            ..base.timing
         },
         ..base
     }

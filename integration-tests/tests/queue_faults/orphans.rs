@@ -56,7 +56,7 @@ async fn orphan_stays_known_after_one_failed_hand_back() {
     // Well before the orphaned claim lapses (one claim TTL after it applied).
     let job = claim_within(&p, "w1", 8).await;
     assert!(
-        tokio::time::Instant::now() < applied_at + config.claim.ttl,
+        tokio::time::Instant::now() < applied_at + config.timing.lease_duration,
         "the test's premise: still within the orphaned claim's TTL"
     );
     assert!(

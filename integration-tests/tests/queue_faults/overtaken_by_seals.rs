@@ -270,9 +270,9 @@ async fn enqueue_sends_no_revival_after_its_resolve_timeout() {
     let base = queue_config();
     let config = QueueConfig {
         done_retention: Duration::from_secs(1),
-        claim: cql_lease::LeaseConfig {
+        timing: cql_lease::Timing {
             request_timeout: Some(Duration::from_secs(3)),
-            ..base.claim
+            ..base.timing
         },
         ..base
     };
@@ -286,7 +286,7 @@ async fn enqueue_sends_no_revival_after_its_resolve_timeout() {
     job.complete().await.expect("complete");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let start = tokio::time::Instant::now();
-    let resolve = config.claim.resolve_timeout;
+    let resolve = config.timing.resolve_timeout;
     let slow = Arc::new(Tweaked {
         enqueues_fail_until: Some(start + resolve - Duration::from_millis(100)),
         slow_first_revival_entry: Some(Duration::from_millis(1500)),

@@ -48,7 +48,7 @@ async fn resealing_a_sealed_row_fences_a_late_revival() {
     };
     let name = "resealed";
     // Later than the sweep of the last entry the revival's resends place.
-    let late_by = enqueue_window(&config) + config.claim.resolve_timeout + Duration::from_secs(3);
+    let late_by = enqueue_window(&config) + config.timing.resolve_timeout + Duration::from_secs(3);
     let scanner = queue_with(&b, name, config);
     let id = ItemId::unique("k");
     let key = key_of(name, &id);

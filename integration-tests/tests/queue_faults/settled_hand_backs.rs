@@ -84,7 +84,7 @@ async fn hand_back_after_a_dropped_discard_leaves_a_dead_letter() {
     let outcome = tokio::time::timeout(Duration::from_millis(20), job.discard("poison")).await;
     assert!(outcome.is_err(), "the discard must still be settling");
     // Past one claim TTL (when the check entry would have been due), well within the window.
-    let settle = config.claim.ttl + Duration::from_secs(1);
+    let settle = config.timing.lease_duration + Duration::from_secs(1);
     assert!(settle < enqueue_window(&config), "the test's premise");
     let scanner = queue_with(&b, name, config);
     let start = tokio::time::Instant::now();

@@ -25,7 +25,7 @@
 //!   per process, so a contender's delete supersedes its own earlier (even late) writes.
 //!   Timestamps of *different* processes are never compared by the algorithms.
 //! - TTLs are counted by each replica's wall clock, in whole seconds; the lock holder
-//!   stops `1 s + max_clock_skew` before its TTL (see [`crate::LeaseConfig::validity`]).
+//!   stops `1 s + max_clock_skew` before its TTL (see [`crate::Timing::renew_deadline`]).
 //!   Clocks of the database nodes must agree within `max_clock_skew`.
 //! - Tombstones: every lock cell carries a TTL, so a tombstone need only outlive the TTL of
 //!   the cell it deletes; `gc_grace_seconds` is one hour (an hour of deleted queue entries

@@ -6,7 +6,7 @@ use std::time::Duration;
 use backon::BackoffBuilder;
 use tracing::warn;
 
-use crate::config::LeaseConfig;
+use crate::config::Timing;
 use crate::error::StoreError;
 
 /// The timing a [`Hold`](super::Hold) runs on, all measured on the local monotonic clock.
@@ -22,7 +22,7 @@ pub struct HoldTiming {
     pub resolve_timeout: Duration,
     /// Longest wait for one request (a claim, a renewal, a read-back step): past it, the
     /// request is given up as of unknown outcome and retried or read back, on another
-    /// coordinator. See [`LeaseConfig::effective_request_timeout`].
+    /// coordinator. See [`Timing::effective_request_timeout`].
     pub request_timeout: Duration,
     /// How long past the holder's deadline the store keeps the claim when nothing else
     /// happens: `ttl` − `validity`, one second plus the clock skew allowed. A claim that was
@@ -31,21 +31,23 @@ pub struct HoldTiming {
     pub ttl_margin: Duration,
 }
 
-impl From<&LeaseConfig> for HoldTiming {
-    fn from(config: &LeaseConfig) -> Self {
+impl From<&Timing> for HoldTiming {
+    fn from(config: &Timing) -> Self {
         HoldTiming {
-            validity: config.validity(),
-            renew_interval: config.renew_interval,
-            retry_interval: config.retry_interval,
+            validity: config.renew_deadline(),
+            renew_interval: config.renew_period,
+            retry_interval: config.retry_period,
             resolve_timeout: config.resolve_timeout,
             request_timeout: config.effective_request_timeout(),
-            ttl_margin: config.ttl.saturating_sub(config.validity()),
+            ttl_margin: config
+                .lease_duration
+                .saturating_sub(config.renew_deadline()),
         }
     }
 }
 
-impl From<LeaseConfig> for HoldTiming {
-    fn from(config: LeaseConfig) -> Self {
+impl From<Timing> for HoldTiming {
+    fn from(config: Timing) -> Self {
         HoldTiming::from(&config)
     }
 }

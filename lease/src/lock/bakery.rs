@@ -226,7 +226,7 @@ impl Lock for BakeryLock {
         let started = Instant::now();
         let deadline = started + timeout;
         let acquisition = async {
-            let mut trouble = Trouble::new(name, self.base.options.timing.retry_interval);
+            let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
             loop {
                 match self.acquire(name, Some(deadline)).await {
                     Ok(Some(guard)) => return Ok(guard),

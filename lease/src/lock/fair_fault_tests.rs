@@ -58,10 +58,10 @@ impl Holders {
 
 fn options() -> LockOptions {
     LockOptions {
-        timing: crate::LeaseConfig {
-            ttl: Duration::from_secs(3),
-            renew_interval: Duration::from_millis(500),
-            retry_interval: Duration::from_millis(50),
+        timing: crate::Timing {
+            lease_duration: Duration::from_secs(3),
+            renew_period: Duration::from_millis(500),
+            retry_period: Duration::from_millis(50),
             max_clock_skew: Duration::from_millis(100),
             resolve_timeout: Duration::from_secs(1),
             request_timeout: None,
@@ -478,7 +478,7 @@ async fn a_failed_queue_delete_on_release_is_sent_again() {
         "a queue cell was left behind"
     );
     assert!(
-        granted - release_sent < LockOptions::default().timing.retry_interval * 2,
+        granted - release_sent < LockOptions::default().timing.retry_period * 2,
         "two hand-overs took {:?} (the second {:?}; holder's release: {released:?})",
         granted - release_sent,
         granted - handed

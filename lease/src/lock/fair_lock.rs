@@ -15,7 +15,7 @@
 //!   if you are not first, dequeue and fail; if first, proceed as GetLock (a few immediate
 //!   retries at most, never a wait for a holder). A waiter that arrived just after it may
 //!   have claimed early; `try_lock` waits for that claim to give way (a few round trips;
-//!   at most 1.5 × `retry_interval` + `poll_interval` if its delete is retried), since it
+//!   at most 1.5 × `retry_period` + `poll_interval` if its delete is retried), since it
 //!   is first.
 //! - While waiting and while held, the contender's cells are rewritten with their TTL (the
 //!   original design's §5.3 lease; the guard does it through the shared hold machine); release
@@ -222,7 +222,7 @@ impl FairLock {
         started: Instant,
         deadline: Instant,
     ) -> Result<LockGuard, LockError> {
-        let mut trouble = Trouble::new(name, self.base.options.timing.retry_interval);
+        let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
         let cells = self.base.contender(name);
         let attempt = Attempt::new(&cells);
         let mine = loop {
@@ -354,7 +354,7 @@ impl FairLock {
         // Claims queued behind us give way; one whose delete fails is sent again after
         // the store's retry interval (at most 1.5 times it), so wait that long for them.
         let hold_until = Instant::now()
-            + self.base.options.timing.retry_interval.mul_f64(1.5)
+            + self.base.options.timing.retry_period.mul_f64(1.5)
             + self.base.options.poll_interval;
         let mut rounds = 0;
         while rounds < TRY_ROUNDS {

@@ -6,7 +6,7 @@ use super::LockError;
 use crate::fencing::FencingToken;
 use crate::hold::Hold;
 
-/// A held lock. Its cells are rewritten in the background every `renew_interval`; when a
+/// A held lock. Its cells are rewritten in the background every `renew_period`; when a
 /// rewrite cannot be confirmed in time, [`LockGuard::held`] turns `false` and the
 /// [`LockGuard::cancellation_token`] fires, at the local deadline at the latest, which is
 /// before the store can let anyone else in. Dropping it releases the lock in the background;

@@ -18,7 +18,7 @@
 //! - FIFO as far as the waiters' clocks agree (arrival times come from each process's
 //!   clock); `try_lock` does not queue and may take the lock ahead of the line when it
 //!   reads free.
-//! - A waiter that crashed holds the line up for `retry_interval` after the lease frees
+//! - A waiter that crashed holds the line up for `retry_period` after the lease frees
 //!   (the second in line then proposes too) and leaves it within the TTL.
 //! - A hand-over costs a release, a read and a claim: about `1 / (2 LWTs + 1 read)`
 //!   acquisitions per second, whatever the number of contenders.

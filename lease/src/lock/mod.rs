@@ -8,7 +8,7 @@
 //! | lease lock (the LWT lease) | [`lease_lock`] | one LWT per acquisition | **yes** |
 //!
 //! Every lock is a lease: its cells carry a TTL, a [`LockGuard`] keeps them alive through the
-//! shared [`hold`](crate::hold) machine (rewriting them every `renew_interval`, TTL/2 or
+//! shared [`hold`](crate::hold) machine (rewriting them every `renew_period`, TTL/2 or
 //! less), tells the holder to stop (the `held` watch turns `false`, then the
 //! cancellation token fires) before the TTL can run out for anyone else, and releases on
 //! drop. A rewrite answered after the deadline counts for nothing (a waiter starts again).
@@ -61,7 +61,7 @@ pub use guard::LockGuard;
 pub use lease_lock::LeaseLock;
 pub use shadow::{ShadowLock, ShadowStats, TryLockResult};
 
-use crate::config::{LeaseConfig, check_name};
+use crate::config::{Timing, check_name};
 use crate::error::{InvalidArgument, LeaseError, StoreError};
 use crate::hold::HoldError;
 
@@ -69,8 +69,8 @@ use crate::hold::HoldError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LockOptions {
     /// TTL, renewal interval (at most half the TTL is wise), retry pause, clock skew and
-    /// resolve timeout, with [`LeaseConfig`]'s meaning and validation.
-    pub timing: LeaseConfig,
+    /// resolve timeout, with [`Timing`]'s meaning and validation.
+    pub timing: Timing,
     /// How often a waiting contender polls the cells it waits on.
     pub poll_interval: Duration,
 }
@@ -78,14 +78,14 @@ pub struct LockOptions {
 impl Default for LockOptions {
     fn default() -> Self {
         LockOptions {
-            timing: LeaseConfig::default(),
+            timing: Timing::default(),
             poll_interval: Duration::from_millis(20),
         }
     }
 }
 
 impl LockOptions {
-    /// Checks the timing ([`LeaseConfig::validate`]) and `poll_interval > 0`.
+    /// Checks the timing ([`Timing::validate`]) and `poll_interval > 0`.
     ///
     /// # Errors
     /// [`InvalidArgument::Timing`].
@@ -191,7 +191,7 @@ pub trait Lock: Send + Sync {
     /// - [`LockError::Timeout`] when `timeout` passes, whatever the store was doing: a
     ///   `lock` that meets transient store errors (request timeouts, unavailable replicas,
     ///   answers lost with their outcome unknown) keeps trying, one jittered
-    ///   `retry_interval` apart, until its timeout, as the election and the work queue's
+    ///   `retry_period` apart, until its timeout, as the election and the work queue's
     ///   workers do. A plain cell write is sent again with the same cell, value and
     ///   timestamp, and deleted with a later timestamp if given up; a lease claim whose
     ///   answer was lost is read back by its unique holder id and released if not handed
@@ -219,7 +219,7 @@ pub trait Lock: Send + Sync {
     /// waits for a holder (the fair lock's may wait for a waiter's early claim to give way:
     /// see its docs).
     ///
-    /// Within one budget, [`LeaseConfig::resolve_timeout`] from the call (the time the
+    /// Within one budget, [`Timing::resolve_timeout`] from the call (the time the
     /// library gives any lost answer to be settled), transient store errors are retried as
     /// [`Lock::lock`] retries them; a held lock is still answered at once. The budget bounds
     /// the attempts themselves: one still under way when it runs out (a write or delete

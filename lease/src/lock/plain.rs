@@ -45,7 +45,7 @@ impl PlainLock {
         Ok(PlainLock {
             durable: Durable::new(
                 store,
-                options.timing.retry_interval,
+                options.timing.retry_period,
                 options.timing.effective_request_timeout(),
             ),
             contenders,
@@ -128,7 +128,7 @@ impl Cells {
     }
 
     pub(crate) fn validity(&self) -> Duration {
-        self.options.timing.validity()
+        self.options.timing.renew_deadline()
     }
 
     /// The latest moment every owned cell is certainly still in the store (minus skew).
@@ -265,7 +265,7 @@ impl Cells {
         Ok(())
     }
 
-    /// While waiting: rewrites the cells when the oldest is `renew_interval` old. Returns
+    /// While waiting: rewrites the cells when the oldest is `renew_period` old. Returns
     /// `false` if a cell's validity ran out (the contender must start again).
     pub(crate) async fn keep_fresh(&self) -> bool {
         let Some(until) = self.valid_until() else {
@@ -276,7 +276,7 @@ impl Cells {
             return false;
         }
         let oldest = until - self.validity();
-        if now >= oldest + self.options.timing.renew_interval
+        if now >= oldest + self.options.timing.renew_period
             && let Err(error) = self.rewrite_all().await
         {
             debug!(lock = %self.lock, %error, "refresh while waiting failed; will retry");

@@ -174,7 +174,7 @@ impl Lock for ShadowLock {
         let started = Instant::now();
         let deadline = started + timeout;
         let acquisition = async {
-            let mut trouble = Trouble::new(name, self.base.options.timing.retry_interval);
+            let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
             let mut attempt = 1u32;
             loop {
                 // A failed TryLock has given its cells back (in the background when it

@@ -1,9 +1,9 @@
 //! Riding through transient store errors, the way the election's followers and the work
 //! queue's workers do: a request timeout, an unavailable replica or an unknown outcome that
 //! the lower layers could not settle in time is logged and the attempt is made again after
-//! one jittered `retry_interval` ([`jittered`], the workspace's one retry policy), until the
+//! one jittered `retry_period` ([`jittered`], the workspace's one retry policy), until the
 //! caller's own bound: the timeout of [`Lock::lock`](super::Lock::lock), or the budget
-//! ([`LeaseConfig::resolve_timeout`]) of [`Lock::try_lock`](super::Lock::try_lock).
+//! ([`Timing::resolve_timeout`]) of [`Lock::try_lock`](super::Lock::try_lock).
 //!
 //! What a failed attempt wrote is cleaned up: a plain cell whose write was not confirmed is
 //! deleted with a later timestamp (or, if the attempt is given up, by its contender's
@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::LockError;
-use crate::config::LeaseConfig;
+use crate::config::Timing;
 use crate::error::{LeaseError, LossReason, StoreError};
 use crate::hold::jittered;
 
@@ -67,7 +67,7 @@ pub(crate) struct Trouble {
 }
 
 impl Trouble {
-    /// No failure yet on lock `name`; retries come `retry_interval` apart (jittered).
+    /// No failure yet on lock `name`; retries come `retry_period` apart (jittered).
     pub(crate) fn new(name: &str, retry_interval: Duration) -> Self {
         Trouble {
             name: name.to_owned(),
@@ -136,7 +136,7 @@ impl Trouble {
 /// cancel-safe (its contender's cells, or its claim, are given back in the background).
 pub(crate) async fn within_budget<T, F, Fut>(
     name: &str,
-    timing: &LeaseConfig,
+    timing: &Timing,
     mut attempt: F,
 ) -> Result<T, LockError>
 where
@@ -144,7 +144,7 @@ where
     Fut: Future<Output = Result<T, LockError>>,
 {
     let budget_end = Instant::now() + timing.resolve_timeout;
-    let mut trouble = Trouble::new(name, timing.retry_interval);
+    let mut trouble = Trouble::new(name, timing.retry_period);
     loop {
         let Ok(result) = tokio::time::timeout_at(budget_end, attempt()).await else {
             trouble.cut();

@@ -11,13 +11,13 @@ use super::*;
 use crate::cells::memory::MemoryCellStore;
 use crate::lock::{FairLock, Lock, LockOptions};
 use crate::memory::{Fault, Op, Times};
-use crate::{LeaseClient, LeaseConfig, LeaseError, MemoryStore, TryAcquire};
+use crate::{LeaseClient, LeaseError, MemoryStore, Timing, TryAcquire};
 
-fn config() -> LeaseConfig {
-    LeaseConfig {
-        ttl: Duration::from_secs(10),
-        renew_interval: Duration::from_secs(3),
-        ..LeaseConfig::default()
+fn config() -> Timing {
+    Timing {
+        lease_duration: Duration::from_secs(10),
+        renew_period: Duration::from_secs(3),
+        ..Timing::default()
     }
 }
 

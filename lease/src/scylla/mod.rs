@@ -43,7 +43,7 @@ const MAX_CLAIM_ROUNDS: usize = 4;
 /// ```no_run
 /// use std::sync::Arc;
 /// use cql_lease::scylla::{ScyllaLeaseStore, ScyllaOptions};
-/// use cql_lease::{LeaseClient, LeaseConfig};
+/// use cql_lease::{LeaseClient, Timing};
 /// use scylla::client::session_builder::SessionBuilder;
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -51,7 +51,7 @@ const MAX_CLAIM_ROUNDS: usize = 4;
 /// let options = ScyllaOptions::default();
 /// options.create_schema(&session).await?;
 /// let store = ScyllaLeaseStore::new(session, options).await?;
-/// let client = LeaseClient::new(Arc::new(store), LeaseConfig::default())?;
+/// let client = LeaseClient::new(Arc::new(store), Timing::default())?;
 /// # let _ = client;
 /// # Ok(())
 /// # }

@@ -83,7 +83,7 @@ pub struct ScyllaOptions {
     /// Driver-side timeout of one request; expiry of an LWT leaves its outcome unknown and is
     /// resolved by a read-back. `None` keeps the session's (the driver's default is 30 s).
     /// The lease layer bounds every request anyway, by a timeout derived from the lease
-    /// timing ([`crate::LeaseConfig::effective_request_timeout`]), so this only matters
+    /// timing ([`crate::Timing::effective_request_timeout`]), so this only matters
     /// when it is shorter.
     pub request_timeout: Option<std::time::Duration>,
     /// Which coordinators LWTs are sent to. Default [`LwtRouting::RoundRobin`].

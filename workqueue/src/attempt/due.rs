@@ -164,10 +164,10 @@ impl WorkQueue {
     /// last send two request timeouts (sent twice) after a pause, and clocks differ by up
     /// to the skew (in the lag).
     pub(crate) fn enqueue_window(&self) -> i64 {
-        let claim = &self.config.claim;
+        let claim = &self.config.timing;
         2 * micros(claim.resolve_timeout)
             + 2 * micros(claim.effective_request_timeout())
-            + micros(claim.retry_interval)
+            + micros(claim.retry_period)
             + micros(self.config.cursor_lag())
     }
 

@@ -39,7 +39,7 @@ impl BakeryStore {
     fn flight(&self) -> Duration {
         self.timing
             .effective_request_timeout()
-            .min(self.timing.validity() / 3)
+            .min(self.timing.renew_deadline() / 3)
     }
 
     /// Whether a write may be sent now: the ticket holds by the local clock, and the write's
@@ -58,7 +58,8 @@ impl BakeryStore {
     /// margin over the validity, less the skew allowance.
     pub(super) fn standing(&self) -> Duration {
         let t = &self.timing;
-        t.ttl.saturating_sub(t.validity() + t.max_clock_skew)
+        t.lease_duration
+            .saturating_sub(t.renew_deadline() + t.max_clock_skew)
     }
 
     /// Whether a give-back may be sent now: its answer, waited for at most its flight,
@@ -78,7 +79,7 @@ impl BakeryStore {
     /// the mark's resends fall.
     pub(super) fn mark_deadline(&self, ticket: &Ticket) -> Option<Instant> {
         let until = ticket.valid_until()?;
-        let reserve = self.flight() + self.timing.retry_interval;
+        let reserve = self.flight() + self.timing.retry_period;
         (until + self.standing()).checked_sub(reserve)
     }
 

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use cql_lease::lock::ticket::{Ticket, TicketBakery};
 use cql_lease::lock::{LockError, LockOptions};
-use cql_lease::{LeaseConfig, StoreError};
+use cql_lease::{StoreError, Timing};
 
 use crate::item::ItemKey;
 use crate::store::QueueStore;
@@ -61,8 +61,8 @@ fn ticket_name(key: &ItemKey) -> String {
 /// How long a whole bakery claim may take before the queue gives it up as of unknown
 /// outcome and reads it back: two thirds of the validity, above the half a claim waits for
 /// choosers at most, so the claim usually decides itself, and leaving a third to use it.
-pub(crate) fn claim_bound(timing: &LeaseConfig) -> Duration {
-    timing.validity() * 2 / 3
+pub(crate) fn claim_bound(timing: &Timing) -> Duration {
+    timing.renew_deadline() * 2 / 3
 }
 
 /// How long a loser pauses before its claimer looks at another candidate: its poll interval.
@@ -74,7 +74,7 @@ pub(crate) struct BakeryStore {
     inner: Arc<dyn QueueStore>,
     items: Arc<dyn PlainItemStore>,
     bakery: TicketBakery,
-    timing: LeaseConfig,
+    timing: Timing,
     held: HeldTickets,
     pending: PendingEnqueues,
 }
@@ -83,7 +83,7 @@ impl BakeryStore {
     pub(crate) fn new(
         inner: Arc<dyn QueueStore>,
         parts: BakeryParts,
-        timing: LeaseConfig,
+        timing: Timing,
     ) -> Result<Self, LockError> {
         let options = LockOptions {
             timing,

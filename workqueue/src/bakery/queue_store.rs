@@ -61,7 +61,7 @@ impl QueueStore for BakeryStore {
     async fn claim(&self, claim: ItemClaim<'_>) -> Result<ClaimOutcome, StoreError> {
         let name = ticket_name(claim.key);
         // Choosers are waited for at most half a validity: a claim must land well within it.
-        let deadline = Instant::now() + self.timing.validity() / 2;
+        let deadline = Instant::now() + self.timing.renew_deadline() / 2;
         // Above the attempt seen too: a given-back attempt whose mark never landed.
         let floor = i64::from(claim.seen_attempt);
         let draw = self.bakery.draw(&name, claim.claim_id, floor, deadline);

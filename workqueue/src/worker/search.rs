@@ -82,7 +82,7 @@ impl Search {
     /// its item keeps its attempt number and an index entry (the undo puts a run entry back
     /// if the claim's check entry had already taken the old one's place).
     async fn run(self, found: oneshot::Sender<()>, slot: Arc<Slot>, gone: CancellationToken) {
-        let retry_interval = self.queue.config().claim.retry_interval;
+        let retry_interval = self.queue.config().timing.retry_period;
         let mut delays = jittered(retry_interval);
         loop {
             if self.shutdown.is_cancelled() || gone.is_cancelled() {
@@ -129,7 +129,7 @@ impl Search {
         }
         // If the stream stopped waiting, `gone` is cancelled too and the select undoes it.
         let _ = found.send(());
-        let limit = self.queue.config().claim.renew_interval;
+        let limit = self.queue.config().timing.renew_period;
         let why = tokio::select! {
             biased;
             _ = self.shutdown.cancelled() => "worker shut down",

@@ -23,7 +23,7 @@ async fn a_claim_lost_while_parked_is_undone_and_not_handed_out() {
     queue.enqueue("work").await.unwrap();
     let job = queue.claim_undelivered("w").await.unwrap().expect("a job");
     store.inject(Some(QueueOp::Heartbeat), Fault::Unavailable, Times::Always);
-    let validity = queue.config().claim.validity();
+    let validity = queue.config().timing.renew_deadline();
     // Past the deadline, not yet at the claim's store expiry (where its check entry is).
     tokio::time::sleep(validity + Duration::from_millis(100)).await;
     store.clear_faults();
@@ -65,7 +65,7 @@ async fn a_claim_handed_back_before_delivery_is_refused_delivery() {
     let job = queue.claim_undelivered("w").await.unwrap().expect("a job");
     assert!(job.is_held(), "the worker's check passes here");
     store.inject(Some(QueueOp::Heartbeat), Fault::Unavailable, Times::Always);
-    let validity = queue.config().claim.validity();
+    let validity = queue.config().timing.renew_deadline();
     tokio::time::sleep(validity + Duration::from_millis(100)).await;
     store.clear_faults();
     let item = queue.items().await.unwrap().remove(0);

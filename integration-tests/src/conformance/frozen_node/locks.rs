@@ -61,7 +61,7 @@ pub async fn crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node(b: &Wir
     });
     assert!(next.token() > token);
     let swallowed = b.server.requests_frozen_on(FROZEN);
-    let bound = timing.takeover_bound() + timing.retry_interval + slack(b);
+    let bound = timing.takeover_bound() + timing.retry_period + slack(b);
     eprintln!(
         "{}: the lock changed hands {:?} after the crash (bound {bound:?}); {swallowed} \
          requests went to the frozen node",

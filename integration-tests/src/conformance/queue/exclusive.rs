@@ -27,7 +27,7 @@ pub async fn claims_are_exclusive_under_contention(b: &dyn Backend) {
     }
     if b.supports_faults() {
         // Some claims lapse mid-work: their workers must stop before anyone else claims.
-        let stall = Fault::Latency(test_config().ttl);
+        let stall = Fault::Latency(test_config().lease_duration);
         b.inject_queue(Some(QueueOp::Heartbeat), stall, Times::Random(0.2));
         b.inject_queue(
             Some(QueueOp::Claim),
