@@ -6,6 +6,10 @@ use cql_lease::{InvalidArgument, LeaseConfig};
 
 /// Timing of an election: lease duration, renew period, retry period.
 ///
+/// The defaults ([`ElectionConfig::default`]): `lease_ttl` 15 s, `renew_interval` 5 s,
+/// `retry_interval` 2 s, `max_clock_skew` 0.5 s, `request_timeout` derived. A crashed leader
+/// is replaced within `lease_ttl + max_clock_skew + retry_interval` (17.5 s).
+///
 /// ```
 /// use std::time::Duration;
 /// use cql_election::ElectionConfig;

@@ -16,6 +16,11 @@ pub const MAX_VALUE_LEN: usize = 64 * 1024;
 /// Timing of a lease, in the spirit of Kubernetes' lease duration / renew deadline / retry
 /// period.
 ///
+/// The defaults ([`LeaseConfig::default`]) suit any cluster: `ttl` 15 s, `renew_interval` 5 s,
+/// `retry_interval` 1 s, `max_clock_skew` 0.5 s, `resolve_timeout` 10 s, `request_timeout`
+/// derived (a third of the validity, 4.5 s). Override single fields with
+/// `..LeaseConfig::default()`, as below.
+///
 /// `ttl` is the TTL written to the store (whole seconds, rounded up): the longest anyone waits
 /// for a crashed holder (plus `max_clock_skew`). The holder itself assumes less, counted on its
 /// own monotonic clock from the moment it *sent* the acquire or renew that succeeded:

@@ -28,9 +28,10 @@ use search::{Pending, Search};
 /// `for_each_concurrent(n, ...)` never holds more than `n` claims. When the queue is empty the
 /// worker looks again after a delay drawn between half and all of `claim.retry_interval` ([`cql_lease::hold::jittered`], the workspace's one
 /// polling policy: idle workers back off and do not move in lockstep). Store errors are
-/// logged and retried; the stream ends only when [`Worker::shutdown_token`] is cancelled.
-/// [`Drain::drain`] shuts down gracefully: no new claims, then a bounded wait for in-flight
-/// jobs to finish or hand back.
+/// logged and retried; the stream never ends by itself, only when [`Worker::shutdown_token`]
+/// is cancelled. [`Drain::drain`] (through [`Worker::drain_handle`], taken before the worker
+/// is moved into its consumer) shuts down gracefully: no new claims, then a bounded wait for
+/// in-flight jobs to finish or hand back, after which the stream ends.
 ///
 /// # Cancel safety
 /// Cancel-safe. The search for the next job runs in a task of its own, so nothing the
