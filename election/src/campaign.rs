@@ -21,6 +21,11 @@ use crate::event::ElectionEvent;
 /// the term's token; both flip before the lease can expire for anyone else. Dropping the
 /// campaign resigns (best effort, in the background); [`Campaign::resign`] waits for it.
 ///
+/// The stream need not be polled to keep leading: the actor renews the lease on its own, and
+/// events wait, unread, in an unbounded buffer (at most one per term change or new leader
+/// seen). A candidate that is not elected withdraws with [`Campaign::resign`] too: it stops
+/// trying and the stream ends (after a `Deposed { reason: Resigned }` if it had just won).
+///
 /// # Cancel safety
 /// The campaign runs in a spawned actor, so dropping a `next()` future loses no event and
 /// leaves no claim behind: the actor settles every claim it sent (a lost answer is read back,
@@ -212,7 +217,9 @@ impl CampaignHandle {
 
     /// Gives up: releases the lease at once if leading (so another candidate can take over
     /// within one poll interval), ends the campaign, and waits for its actor to finish. The
-    /// stream then yields the final `Deposed { reason: Resigned }` (if leading) and ends.
+    /// stream then yields the final `Deposed { reason: Resigned }` (if leading) and ends. A
+    /// candidate that is following withdraws this way too: `Ok(())`, no event, the stream
+    /// ends.
     ///
     /// # Errors
     /// [`ElectionError::CampaignEnded`] if the campaign had already ended; the release's

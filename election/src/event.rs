@@ -5,7 +5,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// A leader: who, its value, and its term.
+/// A leader: who, its value, and its term. Reported by [`ElectionEvent::LeaderChanged`],
+/// [`crate::Election::leader`] and [`crate::Election::observe`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leader {
     /// The candidate id it campaigned with.

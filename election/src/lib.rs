@@ -7,6 +7,9 @@
 //! writes from a deposed leader. [`Election::observe`] and [`Election::leader`] watch without
 //! campaigning.
 //!
+//! The `scylla` feature (on by default) only builds `cql-lease`'s ScyllaDB/Cassandra backend;
+//! with `default-features = false` elections run on the embedded store without the driver.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
@@ -49,7 +52,18 @@ pub use error::ElectionError;
 pub use event::{DeposeReason, ElectionEvent, Leader};
 pub use observe::Observer;
 
+// `ElectionError` crosses `tokio::spawn` and converts into `Box<dyn Error + Send + Sync>`.
+const _: () = {
+    const fn thread_safe_error<E: std::error::Error + Clone + Send + Sync + 'static>() {}
+    thread_safe_error::<ElectionError>();
+};
+
 /// One named election on a lease store. Cheap to clone.
+///
+/// Make one per election name in a process and call [`Election::campaign`] on it (or on a
+/// clone) once per candidate; candidates in other processes make their own `Election` with
+/// the same store and name. It must be created and used inside a Tokio runtime (each
+/// campaign and observer runs in a spawned task).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -101,6 +115,10 @@ impl Election {
 
     /// Starts campaigning as `candidate` with `value` (e.g. its address). Errors on a bad
     /// candidate id or value, before anything is sent.
+    ///
+    /// The campaign runs in a spawned task, which renews the lease while leading whether or
+    /// not the returned stream is polled; [`Campaign::resign`] (elected or not) or dropping
+    /// the [`Campaign`] ends it.
     pub fn campaign(
         &self,
         candidate: &str,

@@ -25,6 +25,10 @@ use serde::{Deserialize, Serialize};
 
 /// A fencing token: strictly increasing per lease name across all acquisitions.
 ///
+/// A `Copy` wrapper of the stored `i64`: compare tokens with `<`/`>`, print them
+/// (`Display`), serialize them (serde), and bind [`FencingToken::get`] in your own
+/// statements. Leases, lease locks and queue claims hand one out; an election's term is one.
+///
 /// ```
 /// use cql_lease::FencingToken;
 /// let older = FencingToken::new(7);

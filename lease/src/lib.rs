@@ -8,6 +8,25 @@
 //! Two backends implement [`LeaseStore`]: [`scylla::ScyllaLeaseStore`] for ScyllaDB and
 //! Cassandra 4/5, and [`MemoryStore`], in-process with fault injection.
 //!
+//! # Features
+//!
+//! `scylla` (on by default) builds the ScyllaDB/Cassandra backends (`scylla`,
+//! `cells::scylla`) and the driver. A program on the embedded [`MemoryStore`] alone depends
+//! on this crate with `default-features = false` and does not build the driver.
+//!
+//! # Runtime, settings and errors
+//!
+//! Every call must run inside a Tokio runtime with its drivers enabled (`#[tokio::main]`, or
+//! a runtime `Builder` with `enable_all()`): keep-alives and hand-backs are spawned tasks and
+//! deadlines are Tokio timers. Either runtime flavour works; the application's own `tokio`
+//! needs only the features its code uses (`macros` and `rt-multi-thread` for
+//! `#[tokio::main]`).
+//!
+//! [`Timing::default`] (lease duration 15 s, renewal every 5 s, retry 2 s, 0.5 s clock skew)
+//! suits any cluster. Every error type ([`LeaseError`], [`StoreError`], [`InvalidArgument`],
+//! [`lock::LockError`], [`hold::HoldError`]) is `Clone + Send + Sync + 'static`, so it
+//! crosses `tokio::spawn` and `?` converts it into `Box<dyn Error + Send + Sync>`.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
@@ -49,6 +68,7 @@ pub mod lock;
 pub mod memory;
 pub mod metrics;
 mod orphans;
+#[cfg(feature = "scylla")]
 pub mod scylla;
 mod store;
 mod target;
@@ -67,3 +87,16 @@ pub use keepalive::LeaseGuard;
 pub use lease::Lease;
 pub use memory::MemoryStore;
 pub use store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
+
+// The error types cross `tokio::spawn` and convert into `Box<dyn Error + Send + Sync>`: this
+// stops compiling if one of them ever loses `Send`, `Sync` or `'static`.
+const _: () = {
+    const fn thread_safe_error<E: std::error::Error + Clone + Send + Sync + 'static>() {}
+    thread_safe_error::<LeaseError>();
+    thread_safe_error::<StoreError>();
+    thread_safe_error::<InvalidArgument>();
+    thread_safe_error::<lock::LockError>();
+    thread_safe_error::<hold::HoldError>();
+    #[cfg(feature = "scylla")]
+    thread_safe_error::<scylla::SchemaError>();
+};

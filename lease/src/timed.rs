@@ -43,6 +43,23 @@ impl TimedStore {
     }
 }
 
+/// Runs `request` for at most `limit`. With the `scylla` feature this is
+/// `scylla::suspects::bounded`, which also marks the coordinators a cut request was still
+/// waiting on; without it (no driver, so no coordinators) it is a plain timeout.
+pub(crate) async fn within<F: Future>(
+    limit: Duration,
+    request: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    #[cfg(feature = "scylla")]
+    {
+        crate::scylla::suspects::bounded(limit, request).await
+    }
+    #[cfg(not(feature = "scylla"))]
+    {
+        tokio::time::timeout(limit, request).await
+    }
+}
+
 /// What a bounded call is: what its timeout means and whether it is sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Call {
@@ -57,9 +74,10 @@ pub enum Call {
     Resendable,
 }
 
-/// Runs `call` for at most `timeout` per send, as `kind` says. A send that is cut leaves its
-/// coordinator suspect (see [`crate::scylla::suspects`]), so the next request of the
-/// process (this call sent again, a retry, the read-back of a lost answer) goes elsewhere.
+/// Runs `call` for at most `timeout` per send, as `kind` says. With the `scylla` feature, a
+/// send that is cut leaves its coordinator suspect (see `cql_lease::scylla::suspects`), so
+/// the next request of the process (this call sent again, a retry, the read-back of a lost
+/// answer) goes elsewhere.
 ///
 /// # Errors
 /// The call's own error, or, when it was cut, [`StoreError::Unknown`] for a
@@ -79,7 +97,7 @@ where
 {
     let sends = if kind == Call::Resendable { 2 } else { 1 };
     for send in 1..=sends {
-        match crate::scylla::suspects::bounded(timeout, call()).await {
+        match within(timeout, call()).await {
             Ok(result) => return result,
             Err(_) => warn!(call = what, send, ?timeout, "store call timed out"),
         }

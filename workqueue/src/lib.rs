@@ -86,9 +86,15 @@
 //! [`ClaimMode::Bakery`], which sends no LWT at all (the Cassandra wiki's bakery numbering per item,
 //! see [`bakery`]) for stores that have none. Same API, index and worker runtime.
 //!
-//! Backends implement [`store::QueueStore`]: [`scylla::ScyllaQueueStore`] and
+//! Backends implement [`store::QueueStore`]: [`scylla::ScyllaQueueStore`] (the `scylla`
+//! feature, on by default; with `default-features = false` the driver is not built) and
 //! [`memory::MemoryQueueStore`]. The crate root holds what users call; the [`store`] module
 //! holds the storage interface and its row types, for backend writers.
+//!
+//! [`QueueConfig::default`] suits any cluster (claims on [`Timing::default`] with a 1 s retry
+//! period, 5 attempts, back-off from 1 s doubling up to 1 h). [`QueueError`] is
+//! `Clone + Send + Sync + 'static`: it crosses `tokio::spawn` and `?` converts it into
+//! `Box<dyn Error + Send + Sync>`.
 
 mod attempt;
 pub mod bakery;
@@ -107,6 +113,7 @@ mod new_item;
 mod orphans;
 mod placement;
 mod queue;
+#[cfg(feature = "scylla")]
 pub mod scylla;
 mod slots;
 mod stats;
@@ -125,4 +132,10 @@ pub use job::Job;
 pub use new_item::{Enqueued, MAX_UNIQUE_KEY_LEN, NewItem};
 pub use queue::WorkQueue;
 pub use stats::QueueStats;
+
+// `QueueError` crosses `tokio::spawn` and converts into `Box<dyn Error + Send + Sync>`.
+const _: () = {
+    const fn thread_safe_error<E: std::error::Error + Clone + Send + Sync + 'static>() {}
+    thread_safe_error::<QueueError>();
+};
 pub use worker::{Drain, DrainReport, Worker};

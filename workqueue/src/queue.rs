@@ -16,7 +16,9 @@ use crate::store::QueueStore;
 use crate::worker::Worker;
 
 /// A named work queue on a [`QueueStore`]. Cheap to clone; clones share one candidate
-/// dispatcher, so a process's workers never race each other for the same item.
+/// dispatcher, so a process's workers never race each other for the same item. Share it
+/// between tasks by cloning it (no `Arc` needed), and make one [`Worker`] per consumer with
+/// [`WorkQueue::worker`].
 ///
 /// Each item is its own partition (its LWTs contend with nobody else's); an index of plain
 /// rows, bucketed by time, orders them, and a low-watermark cursor keeps scans off drained

@@ -26,11 +26,12 @@ use search::{Pending, Search};
 ///
 /// The next job is claimed only when the stream is polled, so a consumer that runs jobs with
 /// `for_each_concurrent(n, ...)` never holds more than `n` claims. When the queue is empty the
-/// worker looks again after a delay drawn between half and all of `claim.retry_interval` ([`cql_lease::hold::jittered`], the workspace's one
+/// worker looks again after a delay drawn between half and all of `timing.retry_period` ([`cql_lease::hold::jittered`], the workspace's one
 /// polling policy: idle workers back off and do not move in lockstep). Store errors are
-/// logged and retried; the stream ends only when [`Worker::shutdown_token`] is cancelled.
-/// [`Drain::drain`] shuts down gracefully: no new claims, then a bounded wait for in-flight
-/// jobs to finish or hand back.
+/// logged and retried; the stream never ends by itself, only when [`Worker::shutdown_token`]
+/// is cancelled. [`Drain::drain`] (through [`Worker::drain_handle`], taken before the worker
+/// is moved into its consumer) shuts down gracefully: no new claims, then a bounded wait for
+/// in-flight jobs to finish or hand back, after which the stream ends.
 ///
 /// # Cancel safety
 /// Cancel-safe. The search for the next job runs in a task of its own, so nothing the
@@ -38,12 +39,12 @@ use search::{Pending, Search};
 /// a bounded time:
 /// - dropping a `next()` future loses nothing: the search goes on, and a job it claims
 ///   meanwhile is parked (heartbeat running) and handed out by the next poll, with the same
-///   attempt number, if that poll comes within one `claim.renew_interval` of the claim;
+///   attempt number, if that poll comes within one `timing.renew_period` of the claim;
 /// - a parked job is undone (state and attempt number restored, so no attempt is spent, and
 ///   the item claimable again at once) when that bound passes without a poll, when the
 ///   worker is shut down or drained, when the stream is dropped, or when its claim is lost
 ///   (a loss hands it back as never delivered); the next poll then searches again. An
-///   unpolled stream so holds an item at most one `renew_interval` and renews it at most
+///   unpolled stream so holds an item at most one `renew_period` and renews it at most
 ///   about once;
 /// - a poll never hands out a job whose claim is lost or past its `must_stop_by`: it undoes
 ///   it and searches again;

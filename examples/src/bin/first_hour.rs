@@ -16,7 +16,7 @@ use cql_lease::{LeaseClient, MemoryStore, Timing};
 use cql_workqueue::{NewItem, QueueConfig, WorkQueue, memory::MemoryQueueStore};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -47,25 +47,30 @@ async fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Three candidates campaign; the first leader resigns and another one takes over.
+/// Three candidates campaign; the first leader resigns and another one takes over; then the
+/// new leader and the candidate still following withdraw.
 async fn election() -> Result<(), BoxError> {
-    let store = Arc::new(MemoryStore::new());
+    // One `Election` per name and process; every candidate campaigns on it.
+    let election = Election::new(
+        Arc::new(MemoryStore::new()),
+        "first-hour",
+        Timing::default(),
+    )?;
     let (elected_tx, mut elected_rx) = mpsc::unbounded_channel();
-    let mut resigners = HashMap::new();
+    let mut handles = HashMap::new();
     let mut tasks = Vec::new();
     for name in ["node-a", "node-b", "node-c"] {
-        // Each candidate has its own `Election`, as separate processes would.
-        let election = Election::new(store.clone(), "first-hour", Timing::default())?;
-        let (resign_tx, resign_rx) = oneshot::channel::<()>();
-        resigners.insert(name, resign_tx);
+        let mut campaign = election.campaign(name, None)?;
+        // Kept to resign from here; the stream itself moves to the candidate's task.
+        handles.insert(name, campaign.handle());
         let elected_tx = elected_tx.clone();
         tasks.push(tokio::spawn(async move {
-            let mut campaign = election.campaign(name, None)?;
+            // The lease is renewed in the background; reading events only reports them. The
+            // stream ends once the candidate has resigned.
             while let Some(event) = campaign.next().await {
                 match event {
                     ElectionEvent::Elected { term, .. } => {
                         let _ = elected_tx.send((name, term));
-                        break;
                     }
                     ElectionEvent::Deposed { term, reason, .. } => {
                         println!("  {name}: term {term} over: {reason:?}");
@@ -75,10 +80,6 @@ async fn election() -> Result<(), BoxError> {
                     }
                 }
             }
-            // Lead until told to step down.
-            let _ = resign_rx.await;
-            campaign.resign().await?;
-            Ok::<(), BoxError>(())
         }));
     }
     drop(elected_tx);
@@ -88,10 +89,10 @@ async fn election() -> Result<(), BoxError> {
         .await?
         .ok_or("no candidate was elected")?;
     println!("election: {first} elected in term {first_term}");
-    if let Some(tx) = resigners.remove(first) {
-        let _ = tx.send(());
+    if let Some(handle) = handles.remove(first) {
+        handle.resign().await?;
     }
-    println!("election: {first} resigns");
+    println!("election: {first} resigned");
     let (second, second_term) = tokio::time::timeout(wait, elected_rx.recv())
         .await?
         .ok_or("nobody took over after the resignation")?;
@@ -101,22 +102,22 @@ async fn election() -> Result<(), BoxError> {
             format!("bad hand-over: {first}/{first_term} -> {second}/{second_term}").into(),
         );
     }
-    if let Some(tx) = resigners.remove(second) {
-        let _ = tx.send(());
+    // The new leader and the candidate still following both withdraw with `resign`.
+    for (name, handle) in handles {
+        handle.resign().await?;
+        println!("election: {name} withdrew");
     }
-    // The third candidate is still campaigning: stop it by dropping its campaign.
-    for task in &tasks {
-        if !task.is_finished() {
-            task.abort();
-        }
+    for task in tasks {
+        tokio::time::timeout(wait, task).await??;
     }
     Ok(())
 }
 
-/// Enqueues `jobs` typed jobs and processes them with `workers` workers.
+/// Enqueues `jobs` typed jobs and processes them with `workers` workers, then drains them.
 async fn work_queue(jobs: u32, workers: usize) -> Result<(), BoxError> {
     let store = Arc::new(MemoryQueueStore::new());
-    let queue = Arc::new(WorkQueue::new(store, "thumbnails", QueueConfig::default())?);
+    // `WorkQueue` is `Clone`: each worker task gets a clone, no `Arc` needed.
+    let queue = WorkQueue::new(store, "thumbnails", QueueConfig::default())?;
     for id in 0..jobs {
         let job = Thumbnail {
             id,
@@ -128,14 +129,16 @@ async fn work_queue(jobs: u32, workers: usize) -> Result<(), BoxError> {
 
     let done: Arc<Mutex<HashMap<u32, (u32, String)>>> = Arc::default();
     let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<()>();
+    let mut drains = Vec::new();
     let mut tasks = Vec::new();
     for w in 0..workers {
-        let queue = queue.clone();
+        let name = format!("worker-{w}");
+        let mut worker = queue.worker(&name)?;
+        // Taken before the worker moves into its task: the stream never ends by itself.
+        drains.push(worker.drain_handle());
         let done = done.clone();
         let progress_tx = progress_tx.clone();
         tasks.push(tokio::spawn(async move {
-            let name = format!("worker-{w}");
-            let mut worker = queue.worker(&name)?;
             while let Some(job) = worker.next().await {
                 let thumb = job.json::<Thumbnail>()?;
                 job.complete().await?;
@@ -160,9 +163,17 @@ async fn work_queue(jobs: u32, workers: usize) -> Result<(), BoxError> {
     }
     // Give a duplicate delivery, if any, a moment to show up before counting.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    for task in &tasks {
-        task.abort();
+    // Graceful shutdown: no new claims, running jobs get up to 10 s; then the streams end.
+    for drain in &drains {
+        let report = drain.drain(Duration::from_secs(10)).await;
+        if report.unfinished > 0 {
+            return Err(format!("{} jobs unfinished at the drain", report.unfinished).into());
+        }
     }
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(30), task).await???;
+    }
+    println!("queue: {workers} workers drained");
 
     let done = done.lock().map_err(|_| "poisoned")?;
     let mut per_worker: HashMap<&str, u32> = HashMap::new();

@@ -164,7 +164,7 @@ impl Durable {
                 give_up_at.saturating_duration_since(Instant::now()),
             );
             let sent = Instant::now();
-            let answer = crate::scylla::suspects::bounded(budget, call()).await;
+            let answer = crate::timed::within(budget, call()).await;
             crate::metrics::cell_request(what, write, &answer, sent);
             let (error, wake) = match answer {
                 Ok(Ok(answer)) => {

@@ -17,6 +17,7 @@
 pub mod durable;
 pub mod faulty;
 pub mod memory;
+#[cfg(feature = "scylla")]
 pub mod scylla;
 
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -52,7 +52,7 @@ pub(super) async fn run(
         let budget = target.renewal_budget(&timing, deadline - sent_at);
         let attempt_end = (sent_at + budget).min(deadline);
         // Bounded so that a renewal cut here marks its coordinator suspect as well.
-        let outcome = crate::scylla::suspects::bounded(attempt_end - sent_at, async {
+        let outcome = crate::timed::within(attempt_end - sent_at, async {
             match target.renew().await {
                 Ok(outcome) => Ok(outcome),
                 // A lost answer: one read-back tells whether it is still ours.

@@ -68,7 +68,7 @@ impl HoldTiming {
         what: &str,
         request: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        match crate::scylla::suspects::bounded(self.request_timeout, request).await {
+        match crate::timed::within(self.request_timeout, request).await {
             Ok(result) => result,
             Err(_) => {
                 warn!(what, timeout = ?self.request_timeout, "request timed out; outcome unknown");
