@@ -39,6 +39,7 @@ mod observe;
 
 use std::sync::Arc;
 
+use cql_lease::namespace::Namespace;
 use cql_lease::{LeaseClient, LeaseStore};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -80,22 +81,30 @@ pub struct Election {
 
 impl Election {
     /// An election named `name` on `store`; validates the name and the timing.
+    ///
+    /// Its lease is stored in the election name space: the election `X` is the row
+    /// `election/X` (see [`cql_lease::namespace`]), apart from the plain lease `X` and the
+    /// lease lock `X`. Events, errors and [`Election::name`] say `X`.
+    ///
+    /// # Errors
+    /// [`ElectionError::InvalidArgument`] for a bad name or timing.
     pub fn new(
         store: Arc<dyn LeaseStore>,
         name: impl Into<String>,
         config: ElectionConfig,
     ) -> Result<Self, ElectionError> {
         let name = name.into();
-        cql_lease::check_name(&name)?;
+        Namespace::Election.check_name(&name)?;
         config.validate()?;
-        let client = LeaseClient::new(store, config.lease_config())?;
+        let client =
+            LeaseClient::new(store, config.lease_config())?.in_namespace(Namespace::Election);
         Ok(Election {
             client,
             name: name.into(),
         })
     }
 
-    /// The election's name (its lease name).
+    /// The election's name, as given (its lease is stored as `election/` and this name).
     pub fn name(&self) -> &str {
         &self.name
     }

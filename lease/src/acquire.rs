@@ -207,11 +207,12 @@ impl LeaseClient {
         value: Option<&str>,
         timeout: Option<Duration>,
     ) -> Result<Lease, LeaseError> {
-        check_claim(name, owner, value)?;
+        check_claim(self.namespace(), name, owner, value)?;
+        let key = self.namespace().stored_name(name);
         let started = Instant::now();
-        let hand_over = self.line().and_then(|line| line.hand_over(name));
+        let hand_over = self.line().and_then(|line| line.hand_over(&key));
         let mut watch = Watch::new(self.config().retry_interval, hand_over);
-        let waiting = self.wait_and_acquire(name, owner, value, &mut watch);
+        let waiting = self.wait_and_acquire(name, &key, owner, value, &mut watch);
         let outcome = match timeout {
             Some(timeout) => tokio::time::timeout_at(started + timeout, waiting)
                 .await
@@ -227,9 +228,11 @@ impl LeaseClient {
         })
     }
 
+    /// Waits in the line of the row `key` (the lease its user calls `name`), then claims.
     async fn wait_and_acquire(
         &self,
         name: &str,
+        key: &str,
         owner: &str,
         value: Option<&str>,
         watch: &mut Watch,
@@ -244,7 +247,7 @@ impl LeaseClient {
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
             if let (Some(line), None) = (&line, &ticket) {
-                match line.join(name, reads_until).await {
+                match line.join(key, reads_until).await {
                     Ok(joined) => ticket = Some(joined),
                     Err(error) => {
                         warn!(lease = name, %error, "joining the waiting line failed; waiting without it");
@@ -266,7 +269,7 @@ impl LeaseClient {
                 }
             };
             let sent = Instant::now();
-            let (place, lease) = futures::future::join(place, self.store().peek(name)).await;
+            let (place, lease) = futures::future::join(place, self.store().peek(key)).await;
             let now = Instant::now();
             watch.looked(now - sent, std::mem::take(&mut first_look));
             let lease = match lease {
@@ -285,7 +288,7 @@ impl LeaseClient {
                 (Some(_), Ok(place)) => {
                     watch.saw_place(place, now);
                     if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
-                        line.set_hand_over(name, hand_over);
+                        line.set_hand_over(key, hand_over);
                     }
                     place
                 }

@@ -48,6 +48,7 @@ mod lease;
 pub mod lock;
 pub mod memory;
 pub mod metrics;
+pub mod namespace;
 mod orphans;
 pub mod scylla;
 mod store;

@@ -34,6 +34,7 @@ use crate::client::{LeaseClient, TryAcquire};
 use crate::error::LeaseError;
 use crate::hold::{Hold, HoldTiming};
 use crate::lease::Lease;
+use crate::namespace::Namespace;
 
 /// The lease lock.
 #[derive(Debug, Clone)]
@@ -44,13 +45,15 @@ pub struct LeaseLock {
 
 impl LeaseLock {
     /// A lease lock through `client`, declaring `owner` (a process or node id) as holder.
+    /// Its leases are stored in the lock name space: the lock `X` is the row `lock/X` (see
+    /// [`crate::namespace`]), apart from the plain lease `X` and the election `X`.
     ///
     /// # Errors
     /// [`LockError::InvalidArgument`] for an empty or long owner.
     pub fn new(client: LeaseClient, owner: &str) -> Result<Self, LockError> {
         crate::config::check_owner_and_value(owner, None)?;
         Ok(LeaseLock {
-            client,
+            client: client.in_namespace(Namespace::Lock),
             owner: owner.to_owned(),
         })
     }

@@ -61,7 +61,7 @@ pub use guard::LockGuard;
 pub use lease_lock::LeaseLock;
 pub use shadow::{ShadowLock, ShadowStats, TryLockResult};
 
-use crate::config::{LeaseConfig, check_name};
+use crate::config::LeaseConfig;
 use crate::error::{InvalidArgument, LeaseError, StoreError};
 use crate::hold::HoldError;
 
@@ -243,7 +243,7 @@ pub const MAX_LOCK_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Checks a lock name and a wait timeout before anything is written.
 pub(crate) fn check_request(name: &str, timeout: Option<Duration>) -> Result<(), InvalidArgument> {
-    check_name(name)?;
+    crate::namespace::Namespace::Lock.check_name(name)?;
     match timeout {
         Some(t) if t.is_zero() => Err(InvalidArgument::Timing(
             "lock timeout must be greater than zero (use try_lock not to wait)".into(),
