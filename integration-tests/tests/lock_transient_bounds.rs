@@ -140,7 +140,7 @@ async fn a_claim_whose_read_back_is_refused_is_given_back() {
         "expected an unknown outcome caused by the refusal, got {error:?}"
     );
     tokio::time::sleep(config.retry_interval).await;
-    let left = inner.read("refused-applied").await.unwrap();
+    let left = inner.read("lock/refused-applied").await.unwrap();
     assert!(
         left.is_none(),
         "the applied claim was not given back: {left:?}"

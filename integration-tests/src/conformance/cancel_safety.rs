@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use cql_election::{Election, ElectionEvent};
 use cql_lease::memory::{Fault, Op, Times};
+use cql_lease::namespace::Namespace;
 use cql_lease::{Lease, LeaseClient, LeaseGuard, StoredLease, TryAcquire};
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -95,7 +96,7 @@ pub async fn dropped_lease_futures_leave_no_lease(b: &dyn Backend) {
 /// A campaign whose stream is dropped while its claim's answer is being settled leaves no
 /// lease behind.
 pub async fn dropped_campaign_leaves_no_lease(b: &dyn Backend) {
-    let c = client(b);
+    let c = client(b).in_namespace(Namespace::Election);
     for (n, cut) in cut_points().enumerate() {
         let name = format!("cut-campaign-{n}");
         let e = Election::new(b.store(), &name, election_config()).expect("election");
@@ -233,7 +234,7 @@ pub async fn dropped_renewals_keep_the_lease_consistent(b: &dyn Backend) {
 /// token cancelled, lease free) or left the term going, never something in between; either
 /// way dropping the campaign then frees the lease at once, and the next term is greater.
 pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backend) {
-    let c = client(b);
+    let c = client(b).in_namespace(Namespace::Election);
     let mut last_term = None;
     let name = "cut-term";
     let e = Election::new(b.store(), name, election_config()).expect("election");

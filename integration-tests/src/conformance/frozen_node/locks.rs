@@ -7,6 +7,7 @@ use std::time::Duration;
 use cql_lease::cells::CellStore;
 use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
 use cql_lease::lock::{BakeryLock, FairLock, LeaseLock, Lock, LockOptions};
+use cql_lease::namespace::Namespace;
 use cql_lease::scylla::ScyllaOptions;
 use cql_test_server::NodeFault;
 use tokio::time::Instant;
@@ -27,10 +28,11 @@ pub async fn lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
         .await
         .expect("lock");
     let token = guard.cancellation_token();
-    let (slowest, cut) = through_a_freeze(b, "frozen-lock", "the lock guard", || {
-        guard.is_held() && !token.is_cancelled()
-    })
-    .await;
+    let (slowest, cut) =
+        through_a_freeze(b, Namespace::Lock, "frozen-lock", "the lock guard", || {
+            guard.is_held() && !token.is_cancelled()
+        })
+        .await;
     assert_bounded_waits(b, slowest, cut);
     guard.release().await.expect("release after the freeze");
 }
@@ -151,8 +153,10 @@ async fn plain_guard_through_a_freeze(
         "{}: {what}: another contender got {during:?} while the guard was held and a node frozen",
         b.name()
     );
-    let (slowest, cut) =
-        through_a_freeze(b, &name, what, || guard.is_held() && !token.is_cancelled()).await;
+    let (slowest, cut) = through_a_freeze(b, Namespace::Lease, &name, what, || {
+        guard.is_held() && !token.is_cancelled()
+    })
+    .await;
     assert_bounded_waits(b, slowest, cut);
     let after = other.try_lock(&name).await;
     assert!(
