@@ -67,7 +67,10 @@ async fn an_election_a_lease_lock_and_a_lease_on_one_name_are_held_at_once_in_th
         panic!("alone in the election");
     };
     let lock = LeaseLock::new(leases.clone(), "locker").unwrap();
-    let guard = lock.lock("jobs", Duration::from_secs(1)).await.unwrap();
+    let guard = lock
+        .lock("jobs", Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
     let lease = leases
         .acquire("jobs", "leaser", None, Some(Duration::from_secs(1)))
         .await

@@ -95,7 +95,7 @@ async fn lease_lock_ends_at_once_when_the_store_refuses_the_read_back() {
     let (lock, config) = refused_lease_lock();
     let timeout = config.ttl * 10;
     let started = Instant::now();
-    let got = lock.lock("refused", timeout).await;
+    let got = lock.lock("refused", Some(timeout)).await;
     let waited = started.elapsed();
     let error = got.expect_err("no lock can be taken");
     assert!(
@@ -127,7 +127,7 @@ async fn lease_try_lock_reports_a_refused_read_back_as_a_refusal() {
 #[tokio::test(start_paused = true)]
 async fn a_claim_whose_read_back_is_refused_is_given_back() {
     let (lock, config, inner) = lease_lock_on(true);
-    let got = lock.lock("refused-applied", config.ttl * 10).await;
+    let got = lock.lock("refused-applied", Some(config.ttl * 10)).await;
     let error = got.expect_err("the claim's outcome cannot be settled");
     assert!(
         matches!(

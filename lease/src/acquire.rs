@@ -174,8 +174,10 @@ impl Watch {
 }
 
 impl LeaseClient {
-    /// Waits until `name` is acquired, for at most `timeout` when given (an attempt still
-    /// under way then is dropped, which gives its claim back).
+    /// Waits until `name` is acquired: for ever with `timeout` `None`, at most `timeout`
+    /// otherwise (an attempt still under way then is dropped, which gives its claim back).
+    /// `Some(Duration::ZERO)` is one attempt, [`LeaseClient::try_acquire`], answering a held
+    /// lease with [`LeaseError::Timeout`] (as [`Lock::lock`](crate::lock::Lock::lock) does).
     ///
     /// Waiters wait with plain reads in a FIFO line (kept by the store, see
     /// [`LeaseStore::waiting_line`](crate::LeaseStore::waiting_line)) and only the first in
@@ -193,7 +195,8 @@ impl LeaseClient {
     /// [`LeaseError::Store`] when the store refuses the claim, [`LeaseError::OutcomeUnknown`]
     /// when it refuses the read-back of a claim whose answer was lost (that claim may have
     /// applied: it is released in the background and on sight). Other failures of single
-    /// reads or attempts are logged and retried.
+    /// reads or attempts are logged and retried; with `Some(Duration::ZERO)`, the one attempt's
+    /// errors are returned as [`LeaseClient::try_acquire`] returns them.
     ///
     /// # Cancel safety
     /// Cancel-safe: each attempt is [`LeaseClient::try_acquire`], which gives back a claim
@@ -210,6 +213,16 @@ impl LeaseClient {
         check_claim(self.namespace(), name, owner, value)?;
         let key = self.namespace().stored_name(name);
         let started = Instant::now();
+        if timeout == Some(Duration::ZERO) {
+            return match self.try_acquire(name, owner, value).await? {
+                TryAcquire::Acquired(lease) => Ok(lease),
+                TryAcquire::Held(holder) => Err(LeaseError::Timeout {
+                    name: name.to_owned(),
+                    waited: started.elapsed(),
+                    last_holder: Some(Box::new(holder)),
+                }),
+            };
+        }
         let hand_over = self.line().and_then(|line| line.hand_over(&key));
         let mut watch = Watch::new(self.config().retry_interval, hand_over);
         let waiting = self.wait_and_acquire(name, &key, owner, value, &mut watch);

@@ -26,7 +26,10 @@ async fn a_lease_and_a_lease_lock_on_one_name_are_held_at_once_in_their_own_rows
         .acquire("reports", "leaser", None, Some(Duration::from_secs(1)))
         .await
         .unwrap();
-    let guard = lock.lock("reports", Duration::from_secs(1)).await.unwrap();
+    let guard = lock
+        .lock("reports", Some(Duration::from_secs(1)))
+        .await
+        .unwrap();
     assert_eq!((lease.name(), guard.name()), ("reports", "reports"));
 
     let plain = store

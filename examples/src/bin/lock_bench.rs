@@ -385,7 +385,7 @@ impl Contender {
     async fn acquire(&self, name: &str, timeout: Duration) -> Result<Held, String> {
         match self {
             Contender::Lock(lock) => lock
-                .lock(name, timeout)
+                .lock(name, Some(timeout))
                 .await
                 .map(Held::Guard)
                 .map_err(|e| e.to_string()),

@@ -24,7 +24,7 @@ use crate::wire_lock_backend::register_cells;
 pub async fn lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
     let lock = LeaseLock::new(client_with(b, kept_config()), "w").expect("lease lock");
     let guard = lock
-        .lock("frozen-lock", Duration::from_secs(5))
+        .lock("frozen-lock", Some(Duration::from_secs(5)))
         .await
         .expect("lock");
     let token = guard.cancellation_token();
@@ -44,7 +44,7 @@ pub async fn crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node(b: &Wir
     let name = "frozen-lock-crash";
     let first = LeaseLock::new(client(b), "a").expect("lease lock");
     let guard = first
-        .lock(name, Duration::from_secs(5))
+        .lock(name, Some(Duration::from_secs(5)))
         .await
         .expect("lock");
     let token = guard.token();
@@ -52,7 +52,7 @@ pub async fn crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node(b: &Wir
     let timing = test_config();
     b.server.node_fault(FROZEN, NodeFault::Freeze);
     let crashed_at = guard.abandon();
-    let next = second.lock(name, timing.takeover_bound() * 5).await;
+    let next = second.lock(name, Some(timing.takeover_bound() * 5)).await;
     let at = Instant::now();
     b.server.heal(FROZEN);
     let next = next.unwrap_or_else(|e| {
@@ -142,7 +142,7 @@ async fn plain_guard_through_a_freeze(
     let (mine, other) = (make(cells.clone(), options), make(cells, options));
     let name = format!("frozen-{what}");
     let guard = mine
-        .lock(&name, Duration::from_secs(5))
+        .lock(&name, Some(Duration::from_secs(5)))
         .await
         .expect("lock");
     let token = guard.cancellation_token();
@@ -167,7 +167,7 @@ async fn plain_guard_through_a_freeze(
     );
     guard.release().await.expect("release after the freeze");
     let next = other
-        .lock(&name, Duration::from_secs(5))
+        .lock(&name, Some(Duration::from_secs(5)))
         .await
         .expect("the lock is free once released");
     next.release().await.expect("release");
