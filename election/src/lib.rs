@@ -63,7 +63,7 @@ pub use observe::Observer;
 /// let mut watcher = election.observe();
 /// assert_eq!(watcher.next().await, Some(None)); // nobody leads yet
 ///
-/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:80".into()))?;
+/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:80"))?;
 /// let Some(ElectionEvent::Elected { term, .. }) = campaign.next().await else { unreachable!() };
 /// let leader = election.leader().await?.expect("node-a leads");
 /// assert_eq!((leader.candidate.as_str(), leader.term), ("node-a", term));
@@ -114,9 +114,9 @@ impl Election {
     pub fn campaign(
         &self,
         candidate: &str,
-        value: Option<String>,
+        value: Option<&str>,
     ) -> Result<Campaign, ElectionError> {
-        cql_lease::check_owner_and_value(candidate, value.as_deref())?;
+        cql_lease::check_owner_and_value(candidate, value)?;
         let (events_tx, events) = mpsc::unbounded_channel();
         let (commands_tx, commands) = mpsc::channel(8);
         let (leading_tx, leading) = watch::channel(false);
@@ -126,7 +126,7 @@ impl Election {
             client: self.client.clone(),
             name: self.name.to_string(),
             candidate: candidate.to_owned(),
-            value,
+            value: value.map(str::to_owned),
             events: events_tx,
             commands,
             leading: leading_tx,

@@ -60,9 +60,7 @@ async fn an_election_a_lease_lock_and_a_lease_on_one_name_are_held_at_once_in_th
     let store = Arc::new(MemoryStore::new());
     let leases = LeaseClient::new(store.clone(), LeaseConfig::default()).unwrap();
     let election = Election::new(store.clone(), "jobs", config()).unwrap();
-    let mut campaign = election
-        .campaign("candidate", Some("10.0.0.1".into()))
-        .unwrap();
+    let mut campaign = election.campaign("candidate", Some("10.0.0.1")).unwrap();
     let Some(ElectionEvent::Elected { term, .. }) = campaign.next().await else {
         panic!("alone in the election");
     };

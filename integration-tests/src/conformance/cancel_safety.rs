@@ -206,7 +206,7 @@ pub async fn dropped_renewals_keep_the_lease_consistent(b: &dyn Backend) {
         assert!(lease.token() > first, "{}: token reused", b.name());
         b.sleep(Duration::from_millis(300)).await;
         lose_the_answer_of(b, Op::Renew, n);
-        let _ = run_until(cut, lease.set_value(Some("v2".into()))).await;
+        let _ = run_until(cut, lease.set_value(Some("v2"))).await;
         let value = lease.value();
         assert!(
             matches!(value.as_deref(), Some("v1" | "v2")),
@@ -221,7 +221,7 @@ pub async fn dropped_renewals_keep_the_lease_consistent(b: &dyn Backend) {
             .expect("acquire")
             .keep_alive();
         lose_the_answer_of(b, Op::Renew, n);
-        let _ = run_until(cut, guard.set_value(Some("v2".into()))).await;
+        let _ = run_until(cut, guard.set_value(Some("v2"))).await;
         check_guard(b, &c, guard, ["v1", "v2"]).await;
         assert_free(b, &c, &name, "a dropped renewal", cut).await;
     }
@@ -240,7 +240,7 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
     let e = Election::new(b.store(), name, election_config()).expect("election");
     let (mut proclaims_dropped, mut resigns_dropped) = (0, 0);
     for (n, cut) in cut_points().enumerate() {
-        let mut campaign = e.campaign("a", Some("v1".into())).expect("campaign");
+        let mut campaign = e.campaign("a", Some("v1")).expect("campaign");
         let Some(ElectionEvent::Elected { term, stop, .. }) = campaign.next().await else {
             panic!("{}: not elected", b.name());
         };
@@ -248,7 +248,7 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
         last_term = Some(term);
 
         lose_the_answer_of(b, Op::Renew, n);
-        if run_until(cut, campaign.proclaim(Some("v2".into())))
+        if run_until(cut, campaign.proclaim(Some("v2")))
             .await
             .is_none()
         {
