@@ -372,7 +372,11 @@ async fn open(args: &Cli) -> Result<Stores, Box<dyn std::error::Error>> {
 /// One contender: a lock object, or a lease client called directly.
 enum Contender {
     Lock(Arc<dyn Lock>),
-    Acquire { client: LeaseClient, owner: String },
+    // Boxed: a client is large next to an `Arc`.
+    Acquire {
+        client: Box<LeaseClient>,
+        owner: String,
+    },
 }
 
 /// What a contender holds.
@@ -428,7 +432,7 @@ fn make(
         "lease" => Arc::new(LeaseLock::new(client()?, &owner)?),
         "acquire" => {
             return Ok(Contender::Acquire {
-                client: client()?,
+                client: Box::new(client()?),
                 owner,
             });
         }
