@@ -223,7 +223,7 @@ impl Actor {
                         return false;
                     }
                     Some(Command::Proclaim(value, reply)) => {
-                        let result = guard.set_value(value.clone()).await;
+                        let result = guard.set_value(value.as_deref()).await;
                         if result.is_ok() {
                             self.value = value;
                         }

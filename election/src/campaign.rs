@@ -40,10 +40,10 @@ use crate::event::ElectionEvent;
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let election = Election::new(Arc::new(MemoryStore::new()), "scheduler", Timing::default())?;
-/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:7000".into()))?;
+/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:7000"))?;
 /// let Some(ElectionEvent::Elected { term, stop, .. }) = campaign.next().await else { unreachable!() };
 /// assert!(campaign.is_leader() && !stop.is_cancelled());
-/// campaign.proclaim(Some("10.0.0.1:7001".into())).await?;
+/// campaign.proclaim(Some("10.0.0.1:7001")).await?;
 /// assert_eq!(election.leader().await?.map(|l| l.term), Some(term));
 /// campaign.resign().await?;
 /// assert!(stop.is_cancelled());
@@ -156,7 +156,7 @@ impl Campaign {
     ///
     /// # Cancel safety
     /// As [`CampaignHandle::proclaim`].
-    pub async fn proclaim(&self, value: Option<String>) -> Result<(), ElectionError> {
+    pub async fn proclaim(&self, value: Option<&str>) -> Result<(), ElectionError> {
         self.handle.proclaim(value).await
     }
 
@@ -250,13 +250,11 @@ impl CampaignHandle {
     /// # Cancel safety
     /// Cancel-safe: the renewal runs in the keep-alive; once sent, the new value may or may
     /// not be written.
-    pub async fn proclaim(&self, value: Option<String>) -> Result<(), ElectionError> {
-        if let Some(v) = &value {
-            cql_lease::check_owner_and_value("-", Some(v))?;
-        }
+    pub async fn proclaim(&self, value: Option<&str>) -> Result<(), ElectionError> {
+        cql_lease::check_owner_and_value("-", value)?;
         let (reply, answer) = oneshot::channel();
         self.commands
-            .send(Command::Proclaim(value, reply))
+            .send(Command::Proclaim(value.map(str::to_owned), reply))
             .await
             .map_err(|_| ElectionError::CampaignEnded)?;
         answer.await.unwrap_or(Err(ElectionError::CampaignEnded))

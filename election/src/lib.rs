@@ -41,6 +41,7 @@ mod observe;
 
 use std::sync::Arc;
 
+use cql_lease::namespace::Namespace;
 use cql_lease::{LeaseClient, LeaseStore};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -76,7 +77,7 @@ const _: () = {
 /// let mut watcher = election.observe();
 /// assert_eq!(watcher.next().await, Some(None)); // nobody leads yet
 ///
-/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:80".into()))?;
+/// let mut campaign = election.campaign("node-a", Some("10.0.0.1:80"))?;
 /// let Some(ElectionEvent::Elected { term, .. }) = campaign.next().await else { unreachable!() };
 /// let leader = election.leader().await?.expect("node-a leads");
 /// assert_eq!((leader.candidate.as_str(), leader.term), ("node-a", term));
@@ -94,21 +95,28 @@ pub struct Election {
 
 impl Election {
     /// An election named `name` on `store`; validates the name and the timing.
+    ///
+    /// Its lease is stored in the election name space: the election `X` is the row
+    /// `election/X` (see [`cql_lease::namespace`]), apart from the plain lease `X` and the
+    /// lease lock `X`. Events, errors and [`Election::name`] say `X`.
+    ///
+    /// # Errors
+    /// [`ElectionError::InvalidArgument`] for a bad name or timing.
     pub fn new(
         store: Arc<dyn LeaseStore>,
         name: impl Into<String>,
         timing: Timing,
     ) -> Result<Self, ElectionError> {
         let name = name.into();
-        cql_lease::check_name(&name)?;
-        let client = LeaseClient::new(store, timing)?;
+        Namespace::Election.check_name(&name)?;
+        let client = LeaseClient::new(store, timing)?.in_namespace(Namespace::Election);
         Ok(Election {
             client,
             name: name.into(),
         })
     }
 
-    /// The election's name (its lease name).
+    /// The election's name, as given (its lease is stored as `election/` and this name).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -122,9 +130,9 @@ impl Election {
     pub fn campaign(
         &self,
         candidate: &str,
-        value: Option<String>,
+        value: Option<&str>,
     ) -> Result<Campaign, ElectionError> {
-        cql_lease::check_owner_and_value(candidate, value.as_deref())?;
+        cql_lease::check_owner_and_value(candidate, value)?;
         let (events_tx, events) = mpsc::unbounded_channel();
         let (commands_tx, commands) = mpsc::channel(8);
         let (leading_tx, leading) = watch::channel(false);
@@ -134,7 +142,7 @@ impl Election {
             client: self.client.clone(),
             name: self.name.to_string(),
             candidate: candidate.to_owned(),
-            value,
+            value: value.map(str::to_owned),
             events: events_tx,
             commands,
             leading: leading_tx,

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use cql_election::{Campaign, Election, ElectionEvent, Timing};
 use cql_lease::LeaseStore as _;
+use cql_lease::namespace::Namespace;
 use cql_lease::scylla::{ScyllaLeaseStore, ScyllaOptions};
 use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
 use futures::StreamExt;
@@ -131,7 +132,9 @@ async fn one_run(
             crashed = true;
         }
         if crashed && free_at.is_none() {
-            match observer.peek("frozen").await {
+            // The election's row: its name in the election name space.
+            let row = Namespace::Election.stored_name(election.name());
+            match observer.peek(&row).await {
                 Ok(Some(lease)) if lease.token == term => {}
                 Ok(_) => free_at = Some(Instant::now()),
                 Err(_) => {}

@@ -95,7 +95,7 @@ async fn lease_lock_ends_at_once_when_the_store_refuses_the_read_back() {
     let (lock, config) = refused_lease_lock();
     let timeout = config.lease_duration * 10;
     let started = Instant::now();
-    let got = lock.lock("refused", timeout).await;
+    let got = lock.lock("refused", Some(timeout)).await;
     let waited = started.elapsed();
     let error = got.expect_err("no lock can be taken");
     assert!(
@@ -128,7 +128,7 @@ async fn lease_try_lock_reports_a_refused_read_back_as_a_refusal() {
 async fn a_claim_whose_read_back_is_refused_is_given_back() {
     let (lock, config, inner) = lease_lock_on(true);
     let got = lock
-        .lock("refused-applied", config.lease_duration * 10)
+        .lock("refused-applied", Some(config.lease_duration * 10))
         .await;
     let error = got.expect_err("the claim's outcome cannot be settled");
     assert!(
@@ -142,7 +142,7 @@ async fn a_claim_whose_read_back_is_refused_is_given_back() {
         "expected an unknown outcome caused by the refusal, got {error:?}"
     );
     tokio::time::sleep(config.retry_period).await;
-    let left = inner.read("refused-applied").await.unwrap();
+    let left = inner.read("lock/refused-applied").await.unwrap();
     assert!(
         left.is_none(),
         "the applied claim was not given back: {left:?}"

@@ -174,8 +174,10 @@ impl Watch {
 }
 
 impl LeaseClient {
-    /// Waits until `name` is acquired, for at most `timeout` when given (an attempt still
-    /// under way then is dropped, which gives its claim back).
+    /// Waits until `name` is acquired: for ever with `timeout` `None`, at most `timeout`
+    /// otherwise (an attempt still under way then is dropped, which gives its claim back).
+    /// `Some(Duration::ZERO)` is one attempt, [`LeaseClient::try_acquire`], answering a held
+    /// lease with [`LeaseError::Timeout`] (as [`Lock::lock`](crate::lock::Lock::lock) does).
     ///
     /// Waiters wait with plain reads in a FIFO line (kept by the store, see
     /// [`LeaseStore::waiting_line`](crate::LeaseStore::waiting_line)) and only the first in
@@ -193,7 +195,8 @@ impl LeaseClient {
     /// [`LeaseError::Store`] when the store refuses the claim, [`LeaseError::OutcomeUnknown`]
     /// when it refuses the read-back of a claim whose answer was lost (that claim may have
     /// applied: it is released in the background and on sight). Other failures of single
-    /// reads or attempts are logged and retried.
+    /// reads or attempts are logged and retried; with `Some(Duration::ZERO)`, the one attempt's
+    /// errors are returned as [`LeaseClient::try_acquire`] returns them.
     ///
     /// # Cancel safety
     /// Cancel-safe: each attempt is [`LeaseClient::try_acquire`], which gives back a claim
@@ -207,11 +210,22 @@ impl LeaseClient {
         value: Option<&str>,
         timeout: Option<Duration>,
     ) -> Result<Lease, LeaseError> {
-        check_claim(name, owner, value)?;
+        check_claim(self.namespace(), name, owner, value)?;
+        let key = self.namespace().stored_name(name);
         let started = Instant::now();
-        let hand_over = self.line().and_then(|line| line.hand_over(name));
+        if timeout == Some(Duration::ZERO) {
+            return match self.try_acquire(name, owner, value).await? {
+                TryAcquire::Acquired(lease) => Ok(lease),
+                TryAcquire::Held(holder) => Err(LeaseError::Timeout {
+                    name: name.to_owned(),
+                    waited: started.elapsed(),
+                    last_holder: Some(Box::new(holder)),
+                }),
+            };
+        }
+        let hand_over = self.line().and_then(|line| line.hand_over(&key));
         let mut watch = Watch::new(self.config().retry_period, hand_over);
-        let waiting = self.wait_and_acquire(name, owner, value, &mut watch);
+        let waiting = self.wait_and_acquire(name, &key, owner, value, &mut watch);
         let outcome = match timeout {
             Some(timeout) => tokio::time::timeout_at(started + timeout, waiting)
                 .await
@@ -227,9 +241,11 @@ impl LeaseClient {
         })
     }
 
+    /// Waits in the line of the row `key` (the lease its user calls `name`), then claims.
     async fn wait_and_acquire(
         &self,
         name: &str,
+        key: &str,
         owner: &str,
         value: Option<&str>,
         watch: &mut Watch,
@@ -244,7 +260,7 @@ impl LeaseClient {
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
             if let (Some(line), None) = (&line, &ticket) {
-                match line.join(name, reads_until).await {
+                match line.join(key, reads_until).await {
                     Ok(joined) => ticket = Some(joined),
                     Err(error) => {
                         warn!(lease = name, %error, "joining the waiting line failed; waiting without it");
@@ -266,7 +282,7 @@ impl LeaseClient {
                 }
             };
             let sent = Instant::now();
-            let (place, lease) = futures::future::join(place, self.store().peek(name)).await;
+            let (place, lease) = futures::future::join(place, self.store().peek(key)).await;
             let now = Instant::now();
             watch.looked(now - sent, std::mem::take(&mut first_look));
             let lease = match lease {
@@ -285,7 +301,7 @@ impl LeaseClient {
                 (Some(_), Ok(place)) => {
                     watch.saw_place(place, now);
                     if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
-                        line.set_hand_over(name, hand_over);
+                        line.set_hand_over(key, hand_over);
                     }
                     place
                 }

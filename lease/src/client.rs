@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use tracing::{debug, info, instrument};
 
-use crate::config::{MAX_NAME_LEN, Timing, check_claim, check_text};
+use crate::config::{Timing, check_claim};
 use crate::error::{LeaseError, LossReason, StoreError};
 use crate::hold::{AttemptGuard, Claimed, HoldTiming, claim_attempt, jittered};
 use crate::lease::{Lease, hold_error};
+use crate::namespace::Namespace;
 use crate::orphans::Orphans;
 use crate::store::{AcquireOutcome, Claim, LeaseStore, StoredLease};
 use crate::target::LeaseTarget;
@@ -58,18 +59,23 @@ pub struct LeaseClient {
     config: Timing,
     orphans: Arc<Orphans>,
     line: Option<Line>,
+    namespace: Namespace,
 }
 
 impl std::fmt::Debug for LeaseClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaseClient")
             .field("config", &self.config)
+            .field("namespace", &self.namespace)
             .finish_non_exhaustive()
     }
 }
 
 impl LeaseClient {
-    /// Creates a client after validating `config`.
+    /// Creates a client of plain leases ([`Namespace::Lease`]) after validating its `timing`.
+    ///
+    /// # Errors
+    /// [`LeaseError::InvalidArgument`] for a timing that does not validate.
     pub fn new(store: Arc<dyn LeaseStore>, config: Timing) -> Result<Self, LeaseError> {
         config.validate()?;
         let line = store.waiting_line().map(|cells| {
@@ -88,7 +94,34 @@ impl LeaseClient {
             )),
             config,
             orphans: Arc::default(),
+            namespace: Namespace::Lease,
         })
+    }
+
+    /// The same client (store, timing, abandoned claims) in another name space: every name
+    /// it is given is stored with `namespace`'s prefix, and reported as given. Lease locks
+    /// and elections use it; so can tools that read their leases (the election `X` is
+    /// `client.in_namespace(Namespace::Election).holder("X")`). See [`crate::namespace`].
+    pub fn in_namespace(&self, namespace: Namespace) -> LeaseClient {
+        LeaseClient {
+            namespace,
+            ..self.clone()
+        }
+    }
+
+    /// The name space of the names this client is given ([`Namespace::Lease`] unless made
+    /// with [`LeaseClient::in_namespace`]).
+    pub fn namespace(&self) -> Namespace {
+        self.namespace
+    }
+
+    /// Checks `name` in this client's name space and returns the row it is stored under.
+    pub(crate) fn key<'a>(
+        &self,
+        name: &'a str,
+    ) -> Result<std::borrow::Cow<'a, str>, crate::error::InvalidArgument> {
+        self.namespace.check_name(name)?;
+        Ok(self.namespace.stored_name(name))
     }
 
     /// The waiting line of this client's store, if it keeps one.
@@ -144,13 +177,15 @@ impl LeaseClient {
         owner: &str,
         value: Option<&str>,
     ) -> Result<TryAcquire, LeaseError> {
-        check_claim(name, owner, value)?;
+        check_claim(self.namespace, name, owner, value)?;
+        let key = self.namespace.stored_name(name);
+        let key = key.as_ref();
         let timing = HoldTiming::from(&self.config);
         let mut last_error = None;
         for _ in 0..MAX_ACQUIRE_ATTEMPTS {
             let holder_id = new_holder_id();
             let claim = Claim {
-                name,
+                name: key,
                 holder_id: &holder_id,
                 owner,
                 value,
@@ -158,6 +193,7 @@ impl LeaseClient {
             };
             let target = Arc::new(LeaseTarget::new(
                 Arc::clone(&self.store),
+                name,
                 claim,
                 Arc::clone(&self.orphans),
             ));
@@ -166,12 +202,11 @@ impl LeaseClient {
             let guard = AttemptGuard::new(target.clone(), timing);
             let request = {
                 let store = Arc::clone(&self.store);
-                let (name, holder_id, owner) =
-                    (name.to_owned(), holder_id.clone(), owner.to_owned());
+                let (key, holder_id, owner) = (key.to_owned(), holder_id.clone(), owner.to_owned());
                 let (value, ttl) = (value.map(str::to_owned), claim.ttl);
                 async move {
                     let claim = Claim {
-                        name: &name,
+                        name: &key,
                         holder_id: &holder_id,
                         owner: &owner,
                         value: value.as_deref(),
@@ -181,7 +216,7 @@ impl LeaseClient {
                 }
             };
             let read_back = || async {
-                Ok(self.store.read(name).await?.map(|current| {
+                Ok(self.store.read(key).await?.map(|current| {
                     if current.holder_id == holder_id {
                         AcquireOutcome::Acquired {
                             token: current.token,
@@ -204,7 +239,7 @@ impl LeaseClient {
                 }) => (outcome, sent_at, guard),
                 Ok(Claimed::NotWon(Some(AcquireOutcome::Held(current)))) => {
                     if self.orphans.contains(&current.holder_id) {
-                        self.release_orphan(name, &current.holder_id).await?;
+                        self.release_orphan(name, key, &current.holder_id).await?;
                         continue;
                     }
                     debug!(lease = name, holder = %current.owner, token = %current.token, "lease held");
@@ -261,13 +296,19 @@ impl LeaseClient {
         self.orphans.insert(holder_id);
     }
 
-    /// Releases an abandoned acquisition of this process found holding `name`.
-    async fn release_orphan(&self, name: &str, holder_id: &str) -> Result<(), LeaseError> {
+    /// Releases an abandoned acquisition of this process found holding `name` (stored as
+    /// `key`).
+    async fn release_orphan(
+        &self,
+        name: &str,
+        key: &str,
+        holder_id: &str,
+    ) -> Result<(), LeaseError> {
         info!(
             lease = name,
             holder_id, "found an abandoned claim of ours; releasing it"
         );
-        match self.store.release(name, holder_id).await {
+        match self.store.release(key, holder_id).await {
             Ok(_) => {
                 self.orphans.remove(holder_id);
                 Ok(())
@@ -288,9 +329,9 @@ impl LeaseClient {
     /// Cancel-safe: a read changes nothing.
     #[instrument(skip(self))]
     pub async fn peek(&self, name: &str) -> Result<Option<StoredLease>, LeaseError> {
-        check_text("lease name", name, MAX_NAME_LEN)?;
+        let key = self.key(name)?;
         self.store
-            .peek(name)
+            .peek(&key)
             .await
             .map_err(|e| LeaseError::store(name, e))
     }
@@ -311,9 +352,9 @@ impl LeaseClient {
     /// Cancel-safe: a read changes nothing.
     #[instrument(skip(self))]
     pub async fn holder(&self, name: &str) -> Result<Option<StoredLease>, LeaseError> {
-        check_text("lease name", name, MAX_NAME_LEN)?;
+        let key = self.key(name)?;
         self.store
-            .read(name)
+            .read(&key)
             .await
             .map_err(|e| LeaseError::store(name, e))
     }

@@ -3,10 +3,13 @@
 use std::time::Duration;
 
 use crate::error::InvalidArgument;
+use crate::namespace::Namespace;
 
 /// Longest TTL Cassandra and ScyllaDB accept on a write (20 years), in seconds.
 pub const MAX_TTL_SECS: u64 = 630_720_000;
-/// Longest lease name, in bytes.
+/// Longest lease, lock or election name a user gives, in bytes. A lease lock's or an
+/// election's row adds its name space's prefix (see [`crate::namespace`]), up to
+/// [`crate::namespace::MAX_STORED_NAME_LEN`] bytes.
 pub const MAX_NAME_LEN: usize = 256;
 /// Longest owner id, in bytes.
 pub const MAX_OWNER_LEN: usize = 256;
@@ -198,18 +201,16 @@ pub fn check_owner_and_value(owner: &str, value: Option<&str>) -> Result<(), Inv
     Ok(())
 }
 
-/// Checks a lease name, an owner id and an optional value.
+/// Checks a name in `namespace` (see [`Namespace::check_name`]), an owner id and an
+/// optional value.
 pub(crate) fn check_claim(
+    namespace: Namespace,
     name: &str,
     owner: &str,
     value: Option<&str>,
 ) -> Result<(), InvalidArgument> {
-    check_text("lease name", name, MAX_NAME_LEN)?;
-    check_text("owner", owner, MAX_OWNER_LEN)?;
-    if let Some(value) = value {
-        check_len("value", value, MAX_VALUE_LEN)?;
-    }
-    Ok(())
+    namespace.check_name(name)?;
+    check_owner_and_value(owner, value)
 }
 
 #[cfg(test)]
@@ -282,36 +283,41 @@ mod tests {
     #[test]
     fn text_limits() {
         assert_eq!(
-            check_claim("", "o", None),
+            check_claim(Namespace::Lease, "", "o", None),
             Err(InvalidArgument::Empty {
                 field: "lease name"
             })
         );
         assert_eq!(
-            check_claim("n", "", None),
+            check_claim(Namespace::Lease, "n", "", None),
             Err(InvalidArgument::Empty { field: "owner" })
         );
         assert!(matches!(
-            check_claim(&"n".repeat(MAX_NAME_LEN + 1), "o", None),
+            check_claim(Namespace::Lease, &"n".repeat(MAX_NAME_LEN + 1), "o", None),
             Err(InvalidArgument::TooLong {
                 field: "lease name",
                 ..
             })
         ));
         assert!(matches!(
-            check_claim("n", &"o".repeat(MAX_OWNER_LEN + 1), None),
+            check_claim(Namespace::Lease, "n", &"o".repeat(MAX_OWNER_LEN + 1), None),
             Err(InvalidArgument::TooLong { field: "owner", .. })
         ));
         assert!(matches!(
-            check_claim("n", "o", Some(&"v".repeat(MAX_VALUE_LEN + 1))),
+            check_claim(
+                Namespace::Lease,
+                "n",
+                "o",
+                Some(&"v".repeat(MAX_VALUE_LEN + 1))
+            ),
             Err(InvalidArgument::TooLong { field: "value", .. })
         ));
         assert_eq!(
-            check_claim("a\nb", "o", None),
+            check_claim(Namespace::Lease, "a\nb", "o", None),
             Err(InvalidArgument::ControlCharacter {
                 field: "lease name"
             })
         );
-        assert!(check_claim("n", "o", Some("")).is_ok());
+        assert!(check_claim(Namespace::Lease, "n", "o", Some("")).is_ok());
     }
 }

@@ -29,6 +29,19 @@ pub enum InvalidArgument {
         /// Which argument.
         field: &'static str,
     },
+    /// A plain lease name starts with a prefix reserved for the rows of lease locks or
+    /// elections (see [`crate::namespace`]).
+    #[error(
+        "lease name {name:?} starts with {prefix:?}, which is reserved ({used_by} store their leases under it)"
+    )]
+    ReservedPrefix {
+        /// The name given.
+        name: String,
+        /// The reserved prefix it starts with.
+        prefix: &'static str,
+        /// Who stores rows under that prefix.
+        used_by: &'static str,
+    },
     /// A setting is malformed (an identifier, a replication map).
     #[error("{field} is invalid: {reason}")]
     Invalid {

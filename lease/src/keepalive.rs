@@ -111,10 +111,11 @@ impl LeaseGuard {
     /// # Cancel safety
     /// Cancel-safe: the renewal runs in the keep-alive task; if the future is dropped, the
     /// new value may or may not be written.
-    pub async fn set_value(&self, value: Option<String>) -> Result<(), LeaseError> {
-        if let Some(v) = &value {
+    pub async fn set_value(&self, value: Option<&str>) -> Result<(), LeaseError> {
+        if let Some(v) = value {
             check_len("value", v, MAX_VALUE_LEN)?;
         }
+        let value = value.map(str::to_owned);
         let previous = self.target.replace_value(value.clone());
         let result = self.hold.renew_now().await;
         if result.is_err() && self.target.value() == value {

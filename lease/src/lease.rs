@@ -115,11 +115,11 @@ impl Lease {
     /// # Cancel safety
     /// As [`Lease::renew`].
     #[instrument(skip(self, value), fields(lease = %self.target.name, token = %self.token))]
-    pub async fn set_value(&mut self, value: Option<String>) -> Result<(), LeaseError> {
-        if let Some(v) = &value {
+    pub async fn set_value(&mut self, value: Option<&str>) -> Result<(), LeaseError> {
+        if let Some(v) = value {
             check_len("value", v, MAX_VALUE_LEN)?;
         }
-        self.renew_with(value).await
+        self.renew_with(value.map(str::to_owned)).await
     }
 
     async fn renew_with(&mut self, value: Option<String>) -> Result<(), LeaseError> {

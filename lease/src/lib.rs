@@ -67,6 +67,7 @@ mod lease;
 pub mod lock;
 pub mod memory;
 pub mod metrics;
+pub mod namespace;
 mod orphans;
 #[cfg(feature = "scylla")]
 pub mod scylla;

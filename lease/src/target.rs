@@ -13,7 +13,10 @@ use crate::store::{CasOutcome, Claim, LeaseStore};
 /// One acquisition of a lease, identified by its unique holder id.
 pub(crate) struct LeaseTarget {
     store: Arc<dyn LeaseStore>,
+    /// The name its user gave (reported in errors, logs and `name()`).
     pub name: String,
+    /// The row it is stored under: `name` with its name space's prefix.
+    pub key: String,
     pub holder_id: String,
     pub owner: String,
     value: Mutex<Option<String>>,
@@ -23,10 +26,18 @@ pub(crate) struct LeaseTarget {
 }
 
 impl LeaseTarget {
-    pub fn new(store: Arc<dyn LeaseStore>, claim: Claim<'_>, orphans: Arc<Orphans>) -> Self {
+    /// The acquisition `claim` (whose `name` is the stored row) of the lease its user calls
+    /// `name`.
+    pub fn new(
+        store: Arc<dyn LeaseStore>,
+        name: &str,
+        claim: Claim<'_>,
+        orphans: Arc<Orphans>,
+    ) -> Self {
         LeaseTarget {
             store,
-            name: claim.name.to_owned(),
+            name: name.to_owned(),
+            key: claim.name.to_owned(),
             holder_id: claim.holder_id.to_owned(),
             owner: claim.owner.to_owned(),
             value: Mutex::new(claim.value.map(str::to_owned)),
@@ -58,7 +69,7 @@ impl LeaseTarget {
     /// later renewals stays the old one.
     pub async fn renew_with(&self, value: Option<String>) -> Result<CasOutcome, StoreError> {
         let claim = Claim {
-            name: &self.name,
+            name: &self.key,
             holder_id: &self.holder_id,
             owner: &self.owner,
             value: value.as_deref(),
@@ -83,12 +94,12 @@ impl Holdable for LeaseTarget {
     }
 
     async fn still_held(&self) -> Result<bool, StoreError> {
-        let current = self.store.read(&self.name).await?;
+        let current = self.store.read(&self.key).await?;
         Ok(current.is_some_and(|c| c.holder_id == self.holder_id))
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
-        self.store.release(&self.name, &self.holder_id).await
+        self.store.release(&self.key, &self.holder_id).await
     }
 
     fn orphaned(&self) {

@@ -332,21 +332,46 @@ pub enum SchemaCommand {
     },
 }
 
+/// `lease get|release --of`: whose lease a name is. Plain leases, lease locks and elections
+/// keep their leases apart (the rows `NAME`, `lock/NAME`, `election/NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LeaseOf {
+    /// A plain lease (`lease acquire`).
+    Lease,
+    /// A lease lock (`lock --algorithm lease`).
+    Lock,
+    /// An election (`elect`, `leader`).
+    Election,
+}
+
+impl From<LeaseOf> for cql_lease::namespace::Namespace {
+    fn from(of: LeaseOf) -> Self {
+        match of {
+            LeaseOf::Lease => Self::Lease,
+            LeaseOf::Lock => Self::Lock,
+            LeaseOf::Election => Self::Election,
+        }
+    }
+}
+
 /// `lease ...`.
 #[derive(Debug, Subcommand)]
 pub enum LeaseCommand {
     /// Show the holder (one SERIAL read).
     Get {
-        /// Lease name.
+        /// Lease name (a lease lock's or an election's with --of).
         #[arg(value_parser = text_of("lease name"))]
         name: String,
+        /// Whose lease: a plain lease, a lease lock's or an election's.
+        #[arg(long, value_enum, default_value = "lease")]
+        of: LeaseOf,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Take the lease once and leave it held until its TTL (prints token and holder id).
     Acquire {
-        /// Lease name.
+        /// Lease name (not starting with `lock/` or `election/`: reserved).
         #[arg(value_parser = text_of("lease name"))]
         name: String,
         /// Declared owner.
@@ -367,9 +392,12 @@ pub enum LeaseCommand {
     },
     /// Release the lease: the given holder's, or whoever holds it now (repair).
     Release {
-        /// Lease name.
+        /// Lease name (a lease lock's or an election's with --of).
         #[arg(value_parser = text_of("lease name"))]
         name: String,
+        /// Whose lease: a plain lease, a lease lock's or an election's.
+        #[arg(long, value_enum, default_value = "lease")]
+        of: LeaseOf,
         /// Release only if this holder id holds it.
         #[arg(long)]
         holder: Option<String>,

@@ -154,7 +154,7 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
     let store = crate::stores::leases(connection).await?;
     let election = Election::new(store, &args.name, config)?;
     let shutdown = shutdown_on_signals()?;
-    let mut campaign = election.campaign(&args.candidate, args.value.clone())?;
+    let mut campaign = election.campaign(&args.candidate, args.value.as_deref())?;
     loop {
         let event = tokio::select! {
             event = campaign.next() => event,
@@ -183,7 +183,7 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                     eprintln!(
                         "cqlcoord: term {term} ended before its command started; campaigning again"
                     );
-                    campaign = election.campaign(&args.candidate, args.value.clone())?;
+                    campaign = election.campaign(&args.candidate, args.value.as_deref())?;
                     continue;
                 }
                 eprintln!("cqlcoord: elected {} term {term}", args.name);
@@ -221,7 +221,7 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                         // while the campaign still leads: end that term for sure (a term
                         // without its command must not go on), then start afresh.
                         let _ = campaign.resign().await;
-                        campaign = election.campaign(&args.candidate, args.value.clone())?;
+                        campaign = election.campaign(&args.candidate, args.value.as_deref())?;
                     }
                     Some(Stopped::Lost) => {
                         // Reported before resigning, which may wait on a store that stopped

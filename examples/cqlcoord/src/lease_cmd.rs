@@ -1,5 +1,9 @@
 //! `lease get | acquire | release`: inspection and repair.
+//!
+//! The names are plain leases' unless `--of lock` or `--of election` says otherwise (see
+//! [`cql_lease::namespace`]): `lease acquire X` does not touch the election `X`.
 
+use cql_lease::namespace::Namespace;
 use cql_lease::{CasOutcome, LeaseClient, StoredLease, Timing, TryAcquire};
 use serde_json::json;
 
@@ -13,8 +17,8 @@ use crate::error::CliError;
 pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, CliError> {
     let store = crate::stores::leases(connection).await?;
     match command {
-        LeaseCommand::Get { name, json } => {
-            let client = LeaseClient::new(store, Timing::default())?;
+        LeaseCommand::Get { name, of, json } => {
+            let client = LeaseClient::new(store, Timing::default())?.in_namespace(of.into());
             print_holder(&name, client.holder(&name).await?.as_ref(), json);
             Ok(0)
         }
@@ -66,13 +70,15 @@ pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, 
             }
             Ok(0)
         }
-        LeaseCommand::Release { name, holder } => {
-            cql_lease::check_name(&name)?;
+        LeaseCommand::Release { name, of, holder } => {
+            let namespace = Namespace::from(of);
+            namespace.check_name(&name)?;
+            let key = namespace.stored_name(&name);
             // A repair tool: release whoever holds it now, or only the given holder. The
             // release is conditional on that holder id, so a claim made meanwhile survives.
             let holder_id = match holder {
                 Some(id) => id,
-                None => match store.read(&name).await.map_err(CliError::store)? {
+                None => match store.read(&key).await.map_err(CliError::store)? {
                     Some(current) => current.holder_id,
                     None => {
                         println!("{name} is free");
@@ -81,7 +87,7 @@ pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, 
                 },
             };
             match store
-                .release(&name, &holder_id)
+                .release(&key, &holder_id)
                 .await
                 .map_err(|e| CliError::store(format!("release of {name:?}: {e}")))?
             {

@@ -10,9 +10,6 @@ use crate::child::{Stopped, default_owner, hold, shutdown_on_signals, spawn, sup
 use crate::cli::{Algorithm, Connection, Stopping, TimingArgs};
 use crate::error::CliError;
 
-/// Waiting "for ever": the longest timeout the locks accept.
-const FOREVER: Duration = cql_lease::lock::MAX_LOCK_TIMEOUT;
-
 /// What `lock` runs and how.
 #[derive(Debug)]
 pub struct LockArgs {
@@ -89,7 +86,7 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
         )?),
     };
     let shutdown = shutdown_on_signals()?;
-    // `--timeout 0` means one attempt, as `--try` does.
+    // `--timeout 0` is one attempt, as `--try` is (and as the library's zero timeout is).
     let try_once = args.try_once || args.timeout.is_some_and(|t| t.is_zero());
     let attempt = async {
         if try_once {
@@ -97,9 +94,7 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
                 CliError::not_obtained(format!("lock {:?} is held (--try)", args.name))
             })
         } else {
-            Ok(lock
-                .lock(&args.name, args.timeout.unwrap_or(FOREVER))
-                .await?)
+            Ok(lock.lock(&args.name, args.timeout).await?)
         }
     };
     let guard = tokio::select! {

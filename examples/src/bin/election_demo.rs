@@ -125,8 +125,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut handles: Vec<Option<CampaignHandle>> = Vec::new();
     for i in 1..=4 {
-        let mut campaign =
-            election.campaign(&format!("node-{i}"), Some(format!("10.0.0.{i}:7000")))?;
+        let mut campaign = election.campaign(
+            &format!("node-{i}"),
+            Some(format!("10.0.0.{i}:7000").as_str()),
+        )?;
         handles.push(Some(campaign.handle()));
         let tx = tx.clone();
         tokio::spawn(async move {
@@ -156,7 +158,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     println!("{} --- node-{leader} proclaims a new address", at());
     if let Some(c) = &handles[leader - 1] {
-        c.proclaim(Some("10.0.9.9:7000".into())).await?;
+        c.proclaim(Some("10.0.9.9:7000")).await?;
     }
     tokio::time::sleep(config.retry_period * 2).await;
     println!("{} --- shutting down: every campaign resigns", at());
@@ -178,7 +180,7 @@ async fn run_one(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut campaign = election.campaign(
         candidate,
-        Some(format!("{candidate}:{}", std::process::id())),
+        Some(format!("{candidate}:{}", std::process::id()).as_str()),
     )?;
     let stop_at = run_for.map(|d| Instant::now() + d);
     loop {

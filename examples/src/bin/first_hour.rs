@@ -206,7 +206,7 @@ async fn lock() -> Result<(), BoxError> {
     let client = LeaseClient::new(Arc::new(MemoryStore::new()), Timing::default())?;
     let lock: Arc<dyn Lock> = Arc::new(LeaseLock::new(client, "worker-1")?);
     let guard = lock
-        .lock("reports::nightly", Duration::from_secs(5))
+        .lock("reports::nightly", Some(Duration::from_secs(5)))
         .await?;
     let token = guard
         .token()

@@ -372,7 +372,11 @@ async fn open(args: &Cli) -> Result<Stores, Box<dyn std::error::Error>> {
 /// One contender: a lock object, or a lease client called directly.
 enum Contender {
     Lock(Arc<dyn Lock>),
-    Acquire { client: LeaseClient, owner: String },
+    // Boxed: a client is large next to an `Arc`.
+    Acquire {
+        client: Box<LeaseClient>,
+        owner: String,
+    },
 }
 
 /// What a contender holds.
@@ -385,7 +389,7 @@ impl Contender {
     async fn acquire(&self, name: &str, timeout: Duration) -> Result<Held, String> {
         match self {
             Contender::Lock(lock) => lock
-                .lock(name, timeout)
+                .lock(name, Some(timeout))
                 .await
                 .map(Held::Guard)
                 .map_err(|e| e.to_string()),
@@ -428,7 +432,7 @@ fn make(
         "lease" => Arc::new(LeaseLock::new(client()?, &owner)?),
         "acquire" => {
             return Ok(Contender::Acquire {
-                client: client()?,
+                client: Box::new(client()?),
                 owner,
             });
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use cql_election::{Election, ElectionEvent};
 use cql_lease::memory::{Fault, Op, Times};
+use cql_lease::namespace::Namespace;
 use cql_lease::{Lease, LeaseClient, LeaseGuard, StoredLease, TryAcquire};
 use futures::StreamExt;
 use tokio::time::Instant;
@@ -95,7 +96,7 @@ pub async fn dropped_lease_futures_leave_no_lease(b: &dyn Backend) {
 /// A campaign whose stream is dropped while its claim's answer is being settled leaves no
 /// lease behind.
 pub async fn dropped_campaign_leaves_no_lease(b: &dyn Backend) {
-    let c = client(b);
+    let c = client(b).in_namespace(Namespace::Election);
     for (n, cut) in cut_points().enumerate() {
         let name = format!("cut-campaign-{n}");
         let e = Election::new(b.store(), &name, election_config()).expect("election");
@@ -205,7 +206,7 @@ pub async fn dropped_renewals_keep_the_lease_consistent(b: &dyn Backend) {
         assert!(lease.token() > first, "{}: token reused", b.name());
         b.sleep(Duration::from_millis(300)).await;
         lose_the_answer_of(b, Op::Renew, n);
-        let _ = run_until(cut, lease.set_value(Some("v2".into()))).await;
+        let _ = run_until(cut, lease.set_value(Some("v2"))).await;
         let value = lease.value();
         assert!(
             matches!(value.as_deref(), Some("v1" | "v2")),
@@ -220,7 +221,7 @@ pub async fn dropped_renewals_keep_the_lease_consistent(b: &dyn Backend) {
             .expect("acquire")
             .keep_alive();
         lose_the_answer_of(b, Op::Renew, n);
-        let _ = run_until(cut, guard.set_value(Some("v2".into()))).await;
+        let _ = run_until(cut, guard.set_value(Some("v2"))).await;
         check_guard(b, &c, guard, ["v1", "v2"]).await;
         assert_free(b, &c, &name, "a dropped renewal", cut).await;
     }
@@ -233,13 +234,13 @@ pub async fn dropped_renewals_keep_the_lease_consistent(b: &dyn Backend) {
 /// token cancelled, lease free) or left the term going, never something in between; either
 /// way dropping the campaign then frees the lease at once, and the next term is greater.
 pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backend) {
-    let c = client(b);
+    let c = client(b).in_namespace(Namespace::Election);
     let mut last_term = None;
     let name = "cut-term";
     let e = Election::new(b.store(), name, election_config()).expect("election");
     let (mut proclaims_dropped, mut resigns_dropped) = (0, 0);
     for (n, cut) in cut_points().enumerate() {
-        let mut campaign = e.campaign("a", Some("v1".into())).expect("campaign");
+        let mut campaign = e.campaign("a", Some("v1")).expect("campaign");
         let Some(ElectionEvent::Elected { term, stop, .. }) = campaign.next().await else {
             panic!("{}: not elected", b.name());
         };
@@ -247,7 +248,7 @@ pub async fn dropped_proclaim_and_resign_keep_the_term_consistent(b: &dyn Backen
         last_term = Some(term);
 
         lose_the_answer_of(b, Op::Renew, n);
-        if run_until(cut, campaign.proclaim(Some("v2".into())))
+        if run_until(cut, campaign.proclaim(Some("v2")))
             .await
             .is_none()
         {

@@ -23,7 +23,7 @@ pub async fn observers_see_every_change_in_order(b: &dyn Backend) {
     let mut terms = Vec::new();
     for candidate in ["a", "b", "c", "d"] {
         let mut c = e
-            .campaign(candidate, Some(format!("{candidate}:80")))
+            .campaign(candidate, Some(format!("{candidate}:80").as_str()))
             .expect("campaign");
         terms.push(next_elected(&mut c).await.0);
         b.sleep(election_config().retry_period * 3).await;
@@ -53,15 +53,15 @@ pub async fn observers_see_every_change_in_order(b: &dyn Backend) {
 /// `proclaim` changes the leader's value within the same term; followers get `NotLeader`.
 pub async fn proclaim_keeps_the_term(b: &dyn Backend) {
     let e = election(b, "proclaim");
-    let mut leader = e.campaign("a", Some("old".into())).expect("campaign");
+    let mut leader = e.campaign("a", Some("old")).expect("campaign");
     let (term, ..) = next_elected(&mut leader).await;
     let follower = e.campaign("b", None).expect("b");
-    leader.proclaim(Some("new".into())).await.expect("proclaim");
+    leader.proclaim(Some("new")).await.expect("proclaim");
     let now = e.leader().await.expect("leader").expect("some");
     assert_eq!((now.term, now.value.as_deref()), (term, Some("new")));
     b.sleep(election_config().retry_period).await;
     assert!(matches!(
-        follower.proclaim(Some("x".into())).await,
+        follower.proclaim(Some("x")).await,
         Err(ElectionError::NotLeader)
     ));
     leader.resign().await.expect("resign");
@@ -92,7 +92,7 @@ pub async fn bad_input_is_rejected(b: &dyn Backend) {
         Err(ElectionError::InvalidArgument(_))
     ));
     assert!(matches!(
-        e.campaign("a", Some("v".repeat(cql_lease::MAX_VALUE_LEN + 1))),
+        e.campaign("a", Some("v".repeat(cql_lease::MAX_VALUE_LEN + 1).as_str())),
         Err(ElectionError::InvalidArgument(_))
     ));
     assert_eq!(b.calls(), before);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cql_lease::LeaseStore as _;
+use cql_lease::namespace::Namespace;
 use cql_lease::scylla::{ScyllaLeaseStore, ScyllaOptions};
 use cql_test_server::NodeFault;
 use scylla::client::session_builder::SessionBuilder;
@@ -60,11 +61,12 @@ fn freeze_length() -> Duration {
 /// the request timeout).
 async fn through_a_freeze(
     b: &WireBackend,
+    namespace: Namespace,
     name: &str,
     what: &str,
     still_held: impl Fn() -> bool,
 ) -> (Duration, usize) {
-    let c = client(b);
+    let c = client(b).in_namespace(namespace);
     b.server.node_fault(FROZEN, NodeFault::Freeze);
     let until = Instant::now() + freeze_length();
     let (mut slowest, mut cut) = (Duration::ZERO, 0);
@@ -114,9 +116,13 @@ pub async fn leader_keeps_its_term_through_a_frozen_node(b: &WireBackend) {
     let e = kept_election(b, "frozen-leader");
     let (leader, term, stop, others) =
         leader_and_two_followers_of(b, &e, kept_config().renew_period).await;
-    let (slowest, cut) = through_a_freeze(b, "frozen-leader", "the leader's term", || {
-        leader.is_leader() && !stop.is_cancelled()
-    })
+    let (slowest, cut) = through_a_freeze(
+        b,
+        Namespace::Election,
+        "frozen-leader",
+        "the leader's term",
+        || leader.is_leader() && !stop.is_cancelled(),
+    )
     .await;
     assert_bounded_waits(b, slowest, cut);
     assert!(
@@ -171,7 +177,7 @@ pub async fn leader_keeps_its_term_through_a_down_node(b: &WireBackend) {
     );
     // The driver reconnects to the healed node in the background.
     let before = b.server.requests_on(FROZEN);
-    let c = client(b);
+    let c = client(b).in_namespace(Namespace::Election);
     let deadline = Instant::now() + Duration::from_secs(10);
     while b.server.requests_on(FROZEN) == before && Instant::now() < deadline {
         let _ = c.holder("down-leader").await;
@@ -194,9 +200,10 @@ async fn crash_failover_with(b: &WireBackend, fault: NodeFault, name: &'static s
     b.server.node_fault(FROZEN, fault);
     let crashed_at = Instant::now();
     leader.abort().await;
+    let row = Namespace::Election.stored_name(name).into_owned();
     let freed = tokio::spawn(async move {
         loop {
-            match observer.peek(name).await {
+            match observer.peek(&row).await {
                 Ok(Some(lease)) if lease.token == term => {}
                 _ => return Instant::now(),
             }
@@ -289,9 +296,13 @@ pub async fn worker_keeps_its_claim_through_a_frozen_node(b: &WireBackend) {
     q.enqueue("work").await.expect("enqueue");
     let job = q.claim("w").await.expect("claim").expect("a job");
     let token = job.cancellation_token();
-    let (slowest, cut) = through_a_freeze(b, "frozen-worker", "the worker's claim", || {
-        job.is_held() && !token.is_cancelled()
-    })
+    let (slowest, cut) = through_a_freeze(
+        b,
+        Namespace::Lease,
+        "frozen-worker",
+        "the worker's claim",
+        || job.is_held() && !token.is_cancelled(),
+    )
     .await;
     assert_bounded_waits(b, slowest, cut);
     job.complete().await.expect("complete after the freeze");

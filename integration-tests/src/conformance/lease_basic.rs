@@ -104,7 +104,7 @@ pub async fn non_owner_cannot_renew_or_release(b: &dyn Backend) {
     let before = c.holder("fenced").await.expect("holder").expect("held");
     assert!(matches!(stale.renew().await, Err(LeaseError::Lost { .. })));
     assert!(matches!(
-        stale.set_value(Some("x".into())).await,
+        stale.set_value(Some("x")).await,
         Err(LeaseError::Lost { .. })
     ));
     assert!(matches!(
@@ -168,7 +168,7 @@ pub async fn renew_keeps_token_and_updates_value(b: &dyn Backend) {
     assert_eq!(lease.token(), token);
     assert!(lease.must_stop_by() > deadline);
     lease
-        .set_value(Some("10.0.0.9:80".into()))
+        .set_value(Some("10.0.0.9:80"))
         .await
         .expect("set value");
     let read = c.holder("renew").await.expect("holder").expect("held");
@@ -251,7 +251,7 @@ pub async fn bad_input_is_rejected_before_any_store_call(b: &dyn Backend) {
     let mut lease = must_acquire(&c, "bad-value", "o").await;
     let mid = b.calls();
     assert!(matches!(
-        lease.set_value(Some(huge)).await,
+        lease.set_value(Some(huge.as_str())).await,
         Err(LeaseError::InvalidArgument(_))
     ));
     assert_eq!(b.calls(), mid);

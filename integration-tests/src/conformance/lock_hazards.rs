@@ -49,10 +49,10 @@ pub async fn slow_refresh_restarts_the_waiter(b: &dyn LockBackend, algo: Algo) {
         contender_with(b, algo, 2, o),
     );
     let t0 = Instant::now();
-    let h_guard = h.lock.lock(&name, LONG).await.unwrap();
+    let h_guard = h.lock.lock(&name, Some(LONG)).await.unwrap();
     let i_task = {
         let (lock, name) = (Arc::clone(&i.lock), name.clone());
-        tokio::spawn(async move { lock.lock(&name, LONG).await.unwrap() })
+        tokio::spawn(async move { lock.lock(&name, Some(LONG)).await.unwrap() })
     };
     tokio::time::sleep_until(t0 + Duration::from_millis(500)).await;
     // I's next write is its refresh at ~2.5 s; it lands at ~6.5 s, after I's ticket (written
@@ -65,7 +65,7 @@ pub async fn slow_refresh_restarts_the_waiter(b: &dyn LockBackend, algo: Algo) {
     tokio::time::sleep_until(t0 + Duration::from_millis(6200)).await;
     let j_task = {
         let (lock, name) = (Arc::clone(&j.lock), name.clone());
-        tokio::spawn(async move { lock.lock(&name, LONG).await.unwrap() })
+        tokio::spawn(async move { lock.lock(&name, Some(LONG)).await.unwrap() })
     };
     tokio::time::sleep_until(t0 + Duration::from_millis(6800)).await;
     h_guard.release().await.unwrap();
@@ -143,8 +143,11 @@ pub async fn reused_contender_key_cannot_hide_a_ticket(b: &dyn LockBackend, algo
         BakeryLock::with_contenders(b.cells(), lock_options(), Contenders::new("host1").unwrap())
             .unwrap();
     let other = contender(b, algo, 1);
-    let guard = restarted.lock(&name, Duration::from_secs(5)).await.unwrap();
-    let second = other.lock.lock(&name, Duration::from_secs(1)).await;
+    let guard = restarted
+        .lock(&name, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let second = other.lock.lock(&name, Some(Duration::from_secs(1))).await;
     assert!(
         matches!(second, Err(LockError::Timeout { .. })),
         "{} / {algo:?}: a second contender got in: {second:?}",
@@ -159,7 +162,7 @@ pub async fn reused_contender_key_cannot_hide_a_ticket(b: &dyn LockBackend, algo
         done: AtomicBool::new(false),
     });
     let hidden = BakeryLock::new(hiding, lock_options()).unwrap();
-    let got = hidden.lock(&name, Duration::from_secs(5)).await;
+    let got = hidden.lock(&name, Some(Duration::from_secs(5))).await;
     assert!(
         matches!(got, Err(LockError::Shadowed { .. })),
         "{} / {algo:?}: entered on a hidden ticket: {got:?}",
@@ -183,7 +186,7 @@ pub async fn dropped_lock_leaves_no_cell(b: &dyn LockBackend, algo: Algo) {
     for step in 0..8u64 {
         let name = lock_name("dropped");
         let cut = Duration::from_millis(5 + 10 * step);
-        match tokio::time::timeout(cut, c.lock.lock(&name, LONG)).await {
+        match tokio::time::timeout(cut, c.lock.lock(&name, Some(LONG))).await {
             Ok(guard) => guard.unwrap().release().await.unwrap(),
             Err(_) => dropped += 1,
         }

@@ -121,7 +121,7 @@ pub async fn exclusive_under_contention(b: &dyn LockBackend, algo: Algo) {
         tasks.push(tokio::spawn(async move {
             for _ in 0..rounds {
                 // A lock waits out store trouble itself, until its own timeout.
-                let guard = c.lock.lock(&name, LONG).await.expect("lock");
+                let guard = c.lock.lock(&name, Some(LONG)).await.expect("lock");
                 let start = Instant::now();
                 assert!(guard.is_held());
                 let guard_token = guard.token().unwrap_or(cql_lease::FencingToken::new(0));
@@ -167,10 +167,10 @@ pub async fn exclusive_under_contention(b: &dyn LockBackend, algo: Algo) {
 pub async fn crashed_holder_frees_within_ttl(b: &dyn LockBackend, algo: Algo) {
     let name = lock_name("crash");
     let (a, c) = (contender(b, algo, 0), contender(b, algo, 1));
-    let guard = a.lock.lock(&name, LONG).await.unwrap();
+    let guard = a.lock.lock(&name, Some(LONG)).await.unwrap();
     let a_valid_until = guard.must_stop_by();
     let crashed_at = guard.abandon();
-    let next = c.lock.lock(&name, LONG).await.unwrap();
+    let next = c.lock.lock(&name, Some(LONG)).await.unwrap();
     let entered = Instant::now();
     let bound = lock_options().timing.takeover_bound() + notice_slack();
     assert!(
@@ -189,7 +189,7 @@ pub async fn crashed_holder_frees_within_ttl(b: &dyn LockBackend, algo: Algo) {
 pub async fn renewed_guard_outlives_its_ttl(b: &dyn LockBackend, algo: Algo) {
     let name = lock_name("renew");
     let (a, c) = (contender(b, algo, 0), contender(b, algo, 1));
-    let guard = a.lock.lock(&name, LONG).await.unwrap();
+    let guard = a.lock.lock(&name, Some(LONG)).await.unwrap();
     tokio::time::sleep(lock_options().timing.lease_duration * 3 / 2).await;
     assert!(guard.is_held(), "{algo:?}: lost while renewing");
     assert!(
@@ -212,7 +212,7 @@ pub async fn loss_is_signalled_before_anyone_enters(b: &dyn LockBackend, algo: A
     }
     let name = lock_name("loss");
     let (a, c) = (contender(b, algo, 0), contender(b, algo, 1));
-    let guard = a.lock.lock(&name, LONG).await.unwrap();
+    let guard = a.lock.lock(&name, Some(LONG)).await.unwrap();
     let mut held = guard.held();
     let token = guard.cancellation_token();
     match algo {
@@ -223,7 +223,7 @@ pub async fn loss_is_signalled_before_anyone_enters(b: &dyn LockBackend, algo: A
             .view
             .inject(Some(CellOp::Write), Fault::Unavailable, Times::Always),
     }
-    let next = c.lock.lock(&name, LONG).await.unwrap();
+    let next = c.lock.lock(&name, Some(LONG)).await.unwrap();
     let entered = Instant::now();
     b.leases().clear_faults();
     assert!(
@@ -247,10 +247,10 @@ pub async fn timeout_is_a_typed_error(b: &dyn LockBackend, algo: Algo) {
         contender(b, algo, 1),
         contender(b, algo, 2),
     );
-    let guard = a.lock.lock(&name, LONG).await.unwrap();
+    let guard = a.lock.lock(&name, Some(LONG)).await.unwrap();
     let e = w
         .lock
-        .lock(&name, Duration::from_secs(1))
+        .lock(&name, Some(Duration::from_secs(1)))
         .await
         .unwrap_err();
     assert!(matches!(e, LockError::Timeout { .. }), "{algo:?}: {e:?}");
@@ -262,6 +262,31 @@ pub async fn timeout_is_a_typed_error(b: &dyn LockBackend, algo: Algo) {
     );
 }
 
+/// `lock` with a zero timeout is one attempt, as `try_lock`: a held lock is a timeout at once
+/// and leaves nothing behind, a free one is taken.
+pub async fn a_zero_timeout_is_one_attempt(b: &dyn LockBackend, algo: Algo) {
+    let name = lock_name("zero");
+    let (a, z, c) = (
+        contender(b, algo, 0),
+        contender(b, algo, 1),
+        contender(b, algo, 2),
+    );
+    let guard = a.lock.lock(&name, Some(LONG)).await.unwrap();
+    let asked = Instant::now();
+    let e = z.lock.lock(&name, Some(Duration::ZERO)).await.unwrap_err();
+    assert!(matches!(e, LockError::Timeout { .. }), "{algo:?}: {e:?}");
+    if b.simulated_time() {
+        assert_eq!(
+            asked.elapsed(),
+            Duration::ZERO,
+            "{algo:?}: a zero timeout slept"
+        );
+    }
+    guard.release().await.unwrap();
+    let got = c.lock.lock(&name, Some(Duration::ZERO)).await;
+    assert!(got.is_ok(), "{algo:?}: free lock not taken: {got:?}");
+}
+
 /// `try_lock` on a held lock answers "held" without waiting, and leaves nothing behind.
 pub async fn try_lock_answers_at_once_when_held(b: &dyn LockBackend, algo: Algo) {
     let name = lock_name("try");
@@ -270,7 +295,7 @@ pub async fn try_lock_answers_at_once_when_held(b: &dyn LockBackend, algo: Algo)
         contender(b, algo, 1),
         contender(b, algo, 2),
     );
-    let guard = a.lock.lock(&name, LONG).await.unwrap();
+    let guard = a.lock.lock(&name, Some(LONG)).await.unwrap();
     let asked = Instant::now();
     assert!(t.lock.try_lock(&name).await.unwrap().is_none());
     if b.simulated_time() {
@@ -285,7 +310,7 @@ pub async fn try_lock_answers_at_once_when_held(b: &dyn LockBackend, algo: Algo)
 pub async fn drop_releases(b: &dyn LockBackend, algo: Algo) {
     let name = lock_name("drop");
     let (a, c) = (contender(b, algo, 0), contender(b, algo, 1));
-    let guard = a.lock.lock(&name, LONG).await.unwrap();
+    let guard = a.lock.lock(&name, Some(LONG)).await.unwrap();
     let token = guard.cancellation_token();
     drop(guard);
     assert!(token.is_cancelled());
@@ -299,13 +324,17 @@ pub async fn drop_releases(b: &dyn LockBackend, algo: Algo) {
 /// Contenders arriving at distinct times are granted in arrival order.
 pub async fn grants_in_arrival_order(b: &dyn LockBackend, algo: Algo) {
     let name = lock_name("order");
-    let first = contender(b, algo, 0).lock.lock(&name, LONG).await.unwrap();
+    let first = contender(b, algo, 0)
+        .lock
+        .lock(&name, Some(LONG))
+        .await
+        .unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 1..=8 {
         let (c, name, order) = (contender(b, algo, i), name.clone(), Arc::clone(&order));
         tasks.push(tokio::spawn(async move {
-            let guard: LockGuard = c.lock.lock(&name, LONG).await.unwrap();
+            let guard: LockGuard = c.lock.lock(&name, Some(LONG)).await.unwrap();
             order.lock().unwrap().push(i);
             tokio::time::sleep(Duration::from_millis(10)).await;
             guard.release().await.unwrap();
@@ -339,7 +368,7 @@ pub async fn concurrent_attempts_happen_and_are_retried(b: &dyn LockBackend, alg
         stats.push(c.shadow.clone().expect("shadow lock"));
         let name = name.clone();
         tasks.push(tokio::spawn(async move {
-            let guard = c.lock.lock(&name, LONG).await.unwrap();
+            let guard = c.lock.lock(&name, Some(LONG)).await.unwrap();
             guard.release().await.unwrap();
         }));
     }
@@ -372,7 +401,7 @@ pub async fn queue_reads_skip_the_dead_prefix(b: &dyn LockBackend, algo: Algo) {
     let rounds: u64 = if b.simulated_time() { 200 } else { 30 };
     for _ in 0..rounds {
         c.lock
-            .lock(&name, LONG)
+            .lock(&name, Some(LONG))
             .await
             .unwrap()
             .release()

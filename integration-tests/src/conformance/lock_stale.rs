@@ -119,11 +119,11 @@ pub async fn slow_contender_between_read_and_write(b: &dyn LockBackend, algo: Al
     let t0 = Instant::now();
     let slow_task = {
         let name = name.clone();
-        tokio::spawn(async move { slow.lock(&name, LONG).await.unwrap() })
+        tokio::spawn(async move { slow.lock(&name, Some(LONG)).await.unwrap() })
     };
     tokio::time::sleep_until(t0 + newcomer_at()).await;
     let fast_guard: LockGuard = fast
-        .lock(&name, lock_options().timing.lease_duration * 5 / 2)
+        .lock(&name, Some(lock_options().timing.lease_duration * 5 / 2))
         .await
         .unwrap();
     // The slow contender wakes at t0 + stale_by(); give it time to (wrongly) enter.

@@ -39,7 +39,7 @@ async fn nothing_left_held(b: &dyn LockBackend, algo: Algo, name: &str, what: &s
     let bound = lock_options().timing.takeover_bound() + notice_slack(b);
     let next = contender(b, algo, 9);
     let healed = Instant::now();
-    let guard = next.lock.lock(name, bound).await.unwrap_or_else(|e| {
+    let guard = next.lock.lock(name, Some(bound)).await.unwrap_or_else(|e| {
         panic!(
             "{} / {algo:?}: {what} left the lock held past TTL + slack: {e}",
             b.name()
@@ -70,13 +70,17 @@ pub async fn lock_rides_through_store_timeouts(b: &dyn LockBackend, algo: Algo) 
         contender(b, algo, 1),
         contender(b, algo, 2),
     );
-    let h_guard = h.lock.lock(&name, timing.lease_duration).await.unwrap();
+    let h_guard = h
+        .lock
+        .lock(&name, Some(timing.lease_duration))
+        .await
+        .unwrap();
     let spell = timing.lease_duration / 2;
     store_fails(b, Fault::TimeoutAfterApply);
     let started = Instant::now();
     let waiter = {
         let (lock, name) = (a.lock.clone(), name.clone());
-        tokio::spawn(async move { lock.lock(&name, timing.lease_duration * 10).await })
+        tokio::spawn(async move { lock.lock(&name, Some(timing.lease_duration * 10)).await })
     };
     tokio::time::sleep(spell).await;
     b.clear_store_faults();
@@ -132,7 +136,7 @@ pub async fn lock_under_endless_store_errors_ends_at_its_timeout(b: &dyn LockBac
     // be cut there, not waited for.
     let timeout = timing.resolve_timeout + timing.renew_deadline();
     let started = Instant::now();
-    let got = a.lock.lock(&name, timeout).await;
+    let got = a.lock.lock(&name, Some(timeout)).await;
     let waited = started.elapsed();
     assert!(
         matches!(got, Err(LockError::Timeout { .. })),

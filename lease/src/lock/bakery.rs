@@ -33,7 +33,6 @@
 //! - [`Lock::try_lock`] gives up if anyone holds a ticket or is choosing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
@@ -220,11 +219,12 @@ impl Lock for BakeryLock {
         "bakery"
     }
 
-    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
-        let _wait = crate::metrics::LockWait::start(self.algorithm());
-        check_request(name, Some(timeout))?;
-        let started = Instant::now();
-        let deadline = started + timeout;
+    async fn lock_until(
+        &self,
+        name: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<LockGuard, LockError> {
         let acquisition = async {
             let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
             loop {

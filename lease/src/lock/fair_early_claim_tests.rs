@@ -31,7 +31,7 @@ async fn release_is_not_taken_for_done_while_an_unconfirmed_cell_stands() {
     let view = FaultyCellStore::new(Arc::clone(&store));
     let guard = FairLock::new(Arc::new(view.clone()), LockOptions::default())
         .unwrap()
-        .lock("l", Duration::from_secs(60))
+        .lock("l", Some(Duration::from_secs(60)))
         .await
         .unwrap();
     // Let the held mark land.
@@ -132,7 +132,7 @@ async fn probe_next_in_line_that_gave_way_to_an_unmarked_holder_claims_again() {
     for i in 0..2 {
         let (l, order) = (lock(Arc::clone(&store)), Arc::clone(&order));
         waiters.push(tokio::spawn(async move {
-            let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+            let guard = l.lock("l", Some(Duration::from_secs(60))).await.unwrap();
             order.lock().unwrap().push((i, Instant::now()));
             guard.release().await.unwrap();
         }));

@@ -131,7 +131,7 @@ async fn probe_mutual_exclusion_under_faults() {
                 let got = if round % 5 == 4 {
                     lock.try_lock("l").await.map(|g| g.ok_or(()))
                 } else {
-                    lock.lock("l", Duration::from_secs(30)).await.map(Ok)
+                    lock.lock("l", Some(Duration::from_secs(30))).await.map(Ok)
                 };
                 let guard = match got {
                     Ok(Ok(g)) => g,
@@ -205,7 +205,7 @@ pub(super) async fn try_lock_first_on_a_free_lock_wins(next_faults: impl FnOnce(
     tokio::time::sleep(Duration::from_micros(5_500)).await;
     let queue = store.read_row("l", QUEUE, "", 10).await.unwrap();
     assert_eq!(queue.len(), 1, "the try_lock is queued first: {queue:?}");
-    let waiter = tokio::spawn(async move { next.lock("l", Duration::from_secs(10)).await });
+    let waiter = tokio::spawn(async move { next.lock("l", Some(Duration::from_secs(10))).await });
     let tried = tried.await.unwrap();
     let failed = tried.is_none();
     if let Some(guard) = tried {
@@ -235,12 +235,15 @@ async fn waiters_read_at_their_pace_during_a_long_hold() {
         .collect();
     let lock =
         |i: usize| FairLock::new(Arc::new(views[i].clone()), LockOptions::default()).unwrap();
-    let holder = lock(0).lock("l", Duration::from_secs(60)).await.unwrap();
+    let holder = lock(0)
+        .lock("l", Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
     let mut waiters = Vec::new();
     for i in 1..3 {
         let l = lock(i);
         waiters.push(tokio::spawn(async move {
-            l.lock("l", Duration::from_secs(60))
+            l.lock("l", Some(Duration::from_secs(60)))
                 .await
                 .unwrap()
                 .release()
@@ -331,7 +334,7 @@ async fn skewed_clocks_probe(per_object: usize, skew_us: i64) {
                         None => continue,
                     }
                 } else {
-                    lock.lock("l", Duration::from_secs(60)).await.unwrap()
+                    lock.lock("l", Some(Duration::from_secs(60))).await.unwrap()
                 };
                 {
                     let mut w = worst.lock().unwrap();
@@ -372,7 +375,7 @@ async fn probe_dropped_lock_futures_leave_nothing_behind() {
             for round in 0..40u64 {
                 let cut = Duration::from_micros((round * 1_700 + i as u64 * 900) % 12_000);
                 if let Ok(Ok(guard)) =
-                    tokio::time::timeout(cut, lock.lock("l", Duration::from_secs(60))).await
+                    tokio::time::timeout(cut, lock.lock("l", Some(Duration::from_secs(60)))).await
                 {
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     let _ = guard.release().await;
@@ -394,7 +397,7 @@ async fn probe_dropped_lock_futures_leave_nothing_behind() {
     let asked = Instant::now();
     let guard = FairLock::new(Arc::clone(&store), options())
         .unwrap()
-        .lock("l", Duration::from_secs(60))
+        .lock("l", Some(Duration::from_secs(60)))
         .await
         .unwrap();
     assert!(
@@ -413,7 +416,7 @@ async fn probe_late_held_mark_does_not_resurrect_the_cell() {
     let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
     let view = FaultyCellStore::new(Arc::clone(&store));
     let lock = FairLock::new(Arc::new(view.clone()), options()).unwrap();
-    let guard = lock.lock("l", Duration::from_secs(10)).await.unwrap();
+    let guard = lock.lock("l", Some(Duration::from_secs(10))).await.unwrap();
     // The mark's task has not run yet: its writes (and resends) land late.
     view.inject_late_apply(
         Some(CellOp::Write),
@@ -427,7 +430,7 @@ async fn probe_late_held_mark_does_not_resurrect_the_cell() {
     let asked = Instant::now();
     let other = FairLock::new(Arc::clone(&store), options()).unwrap();
     other
-        .lock("l", Duration::from_secs(10))
+        .lock("l", Some(Duration::from_secs(10)))
         .await
         .unwrap()
         .release()
@@ -452,13 +455,13 @@ async fn a_failed_queue_delete_on_release_is_sent_again() {
     let lock = |view: Arc<dyn CellStore>| FairLock::new(view, LockOptions::default()).unwrap();
     let next = {
         let l = lock(Arc::clone(&store));
-        tokio::spawn(async move { l.lock("l", Duration::from_secs(60)).await.unwrap() })
+        tokio::spawn(async move { l.lock("l", Some(Duration::from_secs(60))).await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(5)).await;
     let after = {
         let l = lock(Arc::clone(&store));
         tokio::spawn(async move {
-            let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+            let guard = l.lock("l", Some(Duration::from_secs(60))).await.unwrap();
             (Instant::now(), guard)
         })
     };
@@ -560,7 +563,7 @@ async fn probe_late_read_answers_make_no_second_owner() {
         let held = Arc::clone(&held);
         tasks.push(tokio::spawn(async move {
             for round in 0..30u64 {
-                let Ok(guard) = lock.lock("l", Duration::from_secs(60)).await else {
+                let Ok(guard) = lock.lock("l", Some(Duration::from_secs(60))).await else {
                     continue;
                 };
                 held.enter(i, guard, Count::HeldGrant);
@@ -624,7 +627,7 @@ async fn probe_arrival_order_under_random_latency() {
         FairLock::new(Arc::new(view), LockOptions::default()).unwrap()
     };
     let holder = lock(false)
-        .lock("l", Duration::from_secs(60))
+        .lock("l", Some(Duration::from_secs(60)))
         .await
         .unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
@@ -632,7 +635,7 @@ async fn probe_arrival_order_under_random_latency() {
     for i in 0..WAITERS {
         let (l, order) = (lock(true), Arc::clone(&order));
         tasks.push(tokio::spawn(async move {
-            let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+            let guard = l.lock("l", Some(Duration::from_secs(60))).await.unwrap();
             order.lock().unwrap().push(i);
             tokio::time::sleep(Duration::from_micros((i as u64 * 1_300) % 4_000)).await;
             guard.release().await.unwrap();
@@ -680,11 +683,11 @@ pub(super) async fn next_in_line_cut_off() -> CutOff {
     let next = FairLock::new(Arc::new(next_view.clone()), LockOptions::default()).unwrap();
     let asked = Instant::now();
     let head = tokio::spawn(async move {
-        let guard = head.lock("l", Duration::from_secs(60)).await.unwrap();
+        let guard = head.lock("l", Some(Duration::from_secs(60))).await.unwrap();
         (Instant::now(), guard)
     });
     tokio::time::sleep(Duration::from_micros(1_500)).await;
-    let next = tokio::spawn(async move { next.lock("l", Duration::from_secs(60)).await });
+    let next = tokio::spawn(async move { next.lock("l", Some(Duration::from_secs(60))).await });
     let mut cut = false;
     for _ in 0..200 {
         tokio::time::sleep(Duration::from_micros(250)).await;
@@ -708,7 +711,7 @@ pub(super) async fn holder_on_own_view(store: &Arc<dyn CellStore>) -> (FaultyCel
     let view = FaultyCellStore::new(Arc::clone(store));
     let guard = FairLock::new(Arc::new(view.clone()), LockOptions::default())
         .unwrap()
-        .lock("l", Duration::from_secs(60))
+        .lock("l", Some(Duration::from_secs(60)))
         .await
         .unwrap();
     (view, guard)

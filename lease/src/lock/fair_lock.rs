@@ -307,11 +307,12 @@ impl Lock for FairLock {
         "fair"
     }
 
-    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
-        let _wait = crate::metrics::LockWait::start(self.algorithm());
-        check_request(name, Some(timeout))?;
-        let started = Instant::now();
-        let deadline = started + timeout;
+    async fn lock_until(
+        &self,
+        name: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<LockGuard, LockError> {
         until_deadline(
             name,
             started,

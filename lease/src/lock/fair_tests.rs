@@ -30,13 +30,16 @@ async fn global_time_arrivals_keep_the_order() {
             .unwrap()
             .with_global_time(Arc::clone(&time))
     };
-    let first = lock(0).lock("l", Duration::from_secs(60)).await.unwrap();
+    let first = lock(0)
+        .lock("l", Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 1..=5 {
         let (l, order) = (lock(i), Arc::clone(&order));
         tasks.push(tokio::spawn(async move {
-            let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+            let guard = l.lock("l", Some(Duration::from_secs(60))).await.unwrap();
             order.lock().unwrap().push(i);
             guard.release().await.unwrap();
         }));
@@ -65,10 +68,10 @@ async fn frozen_time_does_not_let_the_lowest_id_starve_others() {
     let lock = FairLock::new(Arc::clone(&store), LockOptions::default())
         .unwrap()
         .with_global_time(time);
-    let first = lock.lock("l", Duration::from_secs(60)).await.unwrap();
+    let first = lock.lock("l", Some(Duration::from_secs(60))).await.unwrap();
     let waiter = {
         let lock = lock.clone();
-        tokio::spawn(async move { lock.lock("l", Duration::from_secs(60)).await.unwrap() })
+        tokio::spawn(async move { lock.lock("l", Some(Duration::from_secs(60))).await.unwrap() })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     first.release().await.unwrap();
@@ -98,13 +101,16 @@ async fn hand_over_takes_a_few_round_trips_not_a_poll() {
         .collect();
     let lock =
         |i: usize| FairLock::new(Arc::new(views[i].clone()), LockOptions::default()).unwrap();
-    let holder = lock(0).lock("l", Duration::from_secs(60)).await.unwrap();
+    let holder = lock(0)
+        .lock("l", Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
     let grants = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 1..=WAITERS {
         let (l, grants) = (lock(i), Arc::clone(&grants));
         tasks.push(tokio::spawn(async move {
-            let guard = l.lock("l", Duration::from_secs(60)).await.unwrap();
+            let guard = l.lock("l", Some(Duration::from_secs(60))).await.unwrap();
             grants.lock().unwrap().push((i, Instant::now()));
             guard.release().await.unwrap();
         }));
@@ -164,13 +170,13 @@ async fn next_in_line_is_claimed_before_the_release() {
         FairLock::new(Arc::new(view.clone()), LockOptions::default()).unwrap()
     };
     let holder = lock(&holder_view)
-        .lock("l", Duration::from_secs(60))
+        .lock("l", Some(Duration::from_secs(60)))
         .await
         .unwrap();
     let next = lock(&next_view);
     let view = next_view.clone();
     let waiter = tokio::spawn(async move {
-        let guard = next.lock("l", Duration::from_secs(60)).await.unwrap();
+        let guard = next.lock("l", Some(Duration::from_secs(60))).await.unwrap();
         let granted = (Instant::now(), view.round_trips());
         guard.release().await.unwrap();
         granted

@@ -23,8 +23,6 @@
 //! - A hand-over costs a release, a read and a claim: about `1 / (2 LWTs + 1 read)`
 //!   acquisitions per second, whatever the number of contenders.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use tokio::time::Instant;
 
@@ -34,6 +32,7 @@ use crate::client::{LeaseClient, TryAcquire};
 use crate::error::LeaseError;
 use crate::hold::{Hold, HoldTiming};
 use crate::lease::Lease;
+use crate::namespace::Namespace;
 
 /// The lease lock.
 #[derive(Debug, Clone)]
@@ -44,13 +43,15 @@ pub struct LeaseLock {
 
 impl LeaseLock {
     /// A lease lock through `client`, declaring `owner` (a process or node id) as holder.
+    /// Its leases are stored in the lock name space: the lock `X` is the row `lock/X` (see
+    /// [`crate::namespace`]), apart from the plain lease `X` and the election `X`.
     ///
     /// # Errors
     /// [`LockError::InvalidArgument`] for an empty or long owner.
     pub fn new(client: LeaseClient, owner: &str) -> Result<Self, LockError> {
         crate::config::check_owner_and_value(owner, None)?;
         Ok(LeaseLock {
-            client,
+            client: client.in_namespace(Namespace::Lock),
             owner: owner.to_owned(),
         })
     }
@@ -72,12 +73,15 @@ impl Lock for LeaseLock {
         "lease"
     }
 
-    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
-        let _wait = crate::metrics::LockWait::start(self.algorithm());
-        check_request(name, Some(timeout))?;
-        let started = Instant::now();
+    async fn lock_until(
+        &self,
+        name: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<LockGuard, LockError> {
         // The lease client retries every failure but a refusal or bad input, and bounds each
         // attempt by the timeout (an attempt cut there gives its claim back).
+        let timeout = deadline.saturating_duration_since(Instant::now());
         let acquired = async {
             match self
                 .client
@@ -92,7 +96,7 @@ impl Lock for LeaseLock {
                 Err(error) => Err(error.into()),
             }
         };
-        until_deadline(name, started, started + timeout, acquired).await
+        until_deadline(name, started, deadline, acquired).await
     }
 
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError> {

@@ -29,7 +29,7 @@
 //! # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
 //! let store = Arc::new(MemoryCellStore::new());
 //! let lock: Arc<dyn Lock> = Arc::new(FairLock::new(store, LockOptions::default())?);
-//! let guard = lock.lock("users::snap", Duration::from_secs(5)).await?;
+//! let guard = lock.lock("users::snap", Some(Duration::from_secs(5))).await?;
 //! assert!(guard.is_held() && guard.token().is_none());
 //! assert!(lock.try_lock("users::snap").await?.is_none()); // held: answered at once
 //! guard.release().await?;
@@ -53,6 +53,7 @@ mod transient;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::time::Instant;
 
 pub use bakery::BakeryLock;
 pub use contender::{ContenderId, Contenders};
@@ -61,7 +62,7 @@ pub use guard::LockGuard;
 pub use lease_lock::LeaseLock;
 pub use shadow::{ShadowLock, ShadowStats, TryLockResult};
 
-use crate::config::{Timing, check_name};
+use crate::config::Timing;
 use crate::error::{InvalidArgument, LeaseError, StoreError};
 use crate::hold::HoldError;
 
@@ -183,12 +184,18 @@ pub trait Lock: Send + Sync {
     /// The algorithm's name, for reports.
     fn algorithm(&self) -> &'static str;
 
-    /// Waits until the lock is held (the original design's GetLock), at most `timeout` (more than
-    /// zero, at most [`MAX_LOCK_TIMEOUT`]).
+    /// Waits until the lock is held (the original design's GetLock), as
+    /// [`LeaseClient::acquire`](crate::LeaseClient::acquire) waits for a lease: `None` waits
+    /// until it is held (for at most [`MAX_LOCK_TIMEOUT`], a year), `Some(timeout)` at most
+    /// `timeout` (at most [`MAX_LOCK_TIMEOUT`]). `Some(Duration::ZERO)` is one attempt, as
+    /// Curator's `acquire(0, unit)` and Java's `tryLock(0, unit)`: [`Lock::try_lock`],
+    /// answering a held lock with [`LockError::Timeout`].
     ///
     /// # Errors
-    /// - [`LockError::InvalidArgument`] for a bad name or timeout (nothing written);
-    /// - [`LockError::Timeout`] when `timeout` passes, whatever the store was doing: a
+    /// - [`LockError::InvalidArgument`] for a bad name or a timeout over
+    ///   [`MAX_LOCK_TIMEOUT`] (nothing written);
+    /// - [`LockError::Timeout`] when `timeout` passes, whatever the store was doing (with
+    ///   `Some(Duration::ZERO)`: the lock is held; see [`Lock::try_lock`] for its errors): a
     ///   `lock` that meets transient store errors (request timeouts, unavailable replicas,
     ///   answers lost with their outcome unknown) keeps trying, one jittered
     ///   `retry_period` apart, until its timeout, as the election and the work queue's
@@ -213,7 +220,41 @@ pub trait Lock: Send + Sync {
     /// (`ttl + max_clock_skew`) instead, and may keep others waiting until then. The caller
     /// never holds a lock it did not get; a lease claim is given back as for
     /// [`LeaseClient::try_acquire`](crate::LeaseClient::try_acquire).
-    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError>;
+    async fn lock(&self, name: &str, timeout: Option<Duration>) -> Result<LockGuard, LockError> {
+        let _wait = crate::metrics::LockWait::start(self.algorithm());
+        check_request(name, timeout)?;
+        let started = Instant::now();
+        match timeout {
+            Some(timeout) if timeout.is_zero() => {
+                self.try_lock(name)
+                    .await?
+                    .ok_or_else(|| LockError::Timeout {
+                        name: name.to_owned(),
+                        waited: started.elapsed(),
+                    })
+            }
+            _ => {
+                let deadline = started + timeout.unwrap_or(MAX_LOCK_TIMEOUT);
+                self.lock_until(name, started, deadline).await
+            }
+        }
+    }
+
+    /// The waiting part of [`Lock::lock`], which each algorithm implements: waits from
+    /// `started` until the lock is held or `deadline` passes. [`Lock::lock`] has checked
+    /// `name` and the timeout; call that instead.
+    ///
+    /// # Errors
+    /// As [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Lock::lock`].
+    async fn lock_until(
+        &self,
+        name: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<LockGuard, LockError>;
 
     /// Takes the lock only if nobody holds it (TryGetLock): `Ok(None)` when held. Never
     /// waits for a holder (the fair lock's may wait for a waiter's early claim to give way:
@@ -237,17 +278,14 @@ pub trait Lock: Send + Sync {
     async fn try_lock(&self, name: &str) -> Result<Option<LockGuard>, LockError>;
 }
 
-/// The longest [`Lock::lock`] timeout accepted: a year. Longer is a misuse (and
-/// `Duration::MAX` cannot be added to a clock reading at all).
+/// The longest [`Lock::lock`] timeout accepted, and how long `None` waits: a year. Longer
+/// is a misuse (and `Duration::MAX` cannot be added to a clock reading at all).
 pub const MAX_LOCK_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Checks a lock name and a wait timeout before anything is written.
 pub(crate) fn check_request(name: &str, timeout: Option<Duration>) -> Result<(), InvalidArgument> {
-    check_name(name)?;
+    crate::namespace::Namespace::Lock.check_name(name)?;
     match timeout {
-        Some(t) if t.is_zero() => Err(InvalidArgument::Timing(
-            "lock timeout must be greater than zero (use try_lock not to wait)".into(),
-        )),
         Some(t) if t > MAX_LOCK_TIMEOUT => Err(InvalidArgument::Timing(format!(
             "lock timeout {t:?} is longer than {MAX_LOCK_TIMEOUT:?}"
         ))),

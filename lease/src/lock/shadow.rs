@@ -168,11 +168,12 @@ impl Lock for ShadowLock {
         "shadow"
     }
 
-    async fn lock(&self, name: &str, timeout: Duration) -> Result<LockGuard, LockError> {
-        let _wait = crate::metrics::LockWait::start(self.algorithm());
-        check_request(name, Some(timeout))?;
-        let started = Instant::now();
-        let deadline = started + timeout;
+    async fn lock_until(
+        &self,
+        name: &str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<LockGuard, LockError> {
         let acquisition = async {
             let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
             let mut attempt = 1u32;

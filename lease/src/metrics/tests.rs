@@ -200,11 +200,14 @@ async fn a_lock_records_how_long_it_waited() {
         ..LockOptions::default()
     };
     let lock = Arc::new(FairLock::new(Arc::new(MemoryCellStore::new()), options).unwrap());
-    let first = lock.lock("door", Duration::from_secs(5)).await.unwrap();
+    let first = lock
+        .lock("door", Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
     assert_eq!(capture.gauge(HELD, &[("kind", "lock")]), 1.0);
     let waiter = tokio::spawn({
         let lock = Arc::clone(&lock);
-        async move { lock.lock("door", Duration::from_secs(30)).await }
+        async move { lock.lock("door", Some(Duration::from_secs(30))).await }
     });
     tokio::time::sleep(Duration::from_secs(2)).await;
     first.release().await.unwrap();

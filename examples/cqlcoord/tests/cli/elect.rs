@@ -149,7 +149,7 @@ async fn the_next_leader_takes_over_when_the_leaders_process_is_killed() {
 /// can lapse (on the deadline the campaign's renewals move), and cqlcoord exits 125.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leaders_command_is_stopped_before_its_term_lapses() {
-    let stderr = crate::paused::stopped_in_time("elect", |command| {
+    let stderr = crate::paused::stopped_in_time("elect", "election/paused", |command| {
         command.args(["elect", crate::paused::NAME, "--candidate", "a"]);
     })
     .await;
@@ -173,7 +173,12 @@ async fn a_leader_deposed_by_a_repair_campaigns_again() {
         .stderr(Stdio::piped());
     let leader = command.spawn().expect("spawn");
     wait_for_line(&log, |l| !l.is_empty()).await;
-    let out = run(&hosts, &["lease", "release", "jobs"], None).await;
+    let out = run(
+        &hosts,
+        &["lease", "release", "jobs", "--of", "election"],
+        None,
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let first = std::fs::read_to_string(&log).expect("log");
     let first = first.lines().next().expect("a term").to_owned();

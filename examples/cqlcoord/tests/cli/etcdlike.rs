@@ -101,7 +101,7 @@ async fn messages_name_the_argument_the_user_gave() {
 }
 
 /// Spawns `cqlcoord ARGS` with stdout piped and returns it with its first stdout line.
-async fn first_line(hosts: &str, args: &[&str]) -> (tokio::process::Child, String) {
+pub async fn first_line(hosts: &str, args: &[&str]) -> (tokio::process::Child, String) {
     let mut command = cqlcoord(hosts);
     command
         .args(args)
@@ -118,11 +118,11 @@ async fn first_line(hosts: &str, args: &[&str]) -> (tokio::process::Child, Strin
     (child, line)
 }
 
-fn pid(child: &tokio::process::Child) -> Pid {
+pub fn pid(child: &tokio::process::Child) -> Pid {
     Pid::from_raw(i32::try_from(child.id().expect("running")).expect("pid"))
 }
 
-async fn exit_code(child: tokio::process::Child) -> (Option<i32>, String) {
+pub async fn exit_code(child: tokio::process::Child) -> (Option<i32>, String) {
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("exits within a minute")
@@ -154,14 +154,19 @@ async fn lock_without_a_command_holds_until_interrupted() {
         );
     }
     // Still held: the holder renews, and nobody else got it.
-    let out = run(&hosts, &["lease", "get", "held", "--json"], None).await;
+    let out = run(
+        &hosts,
+        &["lease", "get", "held", "--of", "lock", "--json"],
+        None,
+    )
+    .await;
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(got["token"].to_string(), token);
 
     kill(pid(&holder), Signal::SIGINT).expect("SIGINT");
     let (code, stderr) = exit_code(holder).await;
     assert_eq!(code, Some(0), "{stderr}");
-    let out = run(&hosts, &["lease", "get", "held"], None).await;
+    let out = run(&hosts, &["lease", "get", "held", "--of", "lock"], None).await;
     assert_eq!(text(&out.stdout).trim(), "held is free");
     let out = run(&hosts, &["lock", "held", "--try", "--", "true"], None).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -196,7 +201,7 @@ async fn a_lock_lost_while_held_exits_125() {
     let mut args = vec!["lock", "taken"];
     args.extend(TIMING);
     let (holder, _) = first_line(&hosts, &args).await;
-    let out = run(&hosts, &["lease", "release", "taken"], None).await;
+    let out = run(&hosts, &["lease", "release", "taken", "--of", "lock"], None).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let (code, stderr) = exit_code(holder).await;
     assert_eq!(code, Some(125), "{stderr}");

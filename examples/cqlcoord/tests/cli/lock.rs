@@ -95,7 +95,7 @@ async fn two_processes_never_hold_the_lock_at_once() {
         "tokens grow: {starts:?}"
     );
     // Released on exit: free at once, not after the TTL.
-    let out = run(&hosts, &["lease", "get", "shared"], None).await;
+    let out = run(&hosts, &["lease", "get", "shared", "--of", "lock"], None).await;
     assert_eq!(text(&out.stdout).trim(), "shared is free");
 
     let fair_log = dir.join("fair.log");
@@ -117,15 +117,9 @@ async fn the_commands_status_is_the_exit_status() {
     let out = run(&hosts, &args, None).await;
     assert_eq!(out.status.code(), Some(7), "{}", text(&out.stderr));
     // Held by someone else past the timeout: exit 124, the command never ran.
-    let out = run(
-        &hosts,
-        &[
-            "lease", "acquire", "busy", "--owner", "other", "--ttl", "30s",
-        ],
-        None,
-    )
-    .await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut holding = vec!["lock", "busy"];
+    holding.extend(TIMING);
+    let (holder, _) = crate::etcdlike::first_line(&hosts, &holding).await;
     let dir = scratch("lock-status");
     let ran = dir.join("ran");
     let mut args = vec!["lock", "busy", "--timeout", "1s"];
@@ -140,6 +134,13 @@ async fn the_commands_status_is_the_exit_status() {
         text(&out.stderr)
     );
     assert!(!ran.exists(), "the command ran without the lock");
+    nix::sys::signal::kill(
+        crate::etcdlike::pid(&holder),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let (code, stderr) = crate::etcdlike::exit_code(holder).await;
+    assert_eq!(code, Some(0), "{stderr}");
 }
 
 /// The store stops answering the holder's renewals (a paused store): the command gets
@@ -148,7 +149,7 @@ async fn the_commands_status_is_the_exit_status() {
 /// deadline or later would be too late); cqlcoord exits 125.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_is_stopped_before_the_lease_lapses() {
-    let stderr = crate::paused::stopped_in_time("lock", |command| {
+    let stderr = crate::paused::stopped_in_time("lock", "lock/paused", |command| {
         command.args(["lock", "paused"]);
     })
     .await;
@@ -199,7 +200,12 @@ async fn the_commands_own_children_are_stopped_when_the_lock_is_lost() {
     assert!(alive(worker), "the worker runs under the lock");
 
     // Repair: the holder's next renewal is refused, the lock is lost, the command stopped.
-    let out = run(&hosts, &["lease", "release", "grandchild"], None).await;
+    let out = run(
+        &hosts,
+        &["lease", "release", "grandchild", "--of", "lock"],
+        None,
+    )
+    .await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let status = tokio::time::timeout(std::time::Duration::from_secs(30), holder.wait())
         .await
@@ -208,7 +214,12 @@ async fn the_commands_own_children_are_stopped_when_the_lock_is_lost() {
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     assert_eq!(status.code(), Some(125), "{stderr}");
     // The lock is free for others now: the worker must be gone.
-    let out = run(&hosts, &["lease", "get", "grandchild"], None).await;
+    let out = run(
+        &hosts,
+        &["lease", "get", "grandchild", "--of", "lock"],
+        None,
+    )
+    .await;
     assert_eq!(text(&out.stdout).trim(), "grandchild is free");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let survived = alive(worker);

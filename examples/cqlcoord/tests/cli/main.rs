@@ -9,6 +9,7 @@ mod etcdlike;
 mod flags;
 mod lock;
 mod metrics;
+mod namespaces;
 mod paused;
 mod queue;
 mod secure;

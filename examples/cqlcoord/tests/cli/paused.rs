@@ -22,12 +22,13 @@ fn wall_nanos() -> u128 {
         .as_nanos()
 }
 
-/// Runs the cqlcoord command that `holder` sets up (it must hold the lease [`NAME`]) with a
+/// Runs the cqlcoord command that `holder` sets up (it must hold the lease [`NAME`], stored
+/// in the row `row`: `lock/paused` or `election/paused`) with a
 /// command that logs a beat every 50 ms and ignores SIGTERM (logging it); once it beats,
 /// delays every renewal by 30 s, watches the lease with SERIAL reads on another connection
 /// (which the fault spares), and checks: SIGTERM came first, the last beat is before the
 /// lease was seen free, cqlcoord exits 125 naming status 137 (SIGKILL). Returns its stderr.
-pub async fn stopped_in_time(test: &str, holder: impl FnOnce(&mut Command)) -> String {
+pub async fn stopped_in_time(test: &str, row: &str, holder: impl FnOnce(&mut Command)) -> String {
     let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
     let beats = scratch(&format!("{test}-paused")).join("beats");
     let script = format!(
@@ -61,7 +62,7 @@ pub async fn stopped_in_time(test: &str, holder: impl FnOnce(&mut Command)) -> S
     let store = ScyllaLeaseStore::new(Arc::new(server.session().await), options.clone())
         .await
         .expect("store");
-    assert!(store.read(NAME).await.expect("read").is_some(), "held");
+    assert!(store.read(row).await.expect("read").is_some(), "held");
     server.inject(
         Target::Statement(options.render(cql::RENEW)),
         WireFault::Latency(Duration::from_secs(30)),
@@ -69,7 +70,7 @@ pub async fn stopped_in_time(test: &str, holder: impl FnOnce(&mut Command)) -> S
     );
     let mut free_at = None;
     for _ in 0..400 {
-        if let Ok(None) = store.read(NAME).await {
+        if let Ok(None) = store.read(row).await {
             free_at = Some(wall_nanos());
             break;
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use cql_lease::cells::CellStore;
 use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
 use cql_lease::lock::{BakeryLock, FairLock, LeaseLock, Lock, LockOptions};
+use cql_lease::namespace::Namespace;
 use cql_lease::scylla::ScyllaOptions;
 use cql_test_server::NodeFault;
 use tokio::time::Instant;
@@ -23,14 +24,15 @@ use crate::wire_lock_backend::register_cells;
 pub async fn lock_guard_is_kept_through_a_frozen_node(b: &WireBackend) {
     let lock = LeaseLock::new(client_with(b, kept_config()), "w").expect("lease lock");
     let guard = lock
-        .lock("frozen-lock", Duration::from_secs(5))
+        .lock("frozen-lock", Some(Duration::from_secs(5)))
         .await
         .expect("lock");
     let token = guard.cancellation_token();
-    let (slowest, cut) = through_a_freeze(b, "frozen-lock", "the lock guard", || {
-        guard.is_held() && !token.is_cancelled()
-    })
-    .await;
+    let (slowest, cut) =
+        through_a_freeze(b, Namespace::Lock, "frozen-lock", "the lock guard", || {
+            guard.is_held() && !token.is_cancelled()
+        })
+        .await;
     assert_bounded_waits(b, slowest, cut);
     guard.release().await.expect("release after the freeze");
 }
@@ -42,7 +44,7 @@ pub async fn crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node(b: &Wir
     let name = "frozen-lock-crash";
     let first = LeaseLock::new(client(b), "a").expect("lease lock");
     let guard = first
-        .lock(name, Duration::from_secs(5))
+        .lock(name, Some(Duration::from_secs(5)))
         .await
         .expect("lock");
     let token = guard.token();
@@ -50,7 +52,7 @@ pub async fn crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node(b: &Wir
     let timing = test_config();
     b.server.node_fault(FROZEN, NodeFault::Freeze);
     let crashed_at = guard.abandon();
-    let next = second.lock(name, timing.takeover_bound() * 5).await;
+    let next = second.lock(name, Some(timing.takeover_bound() * 5)).await;
     let at = Instant::now();
     b.server.heal(FROZEN);
     let next = next.unwrap_or_else(|e| {
@@ -140,7 +142,7 @@ async fn plain_guard_through_a_freeze(
     let (mine, other) = (make(cells.clone(), options), make(cells, options));
     let name = format!("frozen-{what}");
     let guard = mine
-        .lock(&name, Duration::from_secs(5))
+        .lock(&name, Some(Duration::from_secs(5)))
         .await
         .expect("lock");
     let token = guard.cancellation_token();
@@ -151,8 +153,10 @@ async fn plain_guard_through_a_freeze(
         "{}: {what}: another contender got {during:?} while the guard was held and a node frozen",
         b.name()
     );
-    let (slowest, cut) =
-        through_a_freeze(b, &name, what, || guard.is_held() && !token.is_cancelled()).await;
+    let (slowest, cut) = through_a_freeze(b, Namespace::Lease, &name, what, || {
+        guard.is_held() && !token.is_cancelled()
+    })
+    .await;
     assert_bounded_waits(b, slowest, cut);
     let after = other.try_lock(&name).await;
     assert!(
@@ -163,7 +167,7 @@ async fn plain_guard_through_a_freeze(
     );
     guard.release().await.expect("release after the freeze");
     let next = other
-        .lock(&name, Duration::from_secs(5))
+        .lock(&name, Some(Duration::from_secs(5)))
         .await
         .expect("the lock is free once released");
     next.release().await.expect("release");
