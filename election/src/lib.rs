@@ -109,6 +109,7 @@ impl Election {
     ) -> Result<Self, ElectionError> {
         let name = name.into();
         Namespace::Election.check_name(&name)?;
+        timing.validate()?;
         let client = LeaseClient::new(store, timing)?.in_namespace(Namespace::Election);
         Ok(Election {
             client,

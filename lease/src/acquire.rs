@@ -178,6 +178,8 @@ impl LeaseClient {
     /// otherwise (an attempt still under way then is dropped, which gives its claim back).
     /// `Some(Duration::ZERO)` is one attempt, [`LeaseClient::try_acquire`], answering a held
     /// lease with [`LeaseError::Timeout`] (as [`Lock::lock`](crate::lock::Lock::lock) does).
+    /// That attempt waits for the store's answer (settling a lost one), so it may take
+    /// longer than a short nonzero timeout, which cuts the wait at the deadline.
     ///
     /// Waiters wait with plain reads in a FIFO line (kept by the store, see
     /// [`LeaseStore::waiting_line`](crate::LeaseStore::waiting_line)) and only the first in

@@ -87,12 +87,29 @@ impl Default for Timing {
 
 impl Timing {
     /// Checks `1 s <= lease_duration <= 630720000 s`, `0 < renew_period < renew_deadline`,
-    /// `retry_period > 0`, `resolve_timeout > 0` and, when set, `request_timeout > 0`.
+    /// `retry_period > 0`, `resolve_timeout > 0`, when set `request_timeout > 0`, and that no
+    /// duration exceeds 630720000 s (20 years), so that deadlines never overflow.
+    ///
+    /// # Errors
+    /// [`InvalidArgument::Timing`], naming the field.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         let bad = |msg: String| Err(InvalidArgument::Timing(msg));
-        if self.lease_duration < Duration::from_secs(1)
-            || self.store_ttl() > Duration::from_secs(MAX_TTL_SECS)
-        {
+        let longest = Duration::from_secs(MAX_TTL_SECS);
+        for (field, value) in [
+            ("lease_duration", Some(self.lease_duration)),
+            ("renew_period", Some(self.renew_period)),
+            ("retry_period", Some(self.retry_period)),
+            ("max_clock_skew", Some(self.max_clock_skew)),
+            ("resolve_timeout", Some(self.resolve_timeout)),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if value.is_some_and(|value| value > longest) {
+                return bad(format!(
+                    "{field} {value:?} must be at most {MAX_TTL_SECS} s"
+                ));
+            }
+        }
+        if self.lease_duration < Duration::from_secs(1) || self.store_ttl() > longest {
             return bad(format!(
                 "lease_duration {:?} must be between 1 s and {MAX_TTL_SECS} s",
                 self.lease_duration
@@ -228,6 +245,39 @@ mod tests {
         assert_eq!(c.store_ttl(), Duration::from_secs(3));
         assert_eq!(c.renew_deadline(), Duration::from_millis(1250));
         assert_eq!(c.takeover_bound(), Duration::from_millis(3250));
+    }
+
+    /// Durations so long that a deadline would overflow are refused, not a panic.
+    #[test]
+    fn overlong_durations_are_refused_without_overflow() {
+        let ok = Timing::default();
+        for bad in [
+            Timing {
+                lease_duration: Duration::MAX,
+                ..ok
+            },
+            Timing {
+                max_clock_skew: Duration::MAX,
+                ..ok
+            },
+            Timing {
+                resolve_timeout: Duration::MAX,
+                ..ok
+            },
+            Timing {
+                retry_period: Duration::MAX,
+                ..ok
+            },
+            Timing {
+                request_timeout: Some(Duration::MAX),
+                ..ok
+            },
+        ] {
+            assert!(
+                matches!(bad.validate(), Err(InvalidArgument::Timing(_))),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -206,6 +206,16 @@ pub async fn bad_input_is_rejected(b: &dyn LockBackend, algo: Algo) {
             matches!(e, LockError::InvalidArgument(_)),
             "{algo:?} {name:?}: {e:?}"
         );
+        let now = tokio::time::Instant::now();
+        let e = c
+            .lock
+            .lock_until(name, now, now + Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, LockError::InvalidArgument(_)),
+            "{algo:?} {name:?} through lock_until: {e:?}"
+        );
     }
     // So long that no deadline can be computed: an error, not a panic.
     let e = c.lock.lock("ok", Some(Duration::MAX)).await.unwrap_err();

@@ -225,6 +225,7 @@ impl Lock for BakeryLock {
         started: Instant,
         deadline: Instant,
     ) -> Result<LockGuard, LockError> {
+        super::check_request(name, None)?;
         let acquisition = async {
             let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
             loop {

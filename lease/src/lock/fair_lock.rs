@@ -313,6 +313,7 @@ impl Lock for FairLock {
         started: Instant,
         deadline: Instant,
     ) -> Result<LockGuard, LockError> {
+        super::check_request(name, None)?;
         until_deadline(
             name,
             started,

@@ -79,6 +79,7 @@ impl Lock for LeaseLock {
         started: Instant,
         deadline: Instant,
     ) -> Result<LockGuard, LockError> {
+        super::check_request(name, None)?;
         // The lease client retries every failure but a refusal or bad input, and bounds each
         // attempt by the timeout (an attempt cut there gives its claim back).
         let timeout = deadline.saturating_duration_since(Instant::now());

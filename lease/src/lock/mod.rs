@@ -189,7 +189,9 @@ pub trait Lock: Send + Sync {
     /// until it is held (for at most [`MAX_LOCK_TIMEOUT`], a year), `Some(timeout)` at most
     /// `timeout` (at most [`MAX_LOCK_TIMEOUT`]). `Some(Duration::ZERO)` is one attempt, as
     /// Curator's `acquire(0, unit)` and Java's `tryLock(0, unit)`: [`Lock::try_lock`],
-    /// answering a held lock with [`LockError::Timeout`].
+    /// answering a held lock with [`LockError::Timeout`]. That one attempt is not instant:
+    /// it waits for the store's answer, and rides through transient errors within
+    /// [`Lock::try_lock`]'s budget, so it may take longer than a short nonzero timeout.
     ///
     /// # Errors
     /// - [`LockError::InvalidArgument`] for a bad name or a timeout over
@@ -241,8 +243,8 @@ pub trait Lock: Send + Sync {
     }
 
     /// The waiting part of [`Lock::lock`], which each algorithm implements: waits from
-    /// `started` until the lock is held or `deadline` passes. [`Lock::lock`] has checked
-    /// `name` and the timeout; call that instead.
+    /// `started` until the lock is held or `deadline` passes. Call [`Lock::lock`] instead;
+    /// implementations check `name` again (nothing is written for a bad one).
     ///
     /// # Errors
     /// As [`Lock::lock`].

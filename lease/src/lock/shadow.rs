@@ -174,6 +174,7 @@ impl Lock for ShadowLock {
         started: Instant,
         deadline: Instant,
     ) -> Result<LockGuard, LockError> {
+        super::check_request(name, None)?;
         let acquisition = async {
             let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
             let mut attempt = 1u32;

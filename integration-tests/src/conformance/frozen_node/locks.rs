@@ -77,11 +77,12 @@ pub async fn crashed_lock_holder_is_replaced_in_bound_with_a_frozen_node(b: &Wir
         at - crashed_at
     );
     // The waiting contender has two reads in flight at a time (the lease and its waiting
-    // line): once they were cut on the frozen node, the node is avoided (without the
-    // avoidance a waiter meets it again at every few polls).
+    // line): once they were cut on the frozen node, the node is avoided for `SUSPECT_FOR` of
+    // their timeouts, which a slowed machine may see end once within the takeover (without
+    // the avoidance a waiter meets the node again at every few polls, dozens of times).
     assert!(
-        swallowed <= 2,
-        "{}: {swallowed} requests went to the frozen node (at most two expected)",
+        swallowed <= 3,
+        "{}: {swallowed} requests went to the frozen node (at most three expected)",
         b.name()
     );
     next.release().await.expect("release after the freeze");
