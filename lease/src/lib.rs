@@ -5,8 +5,8 @@
 //! keep-alive that returns a [`LeaseGuard`]. Every acquisition carries a [`FencingToken`]
 //! greater than every earlier one for the same name (see [`fencing`]).
 //!
-//! Two backends implement [`LeaseStore`]: [`scylla::ScyllaLeaseStore`] for ScyllaDB and
-//! Cassandra 4/5, and [`MemoryStore`], in-process with fault injection.
+//! Two backends implement [`LeaseStore`]: `scylla::ScyllaLeaseStore` for ScyllaDB and
+//! Cassandra 4/5 (the `scylla` feature, on by default), and [`MemoryStore`], in-process with fault injection.
 //!
 //! # Features
 //!

@@ -86,7 +86,7 @@
 //! [`ClaimMode::Bakery`], which sends no LWT at all (the Cassandra wiki's bakery numbering per item,
 //! see [`bakery`]) for stores that have none. Same API, index and worker runtime.
 //!
-//! Backends implement [`store::QueueStore`]: [`scylla::ScyllaQueueStore`] (the `scylla`
+//! Backends implement [`store::QueueStore`]: `scylla::ScyllaQueueStore` (the `scylla`
 //! feature, on by default; with `default-features = false` the driver is not built) and
 //! [`memory::MemoryQueueStore`]. The crate root holds what users call; the [`store`] module
 //! holds the storage interface and its row types, for backend writers.

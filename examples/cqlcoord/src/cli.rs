@@ -456,8 +456,7 @@ pub enum QueueCommand {
         #[command(flatten)]
         stopping: Stopping,
     },
-    /// Items by state (scheduled ones within the next index bucket, a minute by default) and
-    /// the oldest available item's age.
+    /// Items by state (scheduled ones however far ahead) and the oldest available item's age.
     Stats {
         /// Queue name.
         #[arg(value_parser = text_of("queue name"))]

@@ -252,7 +252,7 @@ pub async fn elect(connection: &Connection, args: Elect) -> Result<i32, CliError
                 eprintln!("cqlcoord: deposed from term {term}: {reason:?}");
             }
             Some(ElectionEvent::LeaderChanged { leader }) => {
-                eprintln!("cqlcoord: {}", describe(leader.as_ref(), false));
+                eprintln!("cqlcoord: following: {}", describe(leader.as_ref(), false));
             }
             None => return Err(CliError::store("the campaign ended")),
         }

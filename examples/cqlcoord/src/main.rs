@@ -75,7 +75,8 @@ fn one_line(rendered: &str) -> String {
     let first = lines.next().unwrap_or("bad arguments");
     let mut out = first.strip_prefix("error: ").unwrap_or(first).to_owned();
     for hint in lines {
-        out.push_str("; ");
+        // A line ending in a colon introduces what follows ("...not provided: --owner").
+        out.push_str(if out.ends_with(':') { " " } else { "; " });
         out.push_str(hint);
     }
     out.push_str(" (see --help)");

@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
-use cql_election::{Election, ElectionEvent};
-use cql_lease::lock::{LeaseLock, Lock};
-use cql_lease::{LeaseClient, MemoryStore, Timing};
-use cql_workqueue::{NewItem, QueueConfig, WorkQueue, memory::MemoryQueueStore};
+use cql_coordination::Backend;
+use cql_coordination::election::{Election, ElectionEvent};
+use cql_coordination::lease::lock::{LeaseLock, Lock};
+use cql_coordination::lease::{LeaseClient, Timing};
+use cql_coordination::workqueue::{NewItem, QueueConfig, WorkQueue};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -52,7 +53,7 @@ async fn main() -> Result<(), BoxError> {
 async fn election() -> Result<(), BoxError> {
     // One `Election` per name and process; every candidate campaigns on it.
     let election = Election::new(
-        Arc::new(MemoryStore::new()),
+        Backend::embedded().leases(),
         "first-hour",
         Timing::default(),
     )?;
@@ -115,9 +116,12 @@ async fn election() -> Result<(), BoxError> {
 
 /// Enqueues `jobs` typed jobs and processes them with `workers` workers, then drains them.
 async fn work_queue(jobs: u32, workers: usize) -> Result<(), BoxError> {
-    let store = Arc::new(MemoryQueueStore::new());
     // `WorkQueue` is `Clone`: each worker task gets a clone, no `Arc` needed.
-    let queue = WorkQueue::new(store, "thumbnails", QueueConfig::default())?;
+    let queue = WorkQueue::new(
+        Backend::embedded().queues(),
+        "thumbnails",
+        QueueConfig::default(),
+    )?;
     for id in 0..jobs {
         let job = Thumbnail {
             id,
@@ -203,7 +207,7 @@ async fn work_queue(jobs: u32, workers: usize) -> Result<(), BoxError> {
 
 /// Takes the README's recommended lock, the lease lock, and prints its fencing token.
 async fn lock() -> Result<(), BoxError> {
-    let client = LeaseClient::new(Arc::new(MemoryStore::new()), Timing::default())?;
+    let client = LeaseClient::new(Backend::embedded().leases(), Timing::default())?;
     let lock: Arc<dyn Lock> = Arc::new(LeaseLock::new(client, "worker-1")?);
     let guard = lock
         .lock("reports::nightly", Some(Duration::from_secs(5)))

@@ -25,6 +25,10 @@ async fn bad_flags_are_one_line_and_exit_2() {
         ),
         (vec!["lease", "get"], "required"),
         (
+            vec!["lease", "acquire", "x"],
+            "required arguments were not provided: --owner <OWNER>",
+        ),
+        (
             vec!["queue", "dead", "q", "--requeue", "id", "--purge"],
             "cannot be used",
         ),

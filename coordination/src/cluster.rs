@@ -1,0 +1,78 @@
+//! The cluster backend: the same [`Backend`] on a ScyllaDB or Cassandra session.
+
+use std::sync::Arc;
+
+use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
+use cql_lease::scylla::{SchemaError, ScyllaLeaseStore, ScyllaOptions};
+use cql_workqueue::scylla::{DEFAULT_TABLE, ScyllaQueueStore};
+use scylla::client::session::Session;
+use tracing::debug;
+
+use crate::{Backend, Stores};
+
+/// The table of the plain-cell locks.
+pub const CELL_TABLE: &str = "lock_cells";
+
+/// Where each store lives, from one set of options: the leases in `options.table`, the
+/// queues in [`DEFAULT_TABLE`] (and its companions), the lock cells in [`CELL_TABLE`], all in
+/// `options.keyspace`, with its consistency levels, routing and replication.
+fn layouts(options: &ScyllaOptions) -> (ScyllaOptions, ScyllaOptions, CellOptions) {
+    let queues = ScyllaOptions {
+        table: DEFAULT_TABLE.into(),
+        ..options.clone()
+    };
+    let cells = CellOptions {
+        location: ScyllaOptions {
+            table: CELL_TABLE.into(),
+            ..options.clone()
+        },
+        ..CellOptions::default()
+    };
+    (options.clone(), queues, cells)
+}
+
+impl Backend {
+    /// Creates the keyspace and every table the primitives use, where missing (`CREATE ...
+    /// IF NOT EXISTS`, so it may run at every start): the leases' table and its waiting line,
+    /// the queue's tables, the lock cells' table (see [`Backend::connect`] for the layout).
+    ///
+    /// # Errors
+    /// [`SchemaError`]: bad options, or the cluster's refusal.
+    ///
+    /// # Cancel safety
+    /// Every statement is idempotent: run it again.
+    pub async fn create_schema(
+        session: &Session,
+        options: &ScyllaOptions,
+    ) -> Result<(), SchemaError> {
+        let (leases, queues, cells) = layouts(options);
+        debug!(keyspace = %options.keyspace, "creating the coordination schema");
+        leases.create_schema(session).await?;
+        ScyllaQueueStore::create_schema(session, &queues).await?;
+        ScyllaCellStore::create_schema(session, &cells).await
+    }
+
+    /// The cluster backend on `session`, with existing tables: the leases in
+    /// `options.table` (default `leases`), the queues in `work_items` and its companions, the
+    /// lock cells in `lock_cells`, all in `options.keyspace`. Prepares every statement once.
+    ///
+    /// # Errors
+    /// [`SchemaError`]: bad options, a missing keyspace or table (run
+    /// [`Backend::create_schema`]), or a tablets keyspace that refuses LWTs.
+    ///
+    /// # Cancel safety
+    /// Nothing is written; run it again.
+    pub async fn connect(
+        session: Arc<Session>,
+        options: ScyllaOptions,
+    ) -> Result<Self, SchemaError> {
+        let (leases, queues, cells) = layouts(&options);
+        debug!(keyspace = %options.keyspace, "opening the coordination stores");
+        let stores = Stores {
+            leases: Arc::new(ScyllaLeaseStore::new(Arc::clone(&session), leases).await?),
+            queues: Arc::new(ScyllaQueueStore::new(Arc::clone(&session), queues).await?),
+            cells: Arc::new(ScyllaCellStore::new(session, cells).await?),
+        };
+        Ok(Backend::from_stores(stores, "cluster"))
+    }
+}
