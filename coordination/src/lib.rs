@@ -3,7 +3,7 @@
 //!
 //! The three crates are re-exported as [`lease`], [`election`] and [`workqueue`]; a
 //! [`Backend`] is the one handle every primitive is built on: [`Backend::embedded`] in
-//! memory (tests, demos, one process), or [`Backend::connect`] on a cluster (the `scylla`
+//! memory (tests, demos, one process), or `Backend::connect` on a cluster (the `scylla`
 //! feature, on by default). Both hand out the same three stores, so code written against
 //! one runs on the other unchanged.
 //!
