@@ -17,6 +17,12 @@
 //! waiters ahead that crashed or stalled hold the line up that long, not a TTL; a claim
 //! that the reads said free and the LWT found held pauses the next claims a few looks
 //! (reads that lag the LWTs).
+//!
+//! Waiters of one process on one lease (the same store, given to any number of clients)
+//! share their looks (`shared_looks.rs`): a look is the lease row and the head of its line,
+//! read together; one serves every waiter that wants a newer look than its last, so a
+//! crowd in one process reads about as much as its first two waiters. A release made in
+//! the process wakes the first two at once, and the first claims without reading.
 
 use std::time::Duration;
 
@@ -27,8 +33,9 @@ use crate::client::{LeaseClient, TryAcquire};
 use crate::config::check_claim;
 use crate::error::{LeaseError, StoreError};
 use crate::lease::Lease;
+use crate::shared_looks::{Look, SharedLooks};
 use crate::store::StoredLease;
-use crate::waiting_line::{Place, Ticket};
+use crate::waiting_line::Ticket;
 
 /// The timer's resolution.
 const TICK: Duration = Duration::from_millis(1);
@@ -255,63 +262,102 @@ impl LeaseClient {
         let retry = self.config().retry_period;
         let patience = retry + self.config().effective_request_timeout();
         let line = self.line().cloned();
+        let shared = SharedLooks::of(self.store_id(), key);
         let mut ticket: Option<Ticket> = None;
         let mut first_look = true;
+        // Only looks sent after this: after joining, so that they see our ticket.
+        let mut seen: Option<Instant> = None;
+        // Our place at the last look, and whether a release of this process since then lets
+        // the first in line claim without looking again.
+        let mut last_place: Option<usize> = None;
+        let mut woken_by_release = false;
         loop {
             let reads_until = Instant::now() + self.config().resolve_timeout;
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
             if let (Some(line), None) = (&line, &ticket) {
                 match line.join(key, reads_until).await {
-                    Ok(joined) => ticket = Some(joined),
+                    Ok(joined) => {
+                        ticket = Some(joined);
+                        seen = Some(Instant::now());
+                    }
                     Err(error) => {
                         warn!(lease = name, %error, "joining the waiting line failed; waiting without it");
                     }
                 }
             }
-            // The lease, and (unless known first) the place, read together.
-            let place = async {
-                match &ticket {
-                    None => Err(()),
-                    Some(_) if watch.first => Ok(0),
-                    Some(ticket) => ticket
-                        .place(PLACES_READ, reads_until)
-                        .await
-                        .map(|Place(place)| place)
-                        .map_err(|error| {
-                            warn!(lease = name, %error, "reading the waiting line failed");
-                        }),
-                }
-            };
-            let sent = Instant::now();
-            let (place, lease) = futures::future::join(place, self.store().peek(key)).await;
-            let now = Instant::now();
-            watch.looked(now - sent, std::mem::take(&mut first_look));
-            let lease = match lease {
-                Ok(lease) => lease,
-                Err(error) if is_final(&error) => return Err(LeaseError::store(name, error)),
-                Err(error) => {
-                    warn!(lease = name, %error, "reading the lease failed; will retry");
-                    tokio::time::sleep(self.poll_delays().next().unwrap_or(retry)).await;
-                    continue;
-                }
-            };
-            let free = watch.saw_lease(self, lease, now);
-            // Without a line (none kept, or unreadable now) a waiter counts as second.
-            let place = match (&line, place) {
-                (None, _) => 0,
-                (Some(_), Ok(place)) => {
-                    watch.saw_place(place, now);
-                    if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
-                        line.set_hand_over(key, hand_over);
+            let released_free = woken_by_release && last_place == Some(0);
+            let (free, place) = if released_free {
+                // This process just released it: as good as a look saying free, now.
+                let now = Instant::now();
+                seen = Some(now);
+                watch.saw_lease(self, None, now);
+                (true, 0)
+            } else {
+                // The lease and the head of its line, read together, shared with this
+                // process's other waiters.
+                let look = shared
+                    .look(seen, async || {
+                        let sent = Instant::now();
+                        let tickets = async {
+                            let line = line.as_ref()?;
+                            line.first_tickets(key, PLACES_READ, reads_until)
+                                .await
+                                .map_err(|error| {
+                                    warn!(lease = name, %error, "reading the waiting line failed");
+                                })
+                                .ok()
+                        };
+                        let (line, lease) =
+                            futures::future::join(tickets, self.store().peek(key)).await;
+                        Look {
+                            sent,
+                            took: sent.elapsed(),
+                            lease,
+                            line,
+                        }
+                    })
+                    .await;
+                seen = Some(look.sent);
+                let now = Instant::now();
+                watch.looked(look.took, std::mem::take(&mut first_look));
+                let lease = match &look.lease {
+                    Ok(lease) => lease.clone(),
+                    Err(error) if is_final(error) => {
+                        return Err(LeaseError::store(name, error.clone()));
                     }
-                    place
-                }
-                (Some(_), Err(())) => 1,
+                    Err(error) => {
+                        warn!(lease = name, %error, "reading the lease failed; will retry");
+                        tokio::time::sleep(self.poll_delays().next().unwrap_or(retry)).await;
+                        continue;
+                    }
+                };
+                let free = watch.saw_lease(self, lease, now);
+                // Without a line (none kept, or unreadable now) a waiter counts as second.
+                let place = match (&ticket, &look.line) {
+                    (None, _) if line.is_none() => 0,
+                    (Some(_), _) if watch.first => 0,
+                    (Some(ticket), Some(tickets)) => {
+                        let place = tickets
+                            .iter()
+                            .position(|cell| cell == ticket.cell())
+                            .unwrap_or(PLACES_READ);
+                        watch.saw_place(place, now);
+                        if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
+                            line.set_hand_over(key, hand_over);
+                        }
+                        place
+                    }
+                    _ => 1,
+                };
+                (free, place)
             };
+            last_place = Some(place);
+            woken_by_release = false;
             if let Some(ticket) = ticket.as_mut() {
                 ticket.keep_fresh(reads_until).await;
             }
+            let now = Instant::now();
             if free && watch.may_propose(place, patience, now) {
                 debug!(lease = name, place, "the lease reads free; proposing");
                 match self.try_acquire(name, owner, value).await {
@@ -334,11 +380,26 @@ impl LeaseClient {
                 }
             }
             let delay = watch.delay(place, retry, Instant::now());
+            // A release by this process ends the first two's wait at once.
+            let released = shared.release_seen();
+            if place <= 1
+                && shared
+                    .last_release()
+                    .is_some_and(|at| seen.is_some_and(|seen| at > seen))
+            {
+                woken_by_release = true;
+                continue;
+            }
             // The timer's tick is a millisecond: a shorter wait is a yield, after a look
             // that took time. A look that took none (a store in this process, paused time)
             // would make that a busy loop, and a paused clock would never move.
-            if delay < TICK && now - sent >= Duration::from_micros(20) {
+            if delay < TICK && watch.look >= Duration::from_micros(20) {
                 tokio::task::yield_now().await;
+            } else if place <= 1 {
+                tokio::select! {
+                    () = tokio::time::sleep(delay.max(TICK)) => {}
+                    () = released => woken_by_release = true,
+                }
             } else {
                 tokio::time::sleep(delay.max(TICK)).await;
             }

@@ -11,6 +11,7 @@ use crate::hold::{AttemptGuard, Claimed, HoldTiming, claim_attempt, jittered};
 use crate::lease::{Lease, hold_error};
 use crate::namespace::Namespace;
 use crate::orphans::Orphans;
+use crate::shared_looks::StoreId;
 use crate::store::{AcquireOutcome, Claim, LeaseStore, StoredLease};
 use crate::target::LeaseTarget;
 use crate::waiting_line::Line;
@@ -60,6 +61,9 @@ pub struct LeaseClient {
     orphans: Arc<Orphans>,
     line: Option<Line>,
     namespace: Namespace,
+    /// The store as given, before this client's timeouts wrap it: clients on one store share
+    /// their waiters' looks (`shared_looks.rs`).
+    store_id: StoreId,
 }
 
 impl std::fmt::Debug for LeaseClient {
@@ -86,7 +90,9 @@ impl LeaseClient {
                 config.effective_request_timeout(),
             )
         });
+        let store_id = StoreId::of(&store);
         Ok(LeaseClient {
+            store_id,
             line,
             store: Arc::new(crate::timed::TimedStore::new(
                 store,
@@ -122,6 +128,11 @@ impl LeaseClient {
     ) -> Result<std::borrow::Cow<'a, str>, crate::error::InvalidArgument> {
         self.namespace.check_name(name)?;
         Ok(self.namespace.stored_name(name))
+    }
+
+    /// Which store this client is on, as given to [`LeaseClient::new`].
+    pub(crate) fn store_id(&self) -> StoreId {
+        self.store_id
     }
 
     /// The waiting line of this client's store, if it keeps one.
@@ -193,6 +204,7 @@ impl LeaseClient {
             };
             let target = Arc::new(LeaseTarget::new(
                 Arc::clone(&self.store),
+                self.store_id,
                 name,
                 claim,
                 Arc::clone(&self.orphans),

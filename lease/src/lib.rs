@@ -71,6 +71,7 @@ pub mod namespace;
 mod orphans;
 #[cfg(feature = "scylla")]
 pub mod scylla;
+mod shared_looks;
 mod store;
 mod target;
 pub mod timed;

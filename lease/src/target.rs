@@ -8,11 +8,14 @@ use async_trait::async_trait;
 use crate::error::StoreError;
 use crate::hold::Holdable;
 use crate::orphans::Orphans;
+use crate::shared_looks::{SharedLooks, StoreId};
 use crate::store::{CasOutcome, Claim, LeaseStore};
 
 /// One acquisition of a lease, identified by its unique holder id.
 pub(crate) struct LeaseTarget {
     store: Arc<dyn LeaseStore>,
+    /// The store as its client was given it: where this process's waiters share their looks.
+    store_id: StoreId,
     /// The name its user gave (reported in errors, logs and `name()`).
     pub name: String,
     /// The row it is stored under: `name` with its name space's prefix.
@@ -30,12 +33,14 @@ impl LeaseTarget {
     /// `name`.
     pub fn new(
         store: Arc<dyn LeaseStore>,
+        store_id: StoreId,
         name: &str,
         claim: Claim<'_>,
         orphans: Arc<Orphans>,
     ) -> Self {
         LeaseTarget {
             store,
+            store_id,
             name: name.to_owned(),
             key: claim.name.to_owned(),
             holder_id: claim.holder_id.to_owned(),
@@ -99,7 +104,12 @@ impl Holdable for LeaseTarget {
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
-        self.store.release(&self.key, &self.holder_id).await
+        let outcome = self.store.release(&self.key, &self.holder_id).await?;
+        if outcome == CasOutcome::Applied {
+            // This process's waiters need not read to learn it is free.
+            SharedLooks::released(self.store_id, &self.key);
+        }
+        Ok(outcome)
     }
 
     fn orphaned(&self) {

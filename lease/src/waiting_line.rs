@@ -73,10 +73,6 @@ impl std::fmt::Debug for Line {
     }
 }
 
-/// Where a waiter stands: its place (0 = first) among the tickets read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Place(pub usize);
-
 impl Line {
     /// A line on `store`; tickets live `ttl` unless rewritten.
     pub(crate) fn new(
@@ -164,6 +160,20 @@ impl Line {
         }
     }
 
+    /// The first `limit` tickets of `name`'s line, from where its live tickets start (as far
+    /// as this client knows).
+    ///
+    /// # Errors
+    /// The read's last error once `give_up_at` passed.
+    pub(crate) async fn first_tickets(
+        &self,
+        name: &str,
+        limit: usize,
+        give_up_at: Instant,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read(name, "", limit, give_up_at).await
+    }
+
     /// Joins `name`'s line at its end: one plain write.
     ///
     /// # Errors
@@ -223,20 +233,9 @@ impl Ticket {
         }
     }
 
-    /// This ticket's place among the first `limit` tickets of its line (`limit` when it is
-    /// not among them, or gone).
-    pub(crate) async fn place(
-        &self,
-        limit: usize,
-        give_up_at: Instant,
-    ) -> Result<Place, StoreError> {
-        let head = self
-            .line
-            .read(&self.name, &self.cell, limit, give_up_at)
-            .await?;
-        Ok(Place(
-            head.iter().position(|c| *c == self.cell).unwrap_or(limit),
-        ))
+    /// The ticket's cell: where it stands in its line's clustering order.
+    pub(crate) fn cell(&self) -> &str {
+        &self.cell
     }
 
     /// Leaves the line from its front: the delete, and the head cell's rewrite, are sent
