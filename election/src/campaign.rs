@@ -14,7 +14,7 @@ use crate::actor::Command;
 use crate::error::ElectionError;
 use crate::event::ElectionEvent;
 
-/// One candidate's campaign, run by a spawned actor. A [`Stream`] of [`ElectionEvent`]s:
+/// One candidate's campaign, run by a spawned actor. A [`Stream`](futures::Stream) of [`ElectionEvent`]s:
 /// `Elected`, `Deposed` (always after the `Elected` of the same term), `LeaderChanged`.
 ///
 /// While elected, [`Campaign::leading`] is `true` and [`Campaign::cancellation_token`] gives
