@@ -24,6 +24,7 @@
 //! crowd in one process reads about as much as its first two waiters. A release made in
 //! the process wakes the first two at once, and the first claims without reading.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -295,12 +296,13 @@ impl LeaseClient {
                 (true, 0)
             } else {
                 // The lease and the head of its line, read together, shared with this
-                // process's other waiters.
+                // process's other waiters. The first in line, alone here, reads the lease only.
+                let lease_only = watch.first && Arc::strong_count(&shared) == 1;
                 let look = shared
                     .look(seen, async || {
                         let sent = Instant::now();
                         let tickets = async {
-                            let line = line.as_ref()?;
+                            let line = line.as_ref().filter(|_| !lease_only)?;
                             line.first_tickets(key, PLACES_READ, reads_until)
                                 .await
                                 .map_err(|error| {

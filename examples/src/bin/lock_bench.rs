@@ -85,6 +85,8 @@ struct Stores {
     counted: Arc<CountingStore<dyn LeaseStore>>,
     paxos: PaxosSource,
     label: String,
+    /// Each lease contender on a handle of its own (`--apart`).
+    apart: bool,
 }
 
 /// Where the Paxos round counts come from.
@@ -209,6 +211,32 @@ impl LeaseStore for WindowGate {
     }
 }
 
+/// The gated store under a handle of its own (`--apart`): the library shares waiters' looks
+/// by store handle, so a contender on its own handle waits as one in its own process would.
+struct Apart(Arc<WindowGate>);
+
+#[async_trait::async_trait]
+impl LeaseStore for Apart {
+    async fn try_acquire(&self, claim: Claim<'_>) -> Result<AcquireOutcome, StoreError> {
+        self.0.try_acquire(claim).await
+    }
+    async fn renew(&self, claim: Claim<'_>) -> Result<CasOutcome, StoreError> {
+        self.0.renew(claim).await
+    }
+    async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
+        self.0.release(name, holder_id).await
+    }
+    async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.0.read(name).await
+    }
+    async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
+        self.0.peek(name).await
+    }
+    fn waiting_line(&self) -> Option<Arc<dyn cql_lease::cells::CellStore>> {
+        self.0.waiting_line()
+    }
+}
+
 /// Wraps the lease store: counted, behind the window's gate.
 fn gated(store: Arc<dyn LeaseStore>) -> (Arc<WindowGate>, Arc<CountingStore<dyn LeaseStore>>) {
     let counted = Arc::new(CountingStore::new(store));
@@ -297,6 +325,7 @@ async fn open(args: &Cli) -> Result<Stores, Box<dyn std::error::Error>> {
             counted,
             paxos: PaxosSource::Unavailable("the embedded stores run no Paxos"),
             label,
+            apart: false,
         });
     }
     let (session, server, mut label) = match args.get("scylla") {
@@ -366,6 +395,7 @@ async fn open(args: &Cli) -> Result<Stores, Box<dyn std::error::Error>> {
         counted,
         paxos,
         label,
+        apart: false,
     })
 }
 
@@ -422,7 +452,11 @@ fn make(
     let contenders = Contenders::new(&format!("bench{i:03}"))?;
     let owner = format!("bench{i:03}");
     let client = || {
-        let leases: Arc<dyn LeaseStore> = stores.leases.clone();
+        let leases: Arc<dyn LeaseStore> = if stores.apart {
+            Arc::new(Apart(stores.leases.clone()))
+        } else {
+            stores.leases.clone()
+        };
         LeaseClient::new(leases, options().timing)
     };
     let lock: Arc<dyn Lock> = match algorithm {
@@ -767,6 +801,11 @@ struct Cli {
     /// With --memory: tokio's paused clock, counting round trips only.
     #[arg(long = "virtual")]
     r#virtual: bool,
+    /// Each lease contender on a store handle of its own, as if each ran in a process of its
+    /// own: waiters then share no looks at the lease (by default they share one store, as the
+    /// tasks of one process do).
+    #[arg(long = "apart")]
+    apart: bool,
 }
 
 impl Flags for Cli {
@@ -785,6 +824,7 @@ impl Flags for Cli {
             "jitter-pct" => self.jitter_pct.as_deref(),
             "memory" => self.memory.then_some(""),
             "virtual" => self.r#virtual.then_some(""),
+            "apart" => self.apart.then_some(""),
             _ => None,
         }
     }
@@ -833,7 +873,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .build()?
     };
     runtime.block_on(async {
-        let stores = open(&args).await?;
+        let mut stores = open(&args).await?;
+        stores.apart = args.apart;
         println!(
             "lock_bench on {}, {seconds:?} per row, hold {:?}, think {:?}, median of {runs} run(s)",
             stores.label, pace.0, pace.1

@@ -21,7 +21,8 @@
 //! - A waiter that crashed holds the line up for `retry_period` after the lease frees
 //!   (the second in line then proposes too) and leaves it within the TTL.
 //! - A hand-over costs a release, a read and a claim: about `1 / (2 LWTs + 1 read)`
-//!   acquisitions per second, whatever the number of contenders.
+//!   acquisitions per second, whatever the number of contenders; within one process the
+//!   waiters share their reads and a release wakes the first at once (a release and a claim).
 
 use async_trait::async_trait;
 use tokio::time::Instant;
