@@ -340,10 +340,15 @@ impl LeaseClient {
                     (None, _) if line.is_none() => 0,
                     (Some(_), _) if watch.first => 0,
                     (Some(ticket), Some(tickets)) => {
-                        let place = tickets
-                            .iter()
-                            .position(|cell| cell == ticket.cell())
-                            .unwrap_or(PLACES_READ);
+                        // By order, not by finding our cell: a ticket that sorts before where
+                        // the shared read started (a hint moved past it) stands first, as the
+                        // line orders it; one after every ticket read stands that far back.
+                        let ahead = tickets.partition_point(|cell| cell.as_str() < ticket.cell());
+                        let place = if ahead == tickets.len() && ahead >= PLACES_READ {
+                            PLACES_READ
+                        } else {
+                            ahead
+                        };
                         watch.saw_place(place, now);
                         if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
                             line.set_hand_over(key, hand_over);
