@@ -32,154 +32,30 @@ use tracing::{debug, instrument, warn};
 
 use crate::client::{LeaseClient, TryAcquire};
 use crate::config::check_claim;
-use crate::error::{LeaseError, StoreError};
+use crate::error::{InvalidArgument, LeaseError, StoreError};
 use crate::lease::Lease;
-use crate::shared_looks::{Look, SharedLooks};
+use crate::lock::MAX_LOCK_TIMEOUT;
+use crate::shared_looks::Registry;
 use crate::store::StoredLease;
 use crate::waiting_line::Ticket;
 
-/// The timer's resolution.
-const TICK: Duration = Duration::from_millis(1);
+#[path = "acquire_watch.rs"]
+mod watch;
+use watch::{TICK, Watch};
 
 /// How many tickets a waiter reads to learn its place: places beyond are paced alike.
-const PLACES_READ: usize = 32;
+pub(crate) const PLACES_READ: usize = 32;
 
-/// What a waiter has seen so far.
-struct Watch {
-    /// The holder seen last (reported with a timeout).
-    last_holder: Option<Box<StoredLease>>,
-    /// The current holder's id and when this waiter first saw it.
-    holder_since: Option<(String, Instant)>,
-    /// Since when the lease has read free, if it does.
-    free_since: Option<Instant>,
-    /// The last place read and when.
-    last_place: Option<(usize, Instant)>,
-    /// Estimated time between hand-overs, from the line moving (until it moved: three
-    /// looks' time, a release, a look and a claim).
-    hand_over: Option<Duration>,
-    /// How long a look (the reads together) took, smoothed.
-    look: Duration,
-    /// Known to stand first (nobody joins ahead but through clock skew: read no more).
-    first: bool,
-    /// The lease reads as an abandoned claim of this client (any place may give it back).
-    own_orphan: bool,
-    /// A claim of ours was refused while the lease read free: no new one before this (the
-    /// plain reads lag the LWTs, e.g. at a level that does not overlap their commits).
-    cool_until: Option<Instant>,
+/// What one look at a lease read: the lease row, and the first tickets of its line (`None`
+/// when it was not read: no line, or it failed).
+#[derive(Debug)]
+pub(crate) struct LeaseSeen {
+    lease: Result<Option<StoredLease>, StoreError>,
+    line: Option<Vec<String>>,
 }
 
-impl Watch {
-    fn new(retry_interval: Duration, hand_over: Option<Duration>) -> Self {
-        // A first guess only: replaced by the first look's time.
-        Watch {
-            last_holder: None,
-            holder_since: None,
-            free_since: None,
-            last_place: None,
-            hand_over,
-            look: retry_interval / 16,
-            first: false,
-            own_orphan: false,
-            cool_until: None,
-        }
-    }
-
-    /// Records a read of the lease; whether it reads free (no holder, or an abandoned claim
-    /// of this client, which `try_acquire` releases).
-    fn saw_lease(
-        &mut self,
-        client: &LeaseClient,
-        lease: Option<StoredLease>,
-        now: Instant,
-    ) -> bool {
-        self.own_orphan = lease
-            .as_ref()
-            .is_some_and(|holder| client.is_abandoned(&holder.holder_id));
-        match lease {
-            Some(holder) if !self.own_orphan => {
-                self.free_since = None;
-                if self.holder_since.as_ref().map(|(id, _)| id) != Some(&holder.holder_id) {
-                    self.holder_since = Some((holder.holder_id.clone(), now));
-                }
-                self.last_holder = Some(Box::new(holder));
-                false
-            }
-            _ => {
-                self.holder_since = None;
-                self.free_since.get_or_insert(now);
-                true
-            }
-        }
-    }
-
-    /// Whether a waiter at `place` proposes now that the lease reads free: the first in
-    /// line at once; the one at place p once it has read free for p × `patience` (the
-    /// ones ahead crashed or stalled; `patience` covers a claim still under way, contended
-    /// rounds backing off included); anyone to give back an abandoned claim of its own
-    /// client.
-    fn may_propose(&self, place: usize, patience: Duration, now: Instant) -> bool {
-        if self.cool_until.is_some_and(|until| now < until) {
-            return false;
-        }
-        let free_for = self.free_since.map_or(Duration::ZERO, |since| now - since);
-        self.own_orphan
-            || place == 0
-            || free_for >= patience * u32::try_from(place).unwrap_or(u32::MAX)
-    }
-
-    /// Our claim found `holder`.
-    fn refused(&mut self, client: &LeaseClient, holder: StoredLease, now: Instant) {
-        let seen = self.free_since.is_some();
-        self.saw_lease(client, Some(holder), now);
-        if seen {
-            // The read said free and the claim said held: reads lag; pace the claims.
-            self.cool_until = Some(now + self.look.max(TICK) * 8);
-        }
-    }
-
-    fn looked(&mut self, took: Duration, first_look: bool) {
-        self.look = if first_look {
-            took
-        } else {
-            (self.look * 3 + took) / 4
-        };
-    }
-
-    fn saw_place(&mut self, place: usize, now: Instant) {
-        // Only places read exactly: `PLACES_READ` stands for "that far back or more".
-        if let Some((before, at)) = self.last_place
-            && place < before
-            && before < PLACES_READ
-        {
-            let per = (now - at) / u32::try_from(before - place).unwrap_or(u32::MAX);
-            // Smoothed: one long wait (a slow holder) should not stall the whole line.
-            self.hand_over = Some(self.hand_over.map_or(per, |h| (h * 3 + per) / 4));
-        }
-        if self.last_place.is_none_or(|(before, _)| place != before) {
-            self.last_place = Some((place, now));
-        }
-        self.first |= place == 0;
-    }
-
-    /// How long to wait before the next look, at `place`.
-    fn delay(&self, place: usize, retry_interval: Duration, now: Instant) -> Duration {
-        // A long hold is polled less often, wherever one stands.
-        let aged = self
-            .holder_since
-            .as_ref()
-            .map_or(Duration::ZERO, |(_, since)| (now - *since) / 8);
-        let delay = if place <= 1 {
-            aged
-        } else {
-            // Three quarters of the expected time to reach the second place: early rather
-            // than late, as the line stalls while its next waiter sleeps, but not so often
-            // that the reads of the many slow the few that propose.
-            let hand_over = self.hand_over.unwrap_or(self.look * 3).max(self.look);
-            (hand_over * u32::try_from(place - 1).unwrap_or(u32::MAX) * 3 / 4).max(aged)
-        };
-        delay.min(retry_interval)
-    }
-}
+/// This process's waiters' looks at leases, shared by lease.
+pub(crate) static LEASE_LOOKS: Registry<LeaseSeen> = Registry::new();
 
 impl LeaseClient {
     /// Waits until `name` is acquired: for ever with `timeout` `None`, at most `timeout`
@@ -200,7 +76,8 @@ impl LeaseClient {
     /// every `retry_period`); the others less often the further back they stand.
     ///
     /// # Errors
-    /// [`LeaseError::InvalidArgument`] before any store call; [`LeaseError::Timeout`] when
+    /// [`LeaseError::InvalidArgument`] before any store call (a bad name, owner or value, or
+    /// a timeout over [`MAX_LOCK_TIMEOUT`](crate::lock::MAX_LOCK_TIMEOUT)); [`LeaseError::Timeout`] when
     /// `timeout` passes; a refusal ([`LeaseError::is_refusal`]), which ends it at once:
     /// [`LeaseError::Store`] when the store refuses the claim, [`LeaseError::OutcomeUnknown`]
     /// when it refuses the read-back of a claim whose answer was lost (that claim may have
@@ -221,6 +98,12 @@ impl LeaseClient {
         timeout: Option<Duration>,
     ) -> Result<Lease, LeaseError> {
         check_claim(self.namespace(), name, owner, value)?;
+        if timeout.is_some_and(|timeout| timeout > MAX_LOCK_TIMEOUT) {
+            return Err(InvalidArgument::Timing(format!(
+                "the timeout must be at most {MAX_LOCK_TIMEOUT:?} (None waits for ever)"
+            ))
+            .into());
+        }
         let key = self.namespace().stored_name(name);
         let started = Instant::now();
         if timeout == Some(Duration::ZERO) {
@@ -263,7 +146,7 @@ impl LeaseClient {
         let retry = self.config().retry_period;
         let patience = retry + self.config().effective_request_timeout();
         let line = self.line().cloned();
-        let shared = SharedLooks::of(self.store_id(), key);
+        let shared = LEASE_LOOKS.of(self.store_id(), key);
         let mut ticket: Option<Ticket> = None;
         let mut first_look = true;
         // Only looks sent after this: after joining, so that they see our ticket.
@@ -272,12 +155,14 @@ impl LeaseClient {
         // the first in line claim without looking again.
         let mut last_place: Option<usize> = None;
         let mut woken_by_release = false;
+        // How long this waiter last paused between looks.
+        let mut paused = Duration::ZERO;
         loop {
-            let reads_until = Instant::now() + self.config().resolve_timeout;
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
             if let (Some(line), None) = (&line, &ticket) {
-                match line.join(key, reads_until).await {
+                let give_up_at = Instant::now() + self.config().resolve_timeout;
+                match line.join(key, give_up_at).await {
                     Ok(joined) => {
                         ticket = Some(joined);
                         seen = Some(Instant::now());
@@ -298,12 +183,21 @@ impl LeaseClient {
                 // The lease and the head of its line, read together, shared with this
                 // process's other waiters. The first in line, alone here, reads the lease only.
                 let lease_only = watch.first && Arc::strong_count(&shared) == 1;
+                // The first two take no look older than half their last pause (or one look's
+                // time): they propose next, and an old look could make them sleep past a free
+                // lease twice over.
+                let floor = (last_place.is_some_and(|place| place <= 1))
+                    .then(|| Instant::now().checked_sub(watch.look.max(paused / 2)))
+                    .flatten();
+                let after = seen.max(floor);
                 let look = shared
-                    .look(seen, async || {
-                        let sent = Instant::now();
+                    .look(after, async || {
+                        // One attempt at the line: a slow one must not hold up the lease's
+                        // read, which the first in line waits for.
+                        let line_until = Instant::now() + self.config().effective_request_timeout();
                         let tickets = async {
                             let line = line.as_ref().filter(|_| !lease_only)?;
-                            line.first_tickets(key, PLACES_READ, reads_until)
+                            line.first_tickets(key, PLACES_READ, line_until)
                                 .await
                                 .map_err(|error| {
                                     warn!(lease = name, %error, "reading the waiting line failed");
@@ -312,18 +206,13 @@ impl LeaseClient {
                         };
                         let (line, lease) =
                             futures::future::join(tickets, self.store().peek(key)).await;
-                        Look {
-                            sent,
-                            took: sent.elapsed(),
-                            lease,
-                            line,
-                        }
+                        LeaseSeen { lease, line }
                     })
                     .await;
                 seen = Some(look.sent);
                 let now = Instant::now();
                 watch.looked(look.took, std::mem::take(&mut first_look));
-                let lease = match &look.lease {
+                let lease = match &look.seen.lease {
                     Ok(lease) => lease.clone(),
                     Err(error) if is_final(error) => {
                         return Err(LeaseError::store(name, error.clone()));
@@ -336,19 +225,14 @@ impl LeaseClient {
                 };
                 let free = watch.saw_lease(self, lease, now);
                 // Without a line (none kept, or unreadable now) a waiter counts as second.
-                let place = match (&ticket, &look.line) {
+                let place = match (&ticket, &look.seen.line) {
                     (None, _) if line.is_none() => 0,
                     (Some(_), _) if watch.first => 0,
                     (Some(ticket), Some(tickets)) => {
                         // By order, not by finding our cell: a ticket that sorts before where
                         // the shared read started (a hint moved past it) stands first, as the
                         // line orders it; one after every ticket read stands that far back.
-                        let ahead = tickets.partition_point(|cell| cell.as_str() < ticket.cell());
-                        let place = if ahead == tickets.len() && ahead >= PLACES_READ {
-                            PLACES_READ
-                        } else {
-                            ahead
-                        };
+                        let place = place_in(tickets, ticket.cell());
                         watch.saw_place(place, now);
                         if let (Some(line), Some(hand_over)) = (&line, watch.hand_over) {
                             line.set_hand_over(key, hand_over);
@@ -362,7 +246,9 @@ impl LeaseClient {
             last_place = Some(place);
             woken_by_release = false;
             if let Some(ticket) = ticket.as_mut() {
-                ticket.keep_fresh(reads_until).await;
+                ticket
+                    .keep_fresh(Instant::now() + self.config().resolve_timeout)
+                    .await;
             }
             let now = Instant::now();
             if free && watch.may_propose(place, patience, now) {
@@ -387,8 +273,11 @@ impl LeaseClient {
                 }
             }
             let delay = watch.delay(place, retry, Instant::now());
+            paused = delay;
             // A release by this process ends the first two's wait at once.
             let released = shared.release_seen();
+            tokio::pin!(released);
+            released.as_mut().enable();
             if place <= 1
                 && shared
                     .last_release()
@@ -414,7 +303,52 @@ impl LeaseClient {
     }
 }
 
+/// The place of the ticket `mine` in a line whose first tickets (at most [`PLACES_READ`])
+/// are `tickets`: counted by order, not by finding the ticket, so a ticket that sorts before
+/// where the read started (a hint moved past it) stands first, as the line orders it; one
+/// after every ticket read stands that far back, `PLACES_READ` meaning "at least".
+fn place_in(tickets: &[String], mine: &str) -> usize {
+    let ahead = tickets.partition_point(|cell| cell.as_str() < mine);
+    if ahead == tickets.len() && ahead >= PLACES_READ {
+        PLACES_READ
+    } else {
+        ahead
+    }
+}
+
 /// A store error that cannot be retried (a missing table, a refused request) ends the wait.
 fn is_final(error: &StoreError) -> bool {
     matches!(error, StoreError::Rejected(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tickets(names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    /// A ticket that sorts before every ticket read (the read started at a head hint that
+    /// had moved past it) stands first, as the line orders it, not last.
+    #[test]
+    fn a_ticket_before_where_the_read_started_stands_first() {
+        assert_eq!(place_in(&tickets(&["b", "c", "d"]), "a"), 0);
+    }
+
+    /// A ticket among those read stands where it sorts; one after them all, that far back.
+    #[test]
+    fn a_ticket_stands_where_it_sorts_among_those_read() {
+        let read = tickets(&["b", "c", "d"]);
+        assert_eq!(place_in(&read, "b"), 0);
+        assert_eq!(place_in(&read, "d"), 2);
+        assert_eq!(place_in(&read, "e"), 3);
+    }
+
+    /// A ticket after a full read of [`PLACES_READ`] tickets stands at least that far back.
+    #[test]
+    fn a_ticket_after_a_full_read_stands_at_least_that_far_back() {
+        let read: Vec<String> = (0..PLACES_READ).map(|i| format!("{i:04}")).collect();
+        assert_eq!(place_in(&read, "9999"), PLACES_READ);
+    }
 }

@@ -1,14 +1,16 @@
-//! The looks of one process's waiters at one lease, shared.
+//! The looks of one process's waiters at one lock or lease, shared.
 //!
-//! Waiters in one process for the same lease on the same store would each read the lease
-//! and the waiting line at their own pace, the first two back to back: with many of them the
-//! reads, not the Paxos rounds, load the database. Here a look (the lease row and the head of
-//! its line, read together) is shared: a waiter that wants a look newer than its last one
-//! takes the latest such look if one was made, else waits for the look under way, else makes
-//! one itself, one at a time. A release made by this process wakes the waiters at once, so
-//! the first in line proposes without waiting for its next look (the LWT decides, as ever).
-//! Each waiter still stands in the line with its own ticket, so the order across processes
-//! is the line's, as without sharing.
+//! Waiters in one process for the same lease (or fair lock) on the same store would each
+//! read it at their own pace, the first two back to back: with many of them the reads, not
+//! the Paxos rounds, load the database. Here a look (what a waiter reads to learn whether
+//! and when to claim: the lease row and the head of its line, or the head of a fair lock's
+//! queue) is shared: a waiter that wants a look newer than its last one takes the latest
+//! such look if one was made, else waits for the look under way, else makes one itself, one
+//! at a time. A release made by this process wakes the waiters at once, so the first in
+//! line claims without waiting for its next look (the claim decides, as ever). Each waiter
+//! still stands in the line with its own cell, so the order across processes is the
+//! line's, as without sharing. A look that failed is shared like any other: each waiter
+//! that took it retries after its own pause, with a look newer than that one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -17,9 +19,6 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::error::StoreError;
-use crate::store::{LeaseStore, StoredLease};
-
 /// Which store: the address of the store a client was given (clients wrap it in their own
 /// timeouts, so the wrapper's address would not do). Compared, never dereferenced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,56 +26,56 @@ pub(crate) struct StoreId(usize);
 
 impl StoreId {
     /// The identity of `store`.
-    pub(crate) fn of(store: &Arc<dyn LeaseStore>) -> Self {
+    pub(crate) fn of<S: ?Sized>(store: &Arc<S>) -> Self {
         StoreId(Arc::as_ptr(store).cast::<()>() as usize)
     }
 }
 
-/// Which lease: the store and the stored row.
+/// Which lease or lock: the store and the stored row.
 type Key = (StoreId, String);
 
-/// Shared looks by lease, while some waiter holds them.
-static LEASES: LazyLock<Mutex<HashMap<Key, Weak<SharedLooks>>>> = LazyLock::new(Mutex::default);
-
-/// Leases remembered before the dead entries are swept.
+/// Leases remembered at least before the dead entries are swept.
 const SWEEP_AT: usize = 1024;
 
-/// One look: the lease row and the first tickets of its line, read together.
-#[derive(Debug)]
-pub(crate) struct Look {
-    /// When the reads were sent.
-    pub sent: Instant,
-    /// How long they took.
-    pub took: Duration,
-    /// The lease row.
-    pub lease: Result<Option<StoredLease>, StoreError>,
-    /// The first tickets of the line, or `None` when it was not read (no line, or it failed).
-    pub line: Option<Vec<String>>,
+/// The shared looks of one kind, by lease or lock, while some waiter holds them.
+pub(crate) struct Registry<T> {
+    shared: LazyLock<Mutex<Entries<T>>>,
 }
 
-/// The shared looks at one lease.
-#[derive(Debug, Default)]
-pub(crate) struct SharedLooks {
-    /// The latest look.
-    last: Mutex<Option<Arc<Look>>>,
-    /// Held while a look is made: one at a time.
-    looking: tokio::sync::Mutex<()>,
-    /// When this process last released the lease.
-    released: Mutex<Option<Instant>>,
-    /// Wakes the waiters when this process releases the lease.
-    wake: Notify,
+struct Entries<T> {
+    by_key: HashMap<Key, Weak<SharedLooks<T>>>,
+    /// Sweep the dead entries when this many are remembered: twice the live ones after
+    /// the last sweep, so that many live ones do not make every call sweep.
+    sweep_at: usize,
 }
 
-impl SharedLooks {
+impl<T> Default for Entries<T> {
+    fn default() -> Self {
+        Entries {
+            by_key: HashMap::new(),
+            sweep_at: SWEEP_AT,
+        }
+    }
+}
+
+impl<T> Registry<T> {
+    /// An empty registry, for a `static`.
+    pub(crate) const fn new() -> Self {
+        Registry {
+            shared: LazyLock::new(Mutex::default),
+        }
+    }
+
     /// The shared looks at `row` of `store`, for a waiter to hold while it waits.
-    pub(crate) fn of(store: StoreId, row: &str) -> Arc<SharedLooks> {
-        let Ok(mut leases) = LEASES.lock() else {
+    pub(crate) fn of(&self, store: StoreId, row: &str) -> Arc<SharedLooks<T>> {
+        let Ok(mut entries) = self.shared.lock() else {
             return Arc::default(); // poisoned: unshared, as correct
         };
-        if leases.len() >= SWEEP_AT {
-            leases.retain(|_, shared| shared.strong_count() > 0);
+        if entries.by_key.len() >= entries.sweep_at {
+            entries.by_key.retain(|_, shared| shared.strong_count() > 0);
+            entries.sweep_at = (entries.by_key.len() * 2).max(SWEEP_AT);
         }
-        let slot = leases.entry((store, row.to_owned())).or_default();
+        let slot = entries.by_key.entry((store, row.to_owned())).or_default();
         if let Some(shared) = slot.upgrade() {
             return shared;
         }
@@ -86,17 +85,107 @@ impl SharedLooks {
     }
 
     /// Tells this process's waiters of `row` on `store` that it released the lease.
-    pub(crate) fn released(store: StoreId, row: &str) {
-        let shared = LEASES
-            .lock()
-            .ok()
-            .and_then(|leases| leases.get(&(store, row.to_owned())).and_then(Weak::upgrade));
+    pub(crate) fn released(&self, store: StoreId, row: &str) {
+        let shared = self.shared.lock().ok().and_then(|entries| {
+            entries
+                .by_key
+                .get(&(store, row.to_owned()))
+                .and_then(Weak::upgrade)
+        });
         if let Some(shared) = shared {
-            if let Ok(mut released) = shared.released.lock() {
-                *released = Some(Instant::now());
-            }
-            shared.wake.notify_waiters();
+            shared.was_released();
         }
+    }
+
+    /// How many leases or locks are remembered, dead ones included.
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.shared.lock().map_or(0, |entries| entries.by_key.len())
+    }
+}
+
+/// One look: what was read, when, and how long it took.
+#[derive(Debug)]
+pub(crate) struct Look<T> {
+    /// When the reads were sent.
+    pub sent: Instant,
+    /// How long they took.
+    pub took: Duration,
+    /// What they read.
+    pub seen: T,
+}
+
+/// The shared looks at one lease or lock.
+#[derive(Debug)]
+pub(crate) struct SharedLooks<T> {
+    /// The latest look.
+    last: Mutex<Option<Arc<Look<T>>>>,
+    /// Held while a look is made: one at a time.
+    looking: tokio::sync::Mutex<()>,
+    /// When this process last released the lease.
+    released: Mutex<Option<Instant>>,
+    /// Wakes the waiters when this process releases the lease.
+    wake: Notify,
+    /// The contenders of this process with a claim in the lock's main row, and whether
+    /// each holds the lock.
+    in_main: Mutex<HashMap<String, bool>>,
+}
+
+impl<T> Default for SharedLooks<T> {
+    fn default() -> Self {
+        SharedLooks {
+            last: Mutex::new(None),
+            looking: tokio::sync::Mutex::new(()),
+            released: Mutex::new(None),
+            wake: Notify::new(),
+            in_main: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<T> SharedLooks<T> {
+    /// Contender `id` of this process has its claim in the lock's main row.
+    pub(crate) fn claimed(&self, id: &str) {
+        if let Ok(mut here) = self.in_main.lock() {
+            here.entry(id.to_owned()).or_insert(false);
+        }
+    }
+
+    /// Contender `id` of this process holds the lock: wakes the waiters.
+    pub(crate) fn holds(&self, id: &str) {
+        if let Ok(mut here) = self.in_main.lock() {
+            here.insert(id.to_owned(), true);
+        }
+        self.wake.notify_waiters();
+    }
+
+    /// Contender `id` of this process has no claim in the main row any more (its delete
+    /// was confirmed, or given up): wakes the waiters.
+    pub(crate) fn gone(&self, id: &str) {
+        if let Ok(mut here) = self.in_main.lock() {
+            here.remove(id);
+        }
+        self.was_released();
+    }
+
+    /// Whether contender `id` has its claim in the main row, from this process.
+    pub(crate) fn in_main_here(&self, id: &str) -> bool {
+        self.in_main.lock().is_ok_and(|here| here.contains_key(id))
+    }
+
+    /// Whether contender `id` holds the lock, in this process: when it leaves, it wakes us.
+    pub(crate) fn held_here(&self, id: &str) -> bool {
+        self.in_main
+            .lock()
+            .is_ok_and(|here| here.get(id).copied().unwrap_or(false))
+    }
+
+    /// Tells this process's waiters that a holder here released the lock.
+    pub(crate) fn was_released(&self) {
+        if let Ok(mut released) = self.released.lock() {
+            *released = Some(Instant::now());
+        }
+        self.wake.notify_waiters();
     }
 
     /// When this process last released the lease.
@@ -104,12 +193,14 @@ impl SharedLooks {
         self.released.lock().ok().and_then(|released| *released)
     }
 
-    /// Completes when this process releases the lease (from the call on).
-    pub(crate) async fn release_seen(&self) {
-        self.wake.notified().await;
+    /// Completes when this process releases the lease (or, on a fair lock, when one of its
+    /// contenders holds it or leaves the main row): from the call on once enabled
+    /// ([`Notified::enable`](tokio::sync::futures::Notified::enable)) or first polled.
+    pub(crate) fn release_seen(&self) -> tokio::sync::futures::Notified<'_> {
+        self.wake.notified()
     }
 
-    fn latest_after(&self, after: Option<Instant>) -> Option<Arc<Look>> {
+    fn latest_after(&self, after: Option<Instant>) -> Option<Arc<Look<T>>> {
         let last = self.last.lock().ok()?.clone()?;
         after.is_none_or(|after| last.sent > after).then_some(last)
     }
@@ -119,9 +210,9 @@ impl SharedLooks {
     ///
     /// # Cancel safety
     /// Cancel-safe: a look dropped half-way is not recorded; another waiter makes its own.
-    pub(crate) async fn look<F>(&self, after: Option<Instant>, make: F) -> Arc<Look>
+    pub(crate) async fn look<F>(&self, after: Option<Instant>, make: F) -> Arc<Look<T>>
     where
-        F: AsyncFnOnce() -> Look,
+        F: AsyncFnOnce() -> T,
     {
         if let Some(look) = self.latest_after(after) {
             return look;
@@ -130,10 +221,119 @@ impl SharedLooks {
         if let Some(look) = self.latest_after(after) {
             return look;
         }
-        let look = Arc::new(make().await);
+        let sent = Instant::now();
+        let seen = make().await;
+        let look = Arc::new(Look {
+            sent,
+            took: sent.elapsed(),
+            seen,
+        });
         if let Ok(mut last) = self.last.lock() {
             *last = Some(Arc::clone(&look));
         }
         look
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Waiters that want a newer look than the latest wait for the one under way and share
+    /// it: one read serves them all.
+    #[tokio::test(start_paused = true)]
+    async fn waiters_wanting_a_look_share_the_one_under_way() {
+        let shared = Arc::new(SharedLooks::<u32>::default());
+        let made = Arc::new(AtomicUsize::new(0));
+        let after = Some(Instant::now());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let (shared, made) = (Arc::clone(&shared), Arc::clone(&made));
+                tokio::spawn(async move {
+                    shared
+                        .look(after, async || {
+                            made.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            7
+                        })
+                        .await
+                        .seen
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.await.ok(), Some(7));
+        }
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+    }
+
+    /// A waiter whose look is dropped half-way (its future cancelled) records nothing: the
+    /// waiters queued behind it make their own look instead of waiting for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_look_cancelled_half_way_leaves_the_others_to_make_their_own() {
+        let shared = Arc::new(SharedLooks::<u32>::default());
+        let maker = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                shared
+                    .look(None, async || {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        1
+                    })
+                    .await
+                    .seen
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let other = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { shared.look(None, async || 2).await.seen })
+        };
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        maker.abort();
+        let seen = tokio::time::timeout(Duration::from_secs(1), other).await;
+        assert_eq!(seen.ok().and_then(Result::ok), Some(2));
+    }
+
+    /// A look sent before what a waiter asks for is not served to it, however recent.
+    #[tokio::test(start_paused = true)]
+    async fn a_look_sent_before_the_floor_is_not_served() {
+        let shared = SharedLooks::<u32>::default();
+        assert_eq!(shared.look(None, async || 1).await.seen, 1);
+        let floor = Some(Instant::now());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(shared.look(floor, async || 2).await.seen, 2);
+        assert_eq!(shared.look(floor, async || 3).await.seen, 2);
+    }
+
+    /// The registry forgets leases nobody waits for, without sweeping at every call when
+    /// many are waited for.
+    #[test]
+    fn the_registry_forgets_leases_nobody_waits_for() {
+        let registry = Registry::<u32>::new();
+        let store = StoreId(1);
+        let held: Vec<_> = (0..SWEEP_AT)
+            .map(|i| registry.of(store, &format!("held-{i}")))
+            .collect();
+        for i in 0..SWEEP_AT {
+            drop(registry.of(store, &format!("dropped-{i}")));
+        }
+        assert!(registry.remembered() <= 2 * SWEEP_AT + 1);
+        assert!(
+            registry.remembered() > held.len() + 1,
+            "swept at every call"
+        );
+        drop(held);
+        for i in 0..4 * SWEEP_AT {
+            drop(registry.of(store, &format!("late-{i}")));
+        }
+        assert!(
+            registry.remembered() <= 2 * SWEEP_AT + 1,
+            "{}",
+            registry.remembered()
+        );
     }
 }

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::acquire::LEASE_LOOKS;
 use crate::error::StoreError;
 use crate::hold::Holdable;
 use crate::orphans::Orphans;
-use crate::shared_looks::{SharedLooks, StoreId};
+use crate::shared_looks::StoreId;
 use crate::store::{CasOutcome, Claim, LeaseStore};
 
 /// One acquisition of a lease, identified by its unique holder id.
@@ -107,7 +108,7 @@ impl Holdable for LeaseTarget {
         let outcome = self.store.release(&self.key, &self.holder_id).await?;
         if outcome == CasOutcome::Applied {
             // This process's waiters need not read to learn it is free.
-            SharedLooks::released(self.store_id, &self.key);
+            LEASE_LOOKS.released(self.store_id, &self.key);
         }
         Ok(outcome)
     }

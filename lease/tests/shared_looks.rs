@@ -7,6 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cql_lease::cells::faulty::FaultyCellStore;
+use cql_lease::cells::memory::{CellOp, MemoryCellStore};
+use cql_lease::memory::{Fault, Times};
 use cql_lease::{CountingStore, LeaseClient, LeaseStore, MemoryStore, Timing};
 
 fn timing() -> Timing {
@@ -85,4 +88,48 @@ async fn a_release_in_the_process_hands_over_without_a_look() {
         "a look came between the release and the claim"
     );
     next.release().await.unwrap();
+}
+
+/// A waiting line whose reads hang does not hold up the first in line: a look gives the
+/// line one request's time, so a release elsewhere is claimed within about that, not the
+/// many retries of a resolve timeout.
+#[tokio::test(start_paused = true)]
+async fn a_slow_line_read_does_not_hold_up_the_first_in_line() {
+    let line = Arc::new(FaultyCellStore::new(Arc::new(MemoryCellStore::new())));
+    let memory = Arc::new(MemoryStore::with_waiting_line(line.clone()));
+    // The holder is another process: its release wakes nobody here.
+    let elsewhere: Arc<dyn LeaseStore> = Arc::new(CountingStore::new(memory.clone()));
+    let here: Arc<dyn LeaseStore> = memory;
+    let held = LeaseClient::new(elsewhere, timing())
+        .unwrap()
+        .acquire("x", "holder", None, None)
+        .await
+        .unwrap();
+    let waiters: Vec<_> = (0..2)
+        .map(|i| {
+            let client = LeaseClient::new(here.clone(), timing()).unwrap();
+            tokio::spawn(async move { client.acquire("x", &format!("w{i}"), None, None).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    line.inject(
+        Some(CellOp::ReadRow),
+        Fault::Latency(Duration::from_secs(3600)),
+        Times::Always,
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let released = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let request = timing().effective_request_timeout();
+    let (first, _, others) = futures::future::select_all(waiters).await;
+    let first = first.unwrap().expect("a waiter gets the lease");
+    assert!(
+        released.elapsed() <= request * 2,
+        "claimed {:?} after the release (a request times out after {request:?})",
+        released.elapsed()
+    );
+    first.release().await.unwrap();
+    for waiter in others {
+        waiter.abort();
+    }
 }

@@ -85,7 +85,7 @@ struct Stores {
     counted: Arc<CountingStore<dyn LeaseStore>>,
     paxos: PaxosSource,
     label: String,
-    /// Each lease contender on a handle of its own (`--apart`).
+    /// Each contender on handles of its own (`--apart`).
     apart: bool,
 }
 
@@ -445,10 +445,9 @@ impl Held {
 fn make(
     algorithm: &str,
     stores: &Stores,
-    view: &FaultyCellStore,
+    store: Arc<dyn CellStore>,
     i: usize,
 ) -> Result<Contender, Box<dyn std::error::Error>> {
-    let store: Arc<dyn CellStore> = Arc::new(view.clone());
     let contenders = Contenders::new(&format!("bench{i:03}"))?;
     let owner = format!("bench{i:03}");
     let client = || {
@@ -518,10 +517,21 @@ async fn measure(
     let window = tokio::sync::watch::Sender::new(Window::Pending);
     let mut tasks = Vec::new();
     let mut views = Vec::new();
+    // One counted handle on the cells for all contenders, as one process has, or one each
+    // (`--apart`): the library shares waiters' reads by store handle.
+    let mut shared: Option<Arc<dyn CellStore>> = None;
     for i in 0..n {
-        let view = FaultyCellStore::new(Arc::clone(&stores.cells));
-        let contender = make(algorithm, stores, &view, i)?;
-        views.push(view);
+        let cells = match &shared {
+            Some(cells) if !stores.apart => Arc::clone(cells),
+            _ => {
+                let view = FaultyCellStore::new(Arc::clone(&stores.cells));
+                let cells: Arc<dyn CellStore> = Arc::new(view.clone());
+                views.push(view);
+                shared = Some(Arc::clone(&cells));
+                cells
+            }
+        };
+        let contender = make(algorithm, stores, cells, i)?;
         let (name, mut window) = (name.clone(), window.subscribe());
         tasks.push(tokio::spawn(async move {
             let mut waits = Vec::new();
@@ -801,9 +811,9 @@ struct Cli {
     /// With --memory: tokio's paused clock, counting round trips only.
     #[arg(long = "virtual")]
     r#virtual: bool,
-    /// Each lease contender on a store handle of its own, as if each ran in a process of its
-    /// own: waiters then share no looks at the lease (by default they share one store, as the
-    /// tasks of one process do).
+    /// Each contender on store handles of its own, as if each ran in a process of its own:
+    /// waiters then share no reads of the lease or the lock's queue (by default they share
+    /// one handle per store, as the tasks of one process do).
     #[arg(long = "apart")]
     apart: bool,
 }

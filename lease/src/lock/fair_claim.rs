@@ -36,6 +36,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::debug;
 
+use super::fair_lock::queue::SharedQueue;
 use super::fair_pace::Pace;
 use super::numbering::poll_delay;
 use super::plain::Cells;
@@ -56,6 +57,11 @@ const QUICK_HOLDS: u32 = 8;
 
 /// Length of a queue cell's name before the contender id: arrival time and sequence.
 const QUEUE_PREFIX: usize = 40;
+
+/// The contender id of a queue cell's name.
+pub(crate) fn contender_of(queue_cell: &str) -> Option<&str> {
+    queue_cell.get(QUEUE_PREFIX..)
+}
 
 /// What a contender does after reading the main row with its own cell in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +139,19 @@ impl Claim {
         }
     }
 
+    /// Records that the contender ahead has its claim in the main row, as this process
+    /// knows (it wrote it there and has not left): as good as a read that shows it.
+    pub(crate) fn ahead_in_main(&mut self) {
+        if self.ahead.is_some() {
+            self.ahead_seen = true;
+        }
+    }
+
+    /// The contender first in the queue by the last queue read, unless it was us.
+    pub(crate) fn ahead(&self) -> Option<&str> {
+        self.ahead.as_deref()
+    }
+
     /// Whether the last main-row read judged showed another contender's cell marked held.
     pub(crate) fn owner_seen(&self) -> bool {
         self.owner_seen
@@ -199,6 +218,10 @@ pub(crate) struct Waiter {
     /// The queue cells the previous queue read returned.
     pub(crate) seen: Vec<String>,
     pub(crate) claim: Claim,
+    /// Our share in this process's looks at the queue (`None`: we read it ourselves).
+    pub(crate) shared: Option<SharedQueue>,
+    /// How long we last paused between rounds.
+    pub(crate) paused: Duration,
 }
 
 impl Waiter {
@@ -211,6 +234,15 @@ impl Waiter {
             pace: Pace::new(poll),
             seen: Vec::new(),
             claim: Claim::default(),
+            shared: None,
+            paused: Duration::ZERO,
+        }
+    }
+
+    /// Our queue cell was written just now: shared looks from now on only.
+    pub(crate) fn queued(&mut self) {
+        if let Some(shared) = self.shared.as_mut() {
+            shared.after = Some(Instant::now());
         }
     }
 

@@ -64,13 +64,16 @@ use tokio::time::Instant;
 use tracing::{debug, info, instrument};
 
 use super::bakery::poll_delay;
-use super::fair_claim::{CLAIM, Verdict, Waiter, mark_held};
+use super::fair_claim::{CLAIM, Verdict, Waiter, contender_of, mark_held};
 use super::plain::{Attempt, Cells, PlainLock};
 use super::transient::{Trouble, until_deadline, within_budget};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::{MAIN, QUEUE};
 use crate::global_time::{GlobalTime, LocalClock};
+use crate::shared_looks::SharedLooks;
+use crate::shared_looks::StoreId;
+use queue::{QUEUE_LOOKS, QueueSeen, SharedQueue};
 
 /// This process's arrivals so far: orders arrivals that share a time.
 static ARRIVALS: AtomicU64 = AtomicU64::new(0);
@@ -86,6 +89,8 @@ pub struct FairLock {
     arrival_clock: Option<LocalClock>,
     /// The queue head last seen, per lock name: where queue reads start.
     heads: Arc<Mutex<HashMap<String, String>>>,
+    /// The store's identity: this process's waiters on it share their queue reads.
+    store_id: StoreId,
 }
 
 impl std::fmt::Debug for FairLock {
@@ -124,6 +129,7 @@ impl FairLock {
         contenders: Contenders,
     ) -> Result<Self, LockError> {
         Ok(FairLock {
+            store_id: StoreId::of(&store),
             base: PlainLock::new(store, options, contenders)?,
             global_time: None,
             arrival_clock: None,
@@ -158,21 +164,53 @@ impl FairLock {
         let id = cells.id().to_owned();
         let claimed = cells.has(MAIN, &id);
         if !claimed {
+            // What this process knows of the main row: its own contenders' claims there.
+            let looks = waiter
+                .shared
+                .as_ref()
+                .map(|shared| Arc::clone(&shared.looks));
+            let here = |id: Option<&str>| {
+                id.zip(looks.as_ref())
+                    .is_some_and(|(id, looks)| looks.in_main_here(id))
+            };
+            let held = |id: Option<&str>| {
+                id.zip(looks.as_ref())
+                    .is_some_and(|(id, looks)| looks.held_here(id))
+            };
             // The second in line reads the main row too only while it polls back to back
             // (short holds): then it is likely next in line by its next read.
             let joint = waiter.place <= 1 || (waiter.place == 2 && waiter.fast);
-            let place = if early && joint {
+            // A head that is one of ours, now or next, needs no read of the main row.
+            let known = waiter
+                .seen
+                .iter()
+                .take(2)
+                .any(|cell| here(contender_of(cell)));
+            let place = if early && joint && !known {
                 // Next in line: read the main row with the queue, and claim only once the
                 // head's cell is there (it has claimed, so its read back is most likely
                 // done by the time ours lands, and ours does not make it collide).
-                let (place, main) =
-                    futures::future::join(self.read_place(cells, waiter), self.read_main(cells))
-                        .await;
+                let (place, main) = futures::future::join(
+                    self.read_place(cells, waiter, true),
+                    self.read_main(cells),
+                )
+                .await;
                 let place = place?;
                 waiter.claim.saw_main(&main?);
                 place
             } else {
-                self.read_place(cells, waiter).await?
+                let place = self.read_place(cells, waiter, true).await?;
+                if held(waiter.claim.ahead()) {
+                    waiter.claim.ahead_in_main();
+                } else if early && place == 1 && here(waiter.claim.ahead()) {
+                    // The head, one of ours, has claimed but does not hold yet: claiming
+                    // now would make it wait on us. It tells us when it holds.
+                    waiter.place = place;
+                    return Ok(Step::Waiting);
+                } else if early && joint && place == 1 {
+                    waiter.claim.saw_main(&self.read_main(cells).await?);
+                }
+                place
             };
             waiter.place = place;
             if place > usize::from(early) || (place == 1 && !waiter.claim.head_claimed()) {
@@ -180,6 +218,11 @@ impl FairLock {
                 return Ok(Step::Waiting);
             }
             cells.put(MAIN, &id, CLAIM).await?;
+            if place == 1 && held(waiter.claim.ahead()) {
+                // The head, one of ours, holds the lock: our read would show it. Its
+                // leaving wakes us, and the read after that decides.
+                return Ok(Step::HoldingOn);
+            }
         }
         let sent = Instant::now();
         let main = self.read_main(cells).await?;
@@ -190,7 +233,8 @@ impl FairLock {
         }
         let mut verdict = waiter.claim.judge(&main, &id, !claimed);
         if verdict == Verdict::Unsure {
-            let place = self.read_place(cells, waiter).await?;
+            // Read by ourselves: after our main-row read.
+            let place = self.read_place(cells, waiter, false).await?;
             if place > usize::from(early) {
                 cells.remove(MAIN, &id).await;
                 return Ok(Step::Waiting);
@@ -224,6 +268,8 @@ impl FairLock {
     ) -> Result<LockGuard, LockError> {
         let mut trouble = Trouble::new(name, self.base.options.timing.retry_period);
         let cells = self.base.contender(name);
+        let looks = QUEUE_LOOKS.of(self.store_id, name);
+        watched_by(&cells, &looks);
         let attempt = Attempt::new(&cells);
         let mine = loop {
             match self.queue_name(&cells).await {
@@ -232,11 +278,13 @@ impl FairLock {
             }
         };
         let mut waiter = Waiter::new(mine.clone(), self.base.options.poll_interval);
+        waiter.shared = Some(SharedQueue { looks, after: None });
         loop {
             let step = async {
                 if !cells.has(QUEUE, &mine) {
                     // Not (or no longer) in the queue: our arrival, or a write given up.
                     cells.put(QUEUE, &mine, 1).await?;
+                    waiter.queued();
                 }
                 self.round(&cells, &mut waiter, true).await
             };
@@ -266,13 +314,33 @@ impl FairLock {
                 Step::Waiting => poll_delay(waiter.pace.delay(Instant::now())),
                 Step::Collided => poll_delay(waiter.pace.collided()),
             };
+            // Behind a contender of this process, wait to be told instead of reading (at
+            // most `poll_interval`, should a word be missed).
+            let told = waiter.shared.as_ref().and_then(|shared| {
+                let claimed = match step {
+                    Step::HoldingOn => true,
+                    Step::Waiting => false,
+                    Step::Owned | Step::Collided => return None,
+                };
+                let ahead = waiter.claim.ahead()?.to_owned();
+                let until = Until::after_round(&shared.looks, claimed, waiter.place, Some(&ahead))?;
+                Some((Arc::clone(&shared.looks), ahead, until))
+            });
+            let pause = match &told {
+                Some(_) => pause.max(self.base.options.poll_interval),
+                None => pause,
+            };
             waiter.fast = pause.is_zero();
+            waiter.paused = pause;
             if !cells.keep_fresh().await {
                 // Our queue cell may have expired: write it again under the same name, which
                 // keeps our place in the queue (if that fails, the next round writes it).
                 cells.clear().await;
-                if let Err(error) = cells.put(QUEUE, &mine, 1).await {
-                    trouble.failed(error)?;
+                match cells.put(QUEUE, &mine, 1).await {
+                    Ok(()) => waiter.queued(),
+                    Err(error) => {
+                        trouble.failed(error)?;
+                    }
                 }
             }
             let wake = Instant::now() + pause;
@@ -284,7 +352,9 @@ impl FairLock {
                     waited: started.elapsed(),
                 });
             }
-            if pause.is_zero() {
+            if let Some((looks, ahead, until)) = told {
+                until.wait(&looks, &ahead, wake).await;
+            } else if pause.is_zero() {
                 // A sleep, however short, lasts until the timer's next tick (1 ms).
                 tokio::task::yield_now().await;
             } else {
@@ -295,6 +365,7 @@ impl FairLock {
 
     fn granted(&self, cells: Arc<Cells>, attempt: Attempt) -> LockGuard {
         attempt.disarm();
+        QUEUE_LOOKS.of(self.store_id, &cells.lock).holds(cells.id());
         mark_held(&cells);
         info!(lock = %cells.lock, id = cells.id(), "fair lock held");
         cells.into_guard("fair")
@@ -346,6 +417,7 @@ impl FairLock {
             return Ok(None);
         }
         let cells = self.base.contender(name);
+        watched_by(&cells, &QUEUE_LOOKS.of(self.store_id, name));
         let attempt = Attempt::new(&cells);
         let mine = self.enqueue(&cells).await?;
         // Only the first place matters here: read two cells at most.
@@ -381,8 +453,26 @@ impl FairLock {
     }
 }
 
+/// Lets this process's waiters on the lock know when the contender of `cells` claims the
+/// main row and when it leaves it.
+fn watched_by(cells: &Cells, looks: &Arc<SharedLooks<QueueSeen>>) {
+    let looks = Arc::clone(looks);
+    let id = cells.id().to_owned();
+    let _ = cells.on_main.set(Box::new(move |written| {
+        if written {
+            looks.claimed(&id);
+        } else {
+            looks.gone(&id);
+        }
+    }));
+}
+
+#[path = "fair_local.rs"]
+mod local;
+use local::Until;
+
 #[path = "fair_queue.rs"]
-mod queue;
+pub(super) mod queue;
 
 #[cfg(test)]
 #[path = "fair_tests.rs"]

@@ -104,6 +104,11 @@ impl Pace {
         }
     }
 
+    /// How long the last queue read took.
+    pub(crate) fn last_took(&self) -> Duration {
+        self.last_took
+    }
+
     /// How many queue cells the next read asks for: enough to find this waiter one place
     /// further back than last time (a latecomer may sort ahead), at most the window + 1.
     pub(crate) fn read_limit(&self) -> usize {

@@ -78,7 +78,14 @@ pub(crate) struct Cells {
     owned: Mutex<Vec<Owned>>,
     /// Set once a release began: from then on `still_held` means "a cell still stands".
     releasing: AtomicBool,
+    /// Told when this contender's main-row cell was written (`true`) and when its delete
+    /// was confirmed or given up (`false`): how the fair lock's waiters in this process
+    /// learn that the contender ahead of them left without reading the row.
+    pub(crate) on_main: std::sync::OnceLock<MainHook>,
 }
+
+/// See [`Cells::on_main`].
+pub(crate) type MainHook = Box<dyn Fn(bool) + Send + Sync>;
 
 impl Cells {
     pub(crate) fn new(durable: Durable, lock: &str, slot: Slot, options: LockOptions) -> Arc<Self> {
@@ -89,6 +96,7 @@ impl Cells {
             options,
             owned: Mutex::new(Vec::new()),
             releasing: AtomicBool::new(false),
+            on_main: std::sync::OnceLock::new(),
         })
     }
 
@@ -183,7 +191,10 @@ impl Cells {
             )
             .await
         {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.main_changed(row, true);
+                Ok(())
+            }
             Err(source) => {
                 self.remove(row, cell).await;
                 Err(self.store_error(source))
@@ -209,6 +220,17 @@ impl Cells {
         }
         if let Ok(mut owned) = self.owned.lock() {
             owned.retain(|o| !(o.row == row && o.cell == cell));
+        }
+        self.main_changed(row, false);
+    }
+
+    /// Tells [`Cells::on_main`] that our cell in `row` was written or is gone, if that row
+    /// is the main row.
+    pub(crate) fn main_changed(&self, row: &str, written: bool) {
+        if row == crate::cells::rows::MAIN
+            && let Some(hook) = self.on_main.get()
+        {
+            hook(written);
         }
     }
 

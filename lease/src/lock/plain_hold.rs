@@ -74,7 +74,10 @@ impl Holdable for Cells {
         if let Ok(mut left) = self.owned.lock() {
             for (o, result) in owned.iter().zip(results) {
                 match result {
-                    Ok(()) => left.retain(|x| !(x.row == o.row && x.cell == o.cell)),
+                    Ok(()) => {
+                        left.retain(|x| !(x.row == o.row && x.cell == o.cell));
+                        self.main_changed(o.row, false);
+                    }
                     Err(error) => {
                         debug!(lock = %self.lock, cell = %o.cell, %error, "release delete not confirmed");
                         failed.get_or_insert(error);

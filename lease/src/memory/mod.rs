@@ -67,13 +67,39 @@ pub struct MemoryStore {
     rows: Mutex<HashMap<String, Row>>,
     faults: FaultRules<Op>,
     counts: [AtomicU64; 5],
-    waiting: Arc<MemoryCellStore>,
+    waiting: Line,
+}
+
+/// The cells that keep the waiting lines: the store's own, or those given for fault injection.
+#[derive(Clone)]
+struct Line(Arc<dyn CellStore>);
+
+impl std::fmt::Debug for Line {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Line")
+    }
+}
+
+impl Default for Line {
+    fn default() -> Self {
+        Line(Arc::new(MemoryCellStore::new()))
+    }
 }
 
 impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store whose waiting lines (see [`LeaseStore::waiting_line`]) are kept in
+    /// `cells`: a [`FaultyCellStore`](crate::cells::faulty::FaultyCellStore) there makes the line's
+    /// reads and writes fail or lag while the leases answer as before.
+    pub fn with_waiting_line(cells: Arc<dyn CellStore>) -> Self {
+        MemoryStore {
+            waiting: Line(cells),
+            ..Self::default()
+        }
     }
 
     /// Adds a fault rule for `op` (all operations when `None`).
@@ -200,6 +226,6 @@ impl LeaseStore for MemoryStore {
     }
 
     fn waiting_line(&self) -> Option<Arc<dyn CellStore>> {
-        Some(self.waiting.clone())
+        Some(Arc::clone(&self.waiting.0))
     }
 }

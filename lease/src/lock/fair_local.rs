@@ -1,0 +1,80 @@
+//! What a process knows of its own contenders on a [fair lock](super), and the reads it saves.
+//!
+//! A contender of this process says when its claim lands in the main row, when it holds the
+//! lock and when its claim is gone (see `shared_looks.rs`). The next in line behind such a
+//! contender need not read the main row to learn what it would show: it waits to be told,
+//! and reads once the head has left. What decides ownership is unchanged: a contender owns
+//! the lock only on a main-row read made after its own claim was confirmed, showing it alone.
+
+use tokio::time::Instant;
+
+use super::queue::QueueSeen;
+use crate::shared_looks::SharedLooks;
+
+/// What a waiter behind a contender of this process waits for, instead of reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Until {
+    /// The holder ahead to leave the main row: then the lock may be ours (claimed next in
+    /// line), or we are next in line.
+    Gone,
+    /// The claimant ahead to hold the lock or leave: claiming early before it holds would
+    /// make it wait on our claim (it counts claims behind it as ones that give way).
+    HeldOrGone,
+}
+
+impl Until {
+    /// The wait of a waiter at `place` whose head is `ahead`: `claimed` when it has its own
+    /// claim in the main row, else waiting in the queue.
+    pub(super) fn after_round(
+        looks: &SharedLooks<QueueSeen>,
+        claimed: bool,
+        place: usize,
+        ahead: Option<&str>,
+    ) -> Option<Until> {
+        let ahead = ahead?;
+        match (claimed, place) {
+            // Next in line with its claim in: the holder's leaving is the hand-over.
+            (true, 1) if looks.held_here(ahead) => Some(Until::Gone),
+            // Next in line without a claim: it claims once the head holds.
+            (false, 1) if looks.in_main_here(ahead) && !looks.held_here(ahead) => {
+                Some(Until::HeldOrGone)
+            }
+            // Next in line once the holder leaves.
+            (false, 2) if looks.held_here(ahead) => Some(Until::Gone),
+            _ => None,
+        }
+    }
+
+    fn still(self, looks: &SharedLooks<QueueSeen>, ahead: &str) -> bool {
+        match self {
+            Until::Gone => looks.in_main_here(ahead),
+            Until::HeldOrGone => looks.in_main_here(ahead) && !looks.held_here(ahead),
+        }
+    }
+
+    /// Waits until the contender `ahead` did what this waits for, or until `give_up_at`
+    /// (should a word be missed: a contender cut off, a guard abandoned).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only waits.
+    pub(super) async fn wait(
+        self,
+        looks: &SharedLooks<QueueSeen>,
+        ahead: &str,
+        give_up_at: Instant,
+    ) {
+        loop {
+            // Listening before looking: a change after the look still wakes us.
+            let changed = looks.release_seen();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self.still(looks, ahead) {
+                return;
+            }
+            tokio::select! {
+                () = tokio::time::sleep_until(give_up_at) => return,
+                () = changed => {}
+            }
+        }
+    }
+}
