@@ -15,20 +15,15 @@ pub const CELL_TABLE: &str = "lock_cells";
 
 /// Where each store lives, from one set of options: the leases in `options.table`, the
 /// queues in [`DEFAULT_TABLE`] (and its companions), the lock cells in [`CELL_TABLE`], all in
-/// `options.keyspace`, with its consistency levels, routing and replication.
+/// `options.keyspace`, with its consistency levels, routing and replication. The lock cells
+/// are read and written at `options.consistency` as the leases' waiting line is
+/// ([`ScyllaOptions::cells_in`]), so a `LOCAL_QUORUM` deployment stays in its data centre.
 fn layouts(options: &ScyllaOptions) -> (ScyllaOptions, ScyllaOptions, CellOptions) {
     let queues = ScyllaOptions {
         table: DEFAULT_TABLE.into(),
         ..options.clone()
     };
-    let cells = CellOptions {
-        location: ScyllaOptions {
-            table: CELL_TABLE.into(),
-            ..options.clone()
-        },
-        ..CellOptions::default()
-    };
-    (options.clone(), queues, cells)
+    (options.clone(), queues, options.cells_in(CELL_TABLE))
 }
 
 impl Backend {
@@ -54,7 +49,9 @@ impl Backend {
 
     /// The cluster backend on `session`, with existing tables: the leases in
     /// `options.table` (default `leases`), the queues in `work_items` and its companions, the
-    /// lock cells in `lock_cells`, all in `options.keyspace`. Prepares every statement once.
+    /// lock cells in `lock_cells`, all in `options.keyspace` and at `options.consistency`
+    /// (for the lock cells `ANY`, which cannot read, becomes `ONE`; `LOCAL_QUORUM` stays
+    /// local). Prepares every statement once.
     ///
     /// # Errors
     /// [`SchemaError`]: bad options, a missing keyspace or table (run
@@ -74,5 +71,37 @@ impl Backend {
             cells: Arc::new(ScyllaCellStore::new(session, cells).await?),
         };
         Ok(Backend::from_stores(stores, "cluster"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use scylla::statement::Consistency;
+
+    use super::*;
+
+    /// The lock cells follow the chosen level, as the leases' waiting line does, in the
+    /// chosen keyspace.
+    #[test]
+    fn the_lock_cells_take_the_chosen_consistency() {
+        for (chosen, cells) in [
+            (Consistency::Quorum, Consistency::Quorum),
+            (Consistency::LocalQuorum, Consistency::LocalQuorum),
+            (Consistency::All, Consistency::All),
+            (Consistency::Any, Consistency::One),
+        ] {
+            let options = ScyllaOptions {
+                keyspace: "ops".into(),
+                consistency: chosen,
+                ..ScyllaOptions::default()
+            };
+            let (leases, queues, lock_cells) = layouts(&options);
+            assert_eq!(lock_cells.consistency, cells, "{chosen:?}");
+            assert_eq!(lock_cells.consistency, options.waiting_line().consistency);
+            assert_eq!(lock_cells.location.table, CELL_TABLE);
+            assert_eq!(lock_cells.location.keyspace, "ops");
+            assert_eq!(queues.consistency, chosen);
+            assert_eq!(leases, options);
+        }
     }
 }

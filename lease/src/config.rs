@@ -7,6 +7,12 @@ use crate::namespace::Namespace;
 
 /// Longest TTL Cassandra and ScyllaDB accept on a write (20 years), in seconds.
 pub const MAX_TTL_SECS: u64 = 630_720_000;
+/// Longest duration any setting accepts: [`MAX_TTL_SECS`] (20 years). Far beyond any real
+/// need, and short enough that adding it to a clock reading never overflows.
+pub const MAX_DURATION: Duration = Duration::from_secs(MAX_TTL_SECS);
+/// Shortest [`Timing::renew_deadline`] accepted: below it the derived request timeout (a
+/// third of it) is too short for any store to answer, so nothing could ever be held.
+pub const MIN_RENEW_DEADLINE: Duration = Duration::from_millis(100);
 /// Longest lease, lock or election name a user gives, in bytes. A lease lock's or an
 /// election's row adds its name space's prefix (see [`crate::namespace`]), up to
 /// [`crate::namespace::MAX_STORED_NAME_LEN`] bytes.
@@ -86,15 +92,16 @@ impl Default for Timing {
 }
 
 impl Timing {
-    /// Checks `1 s <= lease_duration <= 630720000 s`, `0 < renew_period < renew_deadline`,
-    /// `retry_period > 0`, `resolve_timeout > 0`, when set `request_timeout > 0`, and that no
-    /// duration exceeds 630720000 s (20 years), so that deadlines never overflow.
+    /// Checks `1 s <= lease_duration <= 630720000 s`, `renew_deadline >= 100 ms`
+    /// ([`MIN_RENEW_DEADLINE`]), `0 < renew_period < renew_deadline`, `retry_period > 0`,
+    /// `resolve_timeout > 0`, when set `request_timeout >= 1 ms`, and that no duration exceeds
+    /// 630720000 s (20 years, [`MAX_DURATION`]), so that deadlines never overflow.
     ///
     /// # Errors
     /// [`InvalidArgument::Timing`], naming the field.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         let bad = |msg: String| Err(InvalidArgument::Timing(msg));
-        let longest = Duration::from_secs(MAX_TTL_SECS);
+        let longest = MAX_DURATION;
         for (field, value) in [
             ("lease_duration", Some(self.lease_duration)),
             ("renew_period", Some(self.renew_period)),
@@ -115,6 +122,17 @@ impl Timing {
                 self.lease_duration
             ));
         }
+        // A shorter validity derives a request timeout of a few milliseconds or zero: every
+        // request would be cut before it could answer.
+        if self.renew_deadline() < MIN_RENEW_DEADLINE {
+            return bad(format!(
+                "lease_duration {:?} leaves a renew deadline of {:?} (lease_duration - 1 s - \
+                 max_clock_skew {:?}); it must be at least {MIN_RENEW_DEADLINE:?}",
+                self.lease_duration,
+                self.renew_deadline(),
+                self.max_clock_skew
+            ));
+        }
         if self.renew_period.is_zero() || self.renew_period >= self.renew_deadline() {
             return bad(format!(
                 "renew_period {:?} must be greater than zero and less than the renew deadline \
@@ -131,8 +149,11 @@ impl Timing {
         if self.resolve_timeout.is_zero() {
             return bad("resolve_timeout must be greater than zero".into());
         }
-        if self.request_timeout.is_some_and(|t| t.is_zero()) {
-            return bad("request_timeout must be greater than zero".into());
+        if let Some(timeout) = self
+            .request_timeout
+            .filter(|t| *t < Duration::from_millis(1))
+        {
+            return bad(format!("request_timeout {timeout:?} must be at least 1 ms"));
         }
         Ok(())
     }

@@ -79,8 +79,8 @@ mod waiting_line;
 
 pub use client::{LeaseClient, TryAcquire};
 pub use config::{
-    MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN, Timing, check_len, check_name,
-    check_owner_and_value, check_text,
+    MAX_DURATION, MAX_NAME_LEN, MAX_OWNER_LEN, MAX_TTL_SECS, MAX_VALUE_LEN, MIN_RENEW_DEADLINE,
+    Timing, check_len, check_name, check_owner_and_value, check_text,
 };
 pub use counting::{CallCounts, CountingStore};
 pub use error::{InvalidArgument, LeaseError, LossReason, StoreError};

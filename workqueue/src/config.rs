@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cql_lease::{InvalidArgument, Timing};
+use cql_lease::{InvalidArgument, MAX_DURATION, MAX_TTL_SECS, Timing};
 
 /// Largest payload accepted by `enqueue`, in bytes (a row is not a blob store).
 pub const MAX_PAYLOAD_LEN: usize = 64 * 1024;
@@ -86,7 +86,13 @@ impl Default for QueueConfig {
 }
 
 impl QueueConfig {
-    /// Checks every setting.
+    /// Checks every setting: the timing ([`Timing::validate`]), and every other duration at
+    /// most 630720000 s (20 years, [`MAX_DURATION`], the timing's own bound), so that no
+    /// deadline or clock reading derived from one overflows.
+    ///
+    /// # Errors
+    /// [`InvalidArgument::Timing`] for the timing, else [`InvalidArgument::Invalid`] naming
+    /// the setting.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         self.timing.validate()?;
         let bad = |reason: String| {
@@ -95,6 +101,20 @@ impl QueueConfig {
                 reason,
             })
         };
+        for (field, value) in [
+            ("retry_backoff", self.retry_backoff),
+            ("max_retry_backoff", self.max_retry_backoff),
+            ("bucket_width", self.bucket_width),
+            ("cursor_refresh", self.cursor_refresh),
+            ("cold_start", self.cold_start),
+            ("done_retention", self.done_retention),
+        ] {
+            if value > MAX_DURATION {
+                return bad(format!(
+                    "{field} {value:?} must be at most {MAX_TTL_SECS} s"
+                ));
+            }
+        }
         if self.max_attempts < 1 {
             return bad(format!(
                 "max_attempts must be at least 1, not {}",

@@ -145,9 +145,10 @@ impl Drain {
         self.tracker.count.load(Ordering::SeqCst)
     }
 
-    /// Stops claiming at once, then waits up to `grace` for in-flight jobs to finish; jobs
-    /// still running then are told to stop (their cancellation tokens fire) and, once
-    /// dropped, hand their items back. A claim the worker had made but not handed out (one
+    /// Stops claiming at once, then waits up to `grace` for in-flight jobs to finish (a
+    /// `grace` too long to add to a clock reading, such as `Duration::MAX`, waits for them
+    /// however long they take); jobs still running then are told to stop (their
+    /// cancellation tokens fire) and, once dropped, hand their items back. A claim the worker had made but not handed out (one
     /// being made, or parked after a dropped `next()`) is undone at once (no attempt spent)
     /// and the drain waits, within `grace`, for that undo to end; one still under way at the
     /// deadline counts as unfinished.
@@ -158,15 +159,21 @@ impl Drain {
     /// same); jobs are told to stop only at the deadline.
     pub async fn drain(&self, grace: Duration) -> DrainReport {
         self.shutdown.cancel();
-        let deadline = Instant::now() + grace;
+        // A grace too long to add to the clock has no deadline: wait for the jobs.
+        let deadline = Instant::now().checked_add(grace);
         loop {
             let idle = self.tracker.idle.notified();
             if self.in_flight() == 0 {
                 info!("worker drained");
                 return DrainReport { unfinished: 0 };
             }
-            if tokio::time::timeout_at(deadline, idle).await.is_err() {
-                break;
+            match deadline {
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline, idle).await.is_err() {
+                        break;
+                    }
+                }
+                None => idle.await,
             }
         }
         let unfinished = self.in_flight();

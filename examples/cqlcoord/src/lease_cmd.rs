@@ -3,8 +3,12 @@
 //! The names are plain leases' unless `--of lock` or `--of election` says otherwise (see
 //! [`cql_lease::namespace`]): `lease acquire X` does not touch the election `X`.
 
+use std::time::Duration;
+
 use cql_lease::namespace::Namespace;
-use cql_lease::{CasOutcome, LeaseClient, StoredLease, Timing, TryAcquire};
+use cql_lease::{
+    CasOutcome, LeaseClient, MAX_TTL_SECS, MIN_RENEW_DEADLINE, StoredLease, Timing, TryAcquire,
+};
 use serde_json::json;
 
 use crate::cli::{Connection, LeaseCommand};
@@ -15,6 +19,10 @@ use crate::error::CliError;
 /// # Errors
 /// Bad flags (2), store failures (1), a lease held by someone else (124).
 pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, CliError> {
+    // Flags are checked before connecting: a bad one sends nothing.
+    if let LeaseCommand::Acquire { ttl, .. } = &command {
+        acquire_timing(*ttl)?;
+    }
     let store = crate::stores::leases(connection).await?;
     match command {
         LeaseCommand::Get { name, of, json } => {
@@ -30,11 +38,7 @@ pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, 
             wait,
             json,
         } => {
-            let config = Timing {
-                lease_duration: ttl,
-                renew_period: ttl / 4,
-                ..Timing::default()
-            };
+            let config = acquire_timing(ttl)?;
             let client = LeaseClient::new(store, config)?;
             let lease = match wait {
                 Some(wait) => {
@@ -101,6 +105,33 @@ pub async fn run(connection: &Connection, command: LeaseCommand) -> Result<i32, 
             }
         }
     }
+}
+
+/// The timing of `lease acquire --ttl TTL`. The lease is not renewed, but the timing must
+/// still validate: the renew period is derived (a quarter of the TTL, at most half the renew
+/// deadline), so only `--ttl` can be wrong, and the error names it.
+///
+/// # Errors
+/// A `--ttl` too short for a usable renew deadline, or too long (exit 2).
+fn acquire_timing(ttl: Duration) -> Result<Timing, CliError> {
+    let mut config = Timing {
+        lease_duration: ttl,
+        ..Timing::default()
+    };
+    config.renew_period = (ttl / 4).min(config.renew_deadline() / 2);
+    // With the renew period derived, only the TTL can be out of range: the library's message
+    // would name fields the command has no flags for.
+    config.validate().map_err(|_| {
+        CliError::usage(format!(
+            "--ttl {} is out of range: it must be at least 1s + the assumed clock skew ({}) + \
+             {} and at most {}s",
+            humantime::format_duration(ttl),
+            humantime::format_duration(config.max_clock_skew),
+            humantime::format_duration(MIN_RENEW_DEADLINE),
+            MAX_TTL_SECS
+        ))
+    })?;
+    Ok(config)
 }
 
 fn print_holder(name: &str, holder: Option<&StoredLease>, json: bool) {

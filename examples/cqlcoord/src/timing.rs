@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use cql_lease::Timing;
+use cql_lease::{MIN_RENEW_DEADLINE, Timing};
 
 use crate::child::KILL_MARGIN;
 use crate::cli::TimingArgs;
@@ -33,32 +33,37 @@ impl TimingArgs {
         } else {
             grace + KILL_MARGIN
         };
-        config.renew_period = match self.renew_interval {
-            Some(renew) => renew,
-            None => {
-                // Derived from --ttl: the user gave no --renew-interval, so a ttl too short
-                // is reported in terms of the flags given.
-                let room = config.renew_deadline().saturating_sub(margin);
-                if self.ttl < Duration::from_secs(1) || room < Duration::from_millis(100) {
-                    return Err(CliError::usage(format!(
-                        "--ttl {} is too short: it must exceed 1s + --max-clock-skew ({}){} by at \
-                         least 100ms, and be at least 1s",
-                        humantime::format_duration(self.ttl),
-                        humantime::format_duration(self.max_clock_skew),
-                        if grace.is_zero() {
-                            String::new()
-                        } else {
-                            format!(
-                                " + --kill-grace ({}) + {}ms",
-                                humantime::format_duration(grace),
-                                KILL_MARGIN.as_millis()
-                            )
-                        }
-                    )));
-                }
-                (room / 2).min(DEFAULT_RENEW_INTERVAL)
-            }
+        // A derived renew interval also needs room to stop the command; an explicit one is
+        // checked against that below, in terms of --renew-interval.
+        let reserve = if self.renew_interval.is_some() {
+            Duration::ZERO
+        } else {
+            margin
         };
+        let room = config.renew_deadline().saturating_sub(reserve);
+        // The library's own minimum validity (MIN_RENEW_DEADLINE), reported in terms of the
+        // flags given rather than the library's field names.
+        if self.ttl < Duration::from_secs(1) || room < MIN_RENEW_DEADLINE {
+            return Err(CliError::usage(format!(
+                "--ttl {} is too short: it must exceed 1s + --max-clock-skew ({}){} by at \
+                 least {}, and be at least 1s",
+                humantime::format_duration(self.ttl),
+                humantime::format_duration(self.max_clock_skew),
+                if reserve.is_zero() {
+                    String::new()
+                } else {
+                    format!(
+                        " + --kill-grace ({}) + {}ms",
+                        humantime::format_duration(grace),
+                        KILL_MARGIN.as_millis()
+                    )
+                },
+                humantime::format_duration(MIN_RENEW_DEADLINE)
+            )));
+        }
+        config.renew_period = self
+            .renew_interval
+            .unwrap_or_else(|| (room / 2).min(DEFAULT_RENEW_INTERVAL));
         let room = |e: String| {
             CliError::usage(format!(
                 "{e} (--renew-interval + --kill-grace + {} ms must be under --ttl - 1s - --max-clock-skew)",

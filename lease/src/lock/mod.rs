@@ -62,7 +62,7 @@ pub use guard::LockGuard;
 pub use lease_lock::LeaseLock;
 pub use shadow::{ShadowLock, ShadowStats, TryLockResult};
 
-use crate::config::Timing;
+use crate::config::{MAX_DURATION, MAX_TTL_SECS, Timing};
 use crate::error::{InvalidArgument, LeaseError, StoreError};
 use crate::hold::HoldError;
 
@@ -86,16 +86,24 @@ impl Default for LockOptions {
 }
 
 impl LockOptions {
-    /// Checks the timing ([`Timing::validate`]) and `poll_interval > 0`.
+    /// Checks the timing ([`Timing::validate`]) and `0 < poll_interval <= 630720000 s`
+    /// ([`MAX_DURATION`], the bound of every timing field), so that a poll deadline never
+    /// overflows.
     ///
     /// # Errors
-    /// [`InvalidArgument::Timing`].
+    /// [`InvalidArgument::Timing`], naming the field.
     pub fn validate(&self) -> Result<(), InvalidArgument> {
         self.timing.validate()?;
         if self.poll_interval.is_zero() {
             return Err(InvalidArgument::Timing(
                 "poll_interval must be greater than zero".into(),
             ));
+        }
+        if self.poll_interval > MAX_DURATION {
+            return Err(InvalidArgument::Timing(format!(
+                "poll_interval {:?} must be at most {MAX_TTL_SECS} s",
+                self.poll_interval
+            )));
         }
         Ok(())
     }

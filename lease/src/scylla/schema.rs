@@ -218,14 +218,22 @@ impl ScyllaOptions {
     }
 
     /// Where the lease table's waiting line lives: plain cells in `<table>_waiting`, beside
-    /// the lease table, at this [`ScyllaOptions::consistency`].
+    /// the lease table, at this [`ScyllaOptions::consistency`] (see
+    /// [`ScyllaOptions::cells_in`]).
     pub fn waiting_line(&self) -> crate::cells::scylla::CellOptions {
+        self.cells_in(format!("{}{WAITING_SUFFIX}", self.table))
+    }
+
+    /// Plain cells in `table`, in this keyspace, with this routing and replication, read and
+    /// written at this [`ScyllaOptions::consistency`]: `LOCAL_QUORUM` stays local, `ANY`
+    /// (which cannot read) becomes `ONE`.
+    pub fn cells_in(&self, table: impl Into<String>) -> crate::cells::scylla::CellOptions {
         crate::cells::scylla::CellOptions {
             location: ScyllaOptions {
-                table: format!("{}{WAITING_SUFFIX}", self.table),
+                table: table.into(),
                 ..self.clone()
             },
-            // ANY cannot read; a poll at ONE is as stale as the level asked for.
+            // A read at ONE is as stale as the level asked for.
             consistency: match self.consistency {
                 Consistency::Any => Consistency::One,
                 level => level,

@@ -78,6 +78,14 @@ async fn messages_name_the_argument_the_user_gave() {
             "--ttl 1s 200ms is too short",
         ),
         (
+            vec!["lock", "x", "--ttl", "1550ms", "--renew-interval", "10ms"],
+            "--ttl 1s 550ms is too short",
+        ),
+        (
+            vec!["lease", "acquire", "x", "--owner", "o", "--ttl", "1550ms"],
+            "--ttl 1s 550ms is out of range",
+        ),
+        (
             vec!["--consistency", "any", "leader", "x"],
             "ANY cannot be used",
         ),
@@ -95,9 +103,34 @@ async fn messages_name_the_argument_the_user_gave() {
             stderr.contains(needle),
             "{args:?}: {stderr} lacks {needle:?}"
         );
-        assert!(!stderr.contains("renew_interval"), "{args:?}: {stderr}");
-        assert!(!stderr.contains("owner"), "{args:?}: {stderr}");
+        // Only flags of the command are named, never the library's fields behind them.
+        for field in ["renew_interval", "renew_period", "lease_duration", "owner"] {
+            assert!(!stderr.contains(field), "{args:?}: {stderr}");
+        }
     }
+}
+
+/// `lease acquire --ttl 2s` is taken: its renew period is derived from the renew deadline
+/// (0.5 s with the assumed 0.5 s clock skew), not a quarter of the TTL, which the library
+/// would refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_acquire_takes_a_short_ttl() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let out = run(
+        &hosts,
+        &[
+            "lease", "acquire", "short", "--owner", "ops", "--ttl", "2s", "--json",
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let acquired: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(acquired["ttl_secs"], 2);
+    let out = run(&hosts, &["lease", "get", "short", "--json"], None).await;
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(got["owner"], "ops");
+    assert_eq!(got["token"], acquired["token"]);
 }
 
 /// Spawns `cqlcoord ARGS` with stdout piped and returns it with its first stdout line.
