@@ -46,6 +46,9 @@ pub const IS_LEADER: &str = "cqlcoord_election_is_leader";
 pub const TERMS: &str = "cqlcoord_election_terms_started_total";
 /// Items enqueued (new ones, not duplicates), by `queue`.
 pub const ENQUEUED: &str = "cqlcoord_queue_items_enqueued_total";
+/// Enqueues whose item was written but whose index upkeep after it failed (retried in the
+/// background; the enqueue reported success), by `queue`.
+pub const ENQUEUE_UPKEEP_DEFERRED: &str = "cqlcoord_queue_enqueue_upkeep_deferred_total";
 /// Items claimed by this process's workers, by `queue`.
 pub const CLAIMED: &str = "cqlcoord_queue_items_claimed_total";
 /// Items completed, by `queue`.
@@ -117,6 +120,11 @@ pub const ALL: &[MetricInfo] = &[
     ),
     info(TERMS, "counter", "Terms this process started, by election."),
     info(ENQUEUED, "counter", "Items enqueued, by queue."),
+    info(
+        ENQUEUE_UPKEEP_DEFERRED,
+        "counter",
+        "Enqueued items whose index upkeep failed and went on in the background, by queue.",
+    ),
     info(CLAIMED, "counter", "Items claimed, by queue."),
     info(COMPLETED, "counter", "Items completed, by queue."),
     info(
@@ -337,8 +345,8 @@ impl Drop for Leading {
     }
 }
 
-/// A queue event: one of [`ENQUEUED`], [`CLAIMED`], [`COMPLETED`], [`FAILED`],
-/// [`DISCARDED`] for `queue`.
+/// A queue event: one of [`ENQUEUED`], [`ENQUEUE_UPKEEP_DEFERRED`], [`CLAIMED`],
+/// [`COMPLETED`], [`FAILED`], [`DISCARDED`] for `queue`.
 pub fn queue_event(name: &'static str, queue: &Arc<str>) {
     counter!(name, "queue" => Arc::clone(queue)).increment(1);
 }

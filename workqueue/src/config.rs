@@ -23,6 +23,22 @@ pub enum ClaimMode {
     Bakery,
 }
 
+/// Which available item a claim takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClaimOrder {
+    /// At random among the first [`QueueConfig::choice`] candidates (the default), so
+    /// claimers in different processes rarely race for the same item; items are not taken
+    /// in a strict order.
+    #[default]
+    Spread,
+    /// Strictly the oldest candidate first: by position, which is the enqueue time of an
+    /// immediate item and the `run_at` of a delayed or retrying one. One worker so
+    /// processes items in enqueue order; several run them concurrently, so they finish in
+    /// any order, and processes sharing a queue each take the oldest of their own share and
+    /// race more for the head (see the crate docs' convoys).
+    OldestFirst,
+}
+
 /// How a queue is laid out and how its claims behave.
 ///
 /// A claim is a lease on one item: `timing.lease_duration` is how long the store keeps a
@@ -47,8 +63,12 @@ pub struct QueueConfig {
     pub scan_limit: u32,
     /// Width of one index partition (time bucket of positions).
     pub bucket_width: Duration,
-    /// A claimer picks at random among the first `choice` buffered candidates, so claimers in
-    /// different processes rarely race for the same item.
+    /// Which item a claim takes: [`ClaimOrder::Spread`] (default) or
+    /// [`ClaimOrder::OldestFirst`].
+    pub order: ClaimOrder,
+    /// With [`ClaimOrder::Spread`], a claimer picks at random among the first `choice`
+    /// buffered candidates, so claimers in different processes rarely race for the same
+    /// item (1: strictly the first, as [`ClaimOrder::OldestFirst`]).
     pub choice: u32,
     /// A process rescans from the shared low-watermark cursor at least this often (it finds
     /// entries written behind its own position, and moves the cursor on).
@@ -76,6 +96,7 @@ impl Default for QueueConfig {
             max_retry_backoff: Duration::from_secs(3600),
             scan_limit: 64,
             bucket_width: Duration::from_secs(60),
+            order: ClaimOrder::Spread,
             choice: 4,
             cursor_refresh: Duration::from_secs(5),
             cold_start: Duration::from_secs(600),
@@ -163,6 +184,14 @@ impl QueueConfig {
         Duration::from_secs(1) + self.timing.max_clock_skew * 2
     }
 
+    /// How many of the first buffered candidates a claim picks among.
+    pub(crate) fn pick_among(&self) -> usize {
+        match self.order {
+            ClaimOrder::OldestFirst => 1,
+            ClaimOrder::Spread => usize::try_from(self.choice).unwrap_or(usize::MAX),
+        }
+    }
+
     pub(crate) fn bucket_micros(&self) -> i64 {
         micros(self.bucket_width).max(1)
     }
@@ -180,6 +209,14 @@ mod tests {
     #[test]
     fn validates_and_backs_off() {
         assert!(QueueConfig::default().validate().is_ok());
+        // Spread is the default; oldest-first picks only the first candidate.
+        assert_eq!(QueueConfig::default().order, ClaimOrder::Spread);
+        assert_eq!(QueueConfig::default().pick_among(), 4);
+        let oldest = QueueConfig {
+            order: ClaimOrder::OldestFirst,
+            ..QueueConfig::default()
+        };
+        assert_eq!(oldest.pick_among(), 1);
         for bad in [
             QueueConfig {
                 max_attempts: 0,

@@ -179,8 +179,10 @@ impl WorkQueue {
         if state.buffer.is_empty() {
             return Ok(None);
         }
-        let choice = self.config.choice as usize;
-        let pick = self.dispatcher.slots.pick(&state.buffer, choice);
+        let pick = self
+            .dispatcher
+            .slots
+            .pick(&state.buffer, self.config.pick_among());
         let entry = state.buffer.remove(pick);
         if let Some(entry) = &entry {
             self.dispatcher.slots.handed_out(entry);

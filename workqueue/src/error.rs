@@ -10,7 +10,8 @@ pub enum QueueError {
     /// Bad input or settings; nothing was sent to the store.
     #[error(transparent)]
     InvalidArgument(#[from] InvalidArgument),
-    /// The store failed and nothing was changed by this call.
+    /// The store failed and nothing was changed by this call: from an enqueue, the item was
+    /// not added.
     #[error("{operation} failed: {source}")]
     Store {
         /// What was attempted.
@@ -18,7 +19,11 @@ pub enum QueueError {
         /// The store's error.
         source: StoreError,
     },
-    /// The answer was lost and a read-back could not settle it in time.
+    /// The answer was lost and a read-back could not settle it in time: the change may or
+    /// may not have been made. From an enqueue, the item may exist (or its write may still
+    /// land); look for `id` (for instance with [`WorkQueue::items`](crate::WorkQueue::items))
+    /// before enqueueing it again, or enqueue it with a unique key so a second enqueue is a
+    /// duplicate.
     #[error("{operation} on item {id}: outcome unknown: {source}")]
     OutcomeUnknown {
         /// What was attempted.

@@ -122,7 +122,7 @@ mod timed;
 mod worker;
 
 pub use clock::WallClock;
-pub use config::{ClaimMode, MAX_PAYLOAD_LEN, QueueConfig};
+pub use config::{ClaimMode, ClaimOrder, MAX_PAYLOAD_LEN, QueueConfig};
 /// The timing type every primitive shares (re-exported from [`cql_lease`]).
 pub use cql_lease::Timing;
 pub use deadletter::DeadLetter;

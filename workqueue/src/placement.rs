@@ -80,6 +80,17 @@ impl WorkQueue {
         mut entry: IndexEntry,
         mut written_from: Instant,
     ) -> Result<(), QueueError> {
+        self.keep_entry_ahead(&mut entry, &mut written_from).await
+    }
+
+    /// [`Self::keep_ahead_of_cursor`] on the caller's `entry` and `written_from`, left as
+    /// the entry now is (moved or not), so a caller that retries after an error goes on
+    /// from there.
+    pub(crate) async fn keep_entry_ahead(
+        &self,
+        entry: &mut IndexEntry,
+        written_from: &mut Instant,
+    ) -> Result<(), QueueError> {
         let lag = micros(self.config.cursor_lag());
         let skew = micros(self.config.timing.max_clock_skew);
         for _ in 0..3 {
@@ -87,16 +98,16 @@ impl WorkQueue {
             let elapsed = micros(written_from.elapsed());
             if entry.pos >= cursor + lag - skew + elapsed.min(lag) {
                 if !cold && entry.immediate && entry.pos > cursor + self.ahead_limit() {
-                    self.copy_back(&entry, cursor).await?;
+                    self.copy_back(entry, cursor).await?;
                 }
                 return Ok(());
             }
             let pos = self.now().max(cursor + lag);
             let moved = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
             warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry moved ahead of the cursor");
-            written_from = Instant::now();
-            self.replace(&entry, &moved).await?;
-            entry = moved;
+            let sent = Instant::now();
+            self.replace(entry, &moved).await?;
+            (*entry, *written_from) = (moved, sent);
         }
         Ok(())
     }

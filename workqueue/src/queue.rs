@@ -26,11 +26,12 @@ use crate::worker::Worker;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use cql_workqueue::{QueueConfig, WorkQueue, memory::MemoryQueueStore};
+/// use cql_workqueue::{ClaimOrder, QueueConfig, WorkQueue, memory::MemoryQueueStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap().block_on(async {
-/// // `choice: 1`: strictly oldest first (the default picks among the first few at random).
-/// let config = QueueConfig { choice: 1, ..QueueConfig::default() };
+/// // Strictly oldest first (the default, `ClaimOrder::Spread`, picks among the first few at
+/// // random).
+/// let config = QueueConfig { order: ClaimOrder::OldestFirst, ..QueueConfig::default() };
 /// let queue = WorkQueue::new(Arc::new(MemoryQueueStore::new()), "emails", config)?;
 /// queue.enqueue("send welcome to ada@example.com").await?;
 /// queue.enqueue("send welcome to bob@example.com").await?;

@@ -309,9 +309,9 @@ pub enum Algorithm {
 /// `queue work --order`: how a claim picks among the available items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Order {
-    /// The oldest available item first (the work queue's `choice` 1).
+    /// The oldest available item first (the work queue's `ClaimOrder::OldestFirst`).
     OldestFirst,
-    /// At random among the first few (the work queue's default `choice`).
+    /// At random among the first few (the work queue's default `ClaimOrder::Spread`).
     Spread,
 }
 

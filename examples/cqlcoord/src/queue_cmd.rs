@@ -2,7 +2,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use cql_workqueue::{Enqueued, ItemId, JobState, NewItem, QueueConfig, WorkQueue};
+use cql_workqueue::{ClaimOrder, Enqueued, ItemId, JobState, NewItem, QueueConfig, WorkQueue};
 use futures::StreamExt;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
@@ -83,9 +83,9 @@ pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, 
                 max_attempts,
                 retry_backoff,
                 max_retry_backoff: defaults.max_retry_backoff.max(retry_backoff),
-                choice: match order {
-                    Order::OldestFirst => 1,
-                    Order::Spread => defaults.choice,
+                order: match order {
+                    Order::OldestFirst => ClaimOrder::OldestFirst,
+                    Order::Spread => ClaimOrder::Spread,
                 },
                 ..defaults
             };

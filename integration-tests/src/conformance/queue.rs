@@ -21,6 +21,7 @@ pub fn queue_config() -> QueueConfig {
         max_retry_backoff: Duration::from_secs(2),
         scan_limit: 8,
         bucket_width: Duration::from_secs(10),
+        order: cql_workqueue::ClaimOrder::Spread,
         choice: 2,
         cursor_refresh: Duration::from_secs(1),
         cold_start: Duration::from_secs(60),
