@@ -116,3 +116,35 @@ fn an_explicit_request_timeout_under_1_ms_is_refused() {
     };
     assert_eq!(shortest.validate(), Ok(()));
 }
+
+/// `LeaseClient::acquire` refuses a timeout longer than a lock's longest wait (a year) with
+/// `InvalidArgument` before any store call, instead of overflowing its deadline; `None`
+/// still waits for ever.
+#[tokio::test]
+async fn acquire_refuses_an_overlong_timeout_without_a_store_call() {
+    let counted = Arc::new(cql_lease::CountingStore::new(
+        Arc::new(cql_lease::MemoryStore::new()) as Arc<dyn cql_lease::LeaseStore>,
+    ));
+    let client = cql_lease::LeaseClient::new(counted.clone(), Timing::default()).unwrap();
+    let refused = client
+        .acquire("x", "owner", None, Some(Duration::MAX))
+        .await
+        .expect_err("an overlong timeout is refused");
+    assert!(
+        matches!(
+            refused,
+            cql_lease::LeaseError::InvalidArgument(InvalidArgument::Timing(_))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(
+        counted.calls().paxos_rounds() + counted.peeks() + counted.line_calls(),
+        0,
+        "a store call was made"
+    );
+    let lease = client
+        .acquire("x", "owner", None, Some(cql_lease::lock::MAX_LOCK_TIMEOUT))
+        .await
+        .expect("the longest timeout is accepted");
+    lease.release().await.unwrap();
+}

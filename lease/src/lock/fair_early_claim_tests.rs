@@ -10,6 +10,8 @@ use super::faults::{CutOff, holder_on_own_view, next_in_line_cut_off};
 use super::*;
 use crate::cells::faulty::FaultyCellStore;
 use crate::cells::memory::CellOp;
+use crate::cells::rows::MAIN;
+use crate::lock::fair_claim::CLAIM;
 use crate::memory::{Fault, Times};
 
 /// A release is taken for done only when none of the holder's cells is left: the guard's

@@ -11,6 +11,7 @@ use std::sync::atomic::AtomicUsize;
 use super::*;
 use crate::cells::faulty::FaultyCellStore;
 use crate::cells::memory::{CellOp, MemoryCellStore};
+use crate::cells::rows::MAIN;
 use crate::memory::{Fault, Times};
 
 /// Which grants [`Holders::enter`] checks against the guards still held.

@@ -8,6 +8,9 @@
 
 use tokio::time::Instant;
 
+use std::sync::Arc;
+
+use super::super::plain::Cells;
 use super::queue::QueueSeen;
 use crate::shared_looks::SharedLooks;
 
@@ -77,4 +80,18 @@ impl Until {
             }
         }
     }
+}
+
+/// Lets this process's waiters on the lock know when the contender of `cells` claims the
+/// main row and when it leaves it.
+pub(super) fn watched_by(cells: &Cells, looks: &Arc<SharedLooks<QueueSeen>>) {
+    let looks = Arc::clone(looks);
+    let id = cells.id().to_owned();
+    let _ = cells.on_main.set(Box::new(move |written| {
+        if written {
+            looks.claimed(&id);
+        } else {
+            looks.gone(&id);
+        }
+    }));
 }

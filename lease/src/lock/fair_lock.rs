@@ -61,19 +61,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
-use tracing::{debug, info, instrument};
+use tracing::info;
 
 use super::bakery::poll_delay;
-use super::fair_claim::{CLAIM, Verdict, Waiter, contender_of, mark_held};
+use super::fair_claim::{Waiter, mark_held};
 use super::plain::{Attempt, Cells, PlainLock};
 use super::transient::{Trouble, until_deadline, within_budget};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
-use crate::cells::rows::{MAIN, QUEUE};
+use crate::cells::rows::QUEUE;
 use crate::global_time::{GlobalTime, LocalClock};
-use crate::shared_looks::SharedLooks;
 use crate::shared_looks::StoreId;
-use queue::{QUEUE_LOOKS, QueueSeen, SharedQueue};
+use queue::{QUEUE_LOOKS, SharedQueue};
 
 /// This process's arrivals so far: orders arrivals that share a time.
 static ARRIVALS: AtomicU64 = AtomicU64::new(0);
@@ -149,111 +148,6 @@ impl FairLock {
     pub fn with_arrival_clock(mut self, clock: LocalClock) -> Self {
         self.arrival_clock = Some(clock);
         self
-    }
-
-    /// One round. Without a main-row claim: read the queue and, at place 0 (or 1 with
-    /// `early`), claim the main row. With one: read the main row (that read is the claim's
-    /// read back) and judge it ([`Claim::judge`]).
-    #[instrument(level = "debug", skip(self, cells, waiter), fields(lock = %cells.lock, id = cells.id()))]
-    async fn round(
-        &self,
-        cells: &Cells,
-        waiter: &mut Waiter,
-        early: bool,
-    ) -> Result<Step, LockError> {
-        let id = cells.id().to_owned();
-        let claimed = cells.has(MAIN, &id);
-        if !claimed {
-            // What this process knows of the main row: its own contenders' claims there.
-            let looks = waiter
-                .shared
-                .as_ref()
-                .map(|shared| Arc::clone(&shared.looks));
-            let here = |id: Option<&str>| {
-                id.zip(looks.as_ref())
-                    .is_some_and(|(id, looks)| looks.in_main_here(id))
-            };
-            let held = |id: Option<&str>| {
-                id.zip(looks.as_ref())
-                    .is_some_and(|(id, looks)| looks.held_here(id))
-            };
-            // The second in line reads the main row too only while it polls back to back
-            // (short holds): then it is likely next in line by its next read.
-            let joint = waiter.place <= 1 || (waiter.place == 2 && waiter.fast);
-            // A head that is one of ours, now or next, needs no read of the main row.
-            let known = waiter
-                .seen
-                .iter()
-                .take(2)
-                .any(|cell| here(contender_of(cell)));
-            let place = if early && joint && !known {
-                // Next in line: read the main row with the queue, and claim only once the
-                // head's cell is there (it has claimed, so its read back is most likely
-                // done by the time ours lands, and ours does not make it collide).
-                let (place, main) = futures::future::join(
-                    self.read_place(cells, waiter, true),
-                    self.read_main(cells),
-                )
-                .await;
-                let place = place?;
-                waiter.claim.saw_main(&main?);
-                place
-            } else {
-                let place = self.read_place(cells, waiter, true).await?;
-                if held(waiter.claim.ahead()) {
-                    waiter.claim.ahead_in_main();
-                } else if early && place == 1 && here(waiter.claim.ahead()) {
-                    // The head, one of ours, has claimed but does not hold yet: claiming
-                    // now would make it wait on us. It tells us when it holds.
-                    waiter.place = place;
-                    return Ok(Step::Waiting);
-                } else if early && joint && place == 1 {
-                    waiter.claim.saw_main(&self.read_main(cells).await?);
-                }
-                place
-            };
-            waiter.place = place;
-            if place > usize::from(early) || (place == 1 && !waiter.claim.head_claimed()) {
-                debug!(place, "waiting in the queue");
-                return Ok(Step::Waiting);
-            }
-            cells.put(MAIN, &id, CLAIM).await?;
-            if place == 1 && held(waiter.claim.ahead()) {
-                // The head, one of ours, holds the lock: our read would show it. Its
-                // leaving wakes us, and the read after that decides.
-                return Ok(Step::HoldingOn);
-            }
-        }
-        let sent = Instant::now();
-        let main = self.read_main(cells).await?;
-        if claimed {
-            // Polling the main row as the next in line.
-            let now = Instant::now();
-            waiter.pace.observed(now, now - sent, 1, None);
-        }
-        let mut verdict = waiter.claim.judge(&main, &id, !claimed);
-        if verdict == Verdict::Unsure {
-            // Read by ourselves: after our main-row read.
-            let place = self.read_place(cells, waiter, false).await?;
-            if place > usize::from(early) {
-                cells.remove(MAIN, &id).await;
-                return Ok(Step::Waiting);
-            }
-            verdict = waiter.claim.judge(&main, &id, true);
-        }
-        match verdict {
-            Verdict::Alone => {
-                waiter.pace.no_collision();
-                Ok(Step::Owned)
-            }
-            // Only a stale view is unsure; the fresh one above decides.
-            Verdict::HoldOn | Verdict::Unsure => Ok(Step::HoldingOn),
-            Verdict::Yield => {
-                debug!(others = main.len(), "main row not ours alone; giving way");
-                cells.remove(MAIN, &id).await;
-                Ok(Step::Collided)
-            }
-        }
     }
 
     /// `lock` proper: enqueue, then rounds until the lock is owned or `deadline` comes.
@@ -400,76 +294,15 @@ impl Lock for FairLock {
     }
 }
 
-impl FairLock {
-    /// One `try_lock` attempt. On a store error its contender's cells are removed in the
-    /// background.
-    async fn try_once(&self, name: &str) -> Result<Option<LockGuard>, LockError> {
-        let main = self
-            .base
-            .durable
-            .read_row(name, MAIN, "", 1, self.base.read_deadline())
-            .await
-            .map_err(|source| LockError::Store {
-                name: name.to_owned(),
-                source,
-            })?;
-        if !main.is_empty() {
-            return Ok(None);
-        }
-        let cells = self.base.contender(name);
-        watched_by(&cells, &QUEUE_LOOKS.of(self.store_id, name));
-        let attempt = Attempt::new(&cells);
-        let mine = self.enqueue(&cells).await?;
-        // Only the first place matters here: read two cells at most.
-        let mut waiter = Waiter::new(mine, self.base.options.poll_interval);
-        waiter
-            .pace
-            .observed(Instant::now(), Duration::ZERO, 0, None);
-        // Claims queued behind us give way; one whose delete fails is sent again after
-        // the store's retry interval (at most 1.5 times it), so wait that long for them.
-        let hold_until = Instant::now()
-            + self.base.options.timing.retry_period.mul_f64(1.5)
-            + self.base.options.poll_interval;
-        let mut rounds = 0;
-        while rounds < TRY_ROUNDS {
-            match self.round(&cells, &mut waiter, false).await? {
-                Step::Owned if cells.keep_fresh().await => {
-                    return Ok(Some(self.granted(cells, attempt)));
-                }
-                // An owner's cell: the lock is held.
-                Step::HoldingOn if waiter.claim.owner_seen() => break,
-                Step::HoldingOn if Instant::now() >= hold_until => break,
-                Step::HoldingOn => {
-                    let pause = waiter.hold_pause();
-                    tokio::time::sleep(pause).await;
-                }
-                Step::Owned | Step::Collided => rounds += 1,
-                Step::Waiting => break,
-            }
-        }
-        cells.clear().await;
-        attempt.disarm();
-        Ok(None)
-    }
-}
-
-/// Lets this process's waiters on the lock know when the contender of `cells` claims the
-/// main row and when it leaves it.
-fn watched_by(cells: &Cells, looks: &Arc<SharedLooks<QueueSeen>>) {
-    let looks = Arc::clone(looks);
-    let id = cells.id().to_owned();
-    let _ = cells.on_main.set(Box::new(move |written| {
-        if written {
-            looks.claimed(&id);
-        } else {
-            looks.gone(&id);
-        }
-    }));
-}
-
 #[path = "fair_local.rs"]
 mod local;
-use local::Until;
+use local::{Until, watched_by};
+
+#[path = "fair_try.rs"]
+mod attempt;
+
+#[path = "fair_round.rs"]
+mod round;
 
 #[path = "fair_queue.rs"]
 pub(super) mod queue;

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::cells::memory::MemoryCellStore;
+use crate::cells::rows::MAIN;
 
 /// With arrival times from GlobalTime (one replica updating it every 10 ms), contenders
 /// arriving 50 ms apart are still granted in arrival order.
