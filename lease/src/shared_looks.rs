@@ -144,10 +144,19 @@ impl<T> Default for SharedLooks<T> {
 }
 
 impl<T> SharedLooks<T> {
-    /// Contender `id` of this process has its claim in the lock's main row.
+    /// Contender `id` of this process has its claim in the lock's main row (and does not
+    /// hold the lock yet).
     pub(crate) fn claimed(&self, id: &str) {
         if let Ok(mut here) = self.in_main.lock() {
-            here.entry(id.to_owned()).or_insert(false);
+            here.insert(id.to_owned(), false);
+        }
+    }
+
+    /// A new contender takes the id `id`: whatever was known of an earlier one under it (a
+    /// guard abandoned, a release not confirmed) is forgotten.
+    pub(crate) fn new_contender(&self, id: &str) {
+        if let Ok(mut here) = self.in_main.lock() {
+            here.remove(id);
         }
     }
 

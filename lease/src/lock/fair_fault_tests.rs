@@ -717,3 +717,253 @@ pub(super) async fn holder_on_own_view(store: &Arc<dyn CellStore>) -> (FaultyCel
         .unwrap();
     (view, guard)
 }
+
+/// A store whose main-row writes of one contender id are slow: sent, then applied and
+/// answered `delay` later (a coordinator stalled for that one request).
+struct SlowMainWrites {
+    inner: Arc<dyn CellStore>,
+    id: Mutex<Option<String>>,
+    delay: Duration,
+}
+
+#[async_trait]
+impl CellStore for SlowMainWrites {
+    async fn write(
+        &self,
+        at: crate::cells::CellRef<'_>,
+        value: i64,
+        ttl: Option<Duration>,
+        timestamp: i64,
+    ) -> Result<(), crate::error::StoreError> {
+        let slow = at.row == MAIN && self.id.lock().unwrap().as_deref() == Some(at.cell);
+        if slow {
+            tokio::time::sleep(self.delay).await;
+        }
+        self.inner.write(at, value, ttl, timestamp).await
+    }
+
+    async fn delete(
+        &self,
+        at: crate::cells::CellRef<'_>,
+        timestamp: i64,
+    ) -> Result<(), crate::error::StoreError> {
+        self.inner.delete(at, timestamp).await
+    }
+
+    async fn read_row(
+        &self,
+        lock: &str,
+        row: &str,
+        from: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::cells::Cell>, crate::error::StoreError> {
+        self.inner.read_row(lock, row, from, limit).await
+    }
+
+    async fn read_cell(
+        &self,
+        at: crate::cells::CellRef<'_>,
+    ) -> Result<Option<i64>, crate::error::StoreError> {
+        self.inner.read_cell(at).await
+    }
+}
+
+/// A contender whose guard was abandoned (it never told this process that its claim is
+/// gone) does not leave its id marked as holding: the next acquisition under the same id is
+/// not taken for a holder by the waiter behind it, which waits for the head's claim and
+/// keeps arrival order, as it does behind a holder that released.
+#[tokio::test(start_paused = true)]
+async fn a_reused_id_of_an_abandoned_holder_is_not_taken_for_a_holder() {
+    assert_eq!(reused_slot_order(true).await, vec!["first", "second"]);
+}
+
+/// A waiter behind a contender that reuses the id of a holder that released keeps arrival
+/// order.
+#[tokio::test(start_paused = true)]
+async fn a_reused_id_of_a_released_holder_keeps_arrival_order() {
+    assert_eq!(reused_slot_order(false).await, vec!["first", "second"]);
+}
+
+async fn reused_slot_order(abandon: bool) -> Vec<&'static str> {
+    let inner: Arc<dyn CellStore> = Arc::new(super::tests::slow_memory());
+    let store = Arc::new(SlowMainWrites {
+        inner: Arc::clone(&inner),
+        id: Mutex::new(None),
+        delay: Duration::from_millis(200),
+    });
+    let shared: Arc<dyn CellStore> = Arc::clone(&store) as Arc<dyn CellStore>;
+    let lock = FairLock::with_contenders(
+        Arc::clone(&shared),
+        options(),
+        Contenders::new("p").unwrap(),
+    )
+    .unwrap();
+    // Another lock object of this process on the same store: its contender shares the looks.
+    let other = FairLock::new(Arc::clone(&shared), options()).unwrap();
+    let first_holder = lock.lock("l", Some(Duration::from_secs(10))).await.unwrap();
+    let main = inner.read_row("l", MAIN, "", 10).await.unwrap();
+    assert_eq!(main.len(), 1, "{main:?}");
+    let id = main[0].name.clone();
+    let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let keeper = tokio::spawn(async move {
+        let guard = other
+            .lock("l", Some(Duration::from_secs(30)))
+            .await
+            .unwrap();
+        held_tx.send(()).unwrap();
+        go_rx.await.unwrap();
+        guard.release().await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    if abandon {
+        first_holder.abandon();
+    } else {
+        first_holder.release().await.unwrap();
+    }
+    held_rx.await.unwrap();
+    *store.id.lock().unwrap() = Some(id.clone());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let contender = |who: &'static str| {
+        let (lock, order) = (lock.clone(), Arc::clone(&order));
+        tokio::spawn(async move {
+            let guard = lock.lock("l", Some(Duration::from_secs(10))).await.unwrap();
+            order.lock().unwrap().push(who);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            guard.release().await.unwrap();
+        })
+    };
+    let first = contender("first");
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    let queue = inner.read_row("l", QUEUE, "", 10).await.unwrap();
+    assert!(
+        queue.iter().any(|cell| cell.name.ends_with(&id)),
+        "the first arrival did not reuse the first holder's slot: {queue:?}"
+    );
+    let second = contender("second");
+    tokio::time::sleep(Duration::from_millis(7)).await;
+    go_tx.send(()).unwrap();
+    keeper.await.unwrap();
+    first.await.unwrap();
+    second.await.unwrap();
+    let order = order.lock().unwrap().clone();
+    order
+}
+
+/// A waiter told of its holder's release (a holder of this process) waits out its whole
+/// timeout, even one shorter than `poll_interval`, and gets the lock released within it.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_told_by_a_holder_here_waits_out_its_timeout() {
+    let store: Arc<dyn CellStore> = Arc::new(super::tests::slow_memory());
+    let lock = FairLock::new(
+        store,
+        LockOptions {
+            poll_interval: Duration::from_millis(500),
+            ..options()
+        },
+    )
+    .unwrap();
+    let holder = lock.lock("l", Some(Duration::from_secs(1))).await.unwrap();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.lock("l", Some(Duration::from_millis(300))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    holder.release().await.unwrap();
+    let got = waiter.await.unwrap();
+    assert!(got.is_ok(), "released 100 ms into a 300 ms wait: {got:?}");
+    got.unwrap().release().await.unwrap();
+}
+
+/// Mutual exclusion under faults with waiters that share their reads and their process's
+/// knowledge of its contenders (two processes, each one store view and one lock object for
+/// four contenders), guards sometimes abandoned (ids reused, never told gone): no two guards
+/// held at once, and every `lock` gets the lock.
+#[tokio::test(start_paused = true)]
+async fn probe_shared_looks_mutual_exclusion_under_faults() {
+    const PROCESSES: usize = 2;
+    const PER: usize = 4;
+    let store: Arc<dyn CellStore> = Arc::new(super::tests::slow_memory());
+    let held = Arc::new(Holders::default());
+    let grants = Arc::new(AtomicUsize::new(0));
+    let errors = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for p in 0..PROCESSES {
+        let view = FaultyCellStore::new(Arc::clone(&store));
+        view.inject(
+            None,
+            Fault::Latency(Duration::from_millis(3)),
+            Times::Random(0.2),
+        );
+        view.inject(
+            Some(CellOp::Write),
+            Fault::TimeoutAfterApply,
+            Times::Random(0.04),
+        );
+        view.inject(
+            Some(CellOp::Write),
+            Fault::TimeoutWithoutApply,
+            Times::Random(0.03),
+        );
+        view.inject(
+            Some(CellOp::Delete),
+            Fault::TimeoutAfterApply,
+            Times::Random(0.04),
+        );
+        view.inject(
+            Some(CellOp::ReadRow),
+            Fault::Unavailable,
+            Times::Random(0.04),
+        );
+        view.inject_late_apply(
+            Some(CellOp::Write),
+            Duration::from_millis(40),
+            Times::Random(0.02),
+        );
+        let lock = FairLock::new(Arc::new(view), options()).unwrap();
+        for c in 0..PER {
+            let i = p * PER + c;
+            let lock = lock.clone();
+            let (held, grants, errors) =
+                (Arc::clone(&held), Arc::clone(&grants), Arc::clone(&errors));
+            tasks.push(tokio::spawn(async move {
+                for round in 0..25u64 {
+                    let got = if round % 6 == 5 {
+                        lock.try_lock("l").await.map(|g| g.ok_or(()))
+                    } else {
+                        lock.lock("l", Some(Duration::from_secs(60))).await.map(Ok)
+                    };
+                    let guard = match got {
+                        Ok(Ok(g)) => g,
+                        Ok(Err(())) => continue,
+                        Err(_) => {
+                            errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            continue;
+                        }
+                    };
+                    held.enter(i, guard, Count::HeldGrant);
+                    grants.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(1 + (round * 7 + i as u64) % 15))
+                        .await;
+                    let guard = held.leave(i);
+                    if (round + i as u64) % 11 == 10 {
+                        guard.abandon();
+                    } else {
+                        let _ = guard.release().await;
+                    }
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (v, g, e) = (
+        held.overlaps(),
+        grants.load(std::sync::atomic::Ordering::Relaxed),
+        errors.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    eprintln!("grants {g} violations {v} errors {e}");
+    assert_eq!(v, 0);
+    assert_eq!(e, 0, "lock() calls that timed out");
+}

@@ -87,6 +87,7 @@ impl Until {
 pub(super) fn watched_by(cells: &Cells, looks: &Arc<SharedLooks<QueueSeen>>) {
     let looks = Arc::clone(looks);
     let id = cells.id().to_owned();
+    looks.new_contender(&id);
     let _ = cells.on_main.set(Box::new(move |written| {
         if written {
             looks.claimed(&id);

@@ -238,7 +238,9 @@ impl FairLock {
                 }
             }
             let wake = Instant::now() + pause;
-            if wake >= deadline {
+            // A wait to be told ends at the deadline at the latest (the caller's bound cuts
+            // it there); a plain pause past it would only end in a timeout.
+            if told.is_none() && wake >= deadline {
                 cells.clear().await;
                 attempt.disarm();
                 return Err(LockError::Timeout {
@@ -247,7 +249,7 @@ impl FairLock {
                 });
             }
             if let Some((looks, ahead, until)) = told {
-                until.wait(&looks, &ahead, wake).await;
+                until.wait(&looks, &ahead, wake.min(deadline)).await;
             } else if pause.is_zero() {
                 // A sleep, however short, lasts until the timer's next tick (1 ms).
                 tokio::task::yield_now().await;
