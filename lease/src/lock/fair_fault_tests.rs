@@ -846,8 +846,7 @@ async fn reused_slot_order(abandon: bool) -> Vec<&'static str> {
     keeper.await.unwrap();
     first.await.unwrap();
     second.await.unwrap();
-    let order = order.lock().unwrap().clone();
-    order
+    order.lock().unwrap().clone()
 }
 
 /// A waiter told of its holder's release (a holder of this process) waits out its whole
