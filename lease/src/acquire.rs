@@ -22,7 +22,9 @@
 //! share their looks (`shared_looks.rs`): a look is the lease row and the head of its line,
 //! read together; one serves every waiter that wants a newer look than its last, so a
 //! crowd in one process reads about as much as its first two waiters. A release made in
-//! the process wakes the first two at once, and the first claims without reading.
+//! the process wakes the first two at once, and the first claims without reading; behind
+//! a holder of their own process, waiters wait for that wake instead of reading (every
+//! `retry_period` at most, should the lease be lost without a release).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,7 +75,9 @@ impl LeaseClient {
     /// leaves the line within the TTL, and the waiter at place p proposes anyway once the
     /// lease has read free for p × (`retry_period` + the request timeout). The first two
     /// in line read back to back while a hold is young, less often as it ages (at most
-    /// every `retry_period`); the others less often the further back they stand.
+    /// every `retry_period`); the others less often the further back they stand. Behind a
+    /// holder in the same process, waiters read every `retry_period` only: its release
+    /// wakes them.
     ///
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call (a bad name, owner or value, or
@@ -187,7 +191,11 @@ impl LeaseClient {
                 // time): they propose next, and an old look could make them sleep past a free
                 // lease twice over.
                 let floor = (last_place.is_some_and(|place| place <= 1))
-                    .then(|| Instant::now().checked_sub(watch.look.max(paused / 2)))
+                    .then(|| {
+                        let recent = Instant::now().checked_sub(watch.look.max(paused / 2));
+                        // Nor one sent before a release here: the lease changed since.
+                        recent.max(shared.last_release())
+                    })
                     .flatten();
                 let after = seen.max(floor);
                 let look = shared
@@ -272,7 +280,17 @@ impl LeaseClient {
                     }
                 }
             }
-            let delay = watch.delay(place, retry, Instant::now());
+            let mut delay = watch.delay(place, retry, Instant::now());
+            // Behind a holder of this process, waiters wait for its release to wake them
+            // (reading every `retry_period` should it be lost without one).
+            let behind_here = !free
+                && watch
+                    .last_holder
+                    .as_ref()
+                    .is_some_and(|holder| shared.held_here(&holder.holder_id));
+            if behind_here {
+                delay = delay.max(retry);
+            }
             paused = delay;
             // A release by this process ends the first two's wait at once.
             let released = shared.release_seen();
@@ -291,7 +309,7 @@ impl LeaseClient {
             // would make that a busy loop, and a paused clock would never move.
             if delay < TICK && watch.look >= Duration::from_micros(20) {
                 tokio::task::yield_now().await;
-            } else if place <= 1 {
+            } else if place <= 1 || behind_here {
                 tokio::select! {
                     () = tokio::time::sleep(delay.max(TICK)) => {}
                     () = released => woken_by_release = true,

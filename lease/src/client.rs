@@ -279,6 +279,7 @@ impl LeaseClient {
                 AcquireOutcome::Held(current) => current.token,
             };
             info!(lease = name, owner, %token, "lease acquired");
+            target.held_here();
             let lease = Lease::new(
                 self.clone(),
                 target,

@@ -127,7 +127,7 @@ pub(crate) struct SharedLooks<T> {
     /// Wakes the waiters when this process releases the lease.
     wake: Notify,
     /// The contenders of this process with a claim in the lock's main row, and whether
-    /// each holds the lock.
+    /// each holds the lock (for a lease: the holders of this process).
     in_main: Mutex<HashMap<String, bool>>,
 }
 
@@ -155,6 +155,20 @@ impl<T> SharedLooks<T> {
     /// A new contender takes the id `id`: whatever was known of an earlier one under it (a
     /// guard abandoned, a release not confirmed) is forgotten.
     pub(crate) fn new_contender(&self, id: &str) {
+        if let Ok(mut here) = self.in_main.lock() {
+            here.remove(id);
+        }
+    }
+
+    /// Holder `id` of this process holds the lease (its release wakes the waiters).
+    pub(crate) fn holding(&self, id: &str) {
+        if let Ok(mut here) = self.in_main.lock() {
+            here.insert(id.to_owned(), true);
+        }
+    }
+
+    /// Holder `id` of this process no longer holds the lease (released, or lost).
+    pub(crate) fn let_go(&self, id: &str) {
         if let Ok(mut here) = self.in_main.lock() {
             here.remove(id);
         }

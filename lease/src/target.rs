@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::acquire::LEASE_LOOKS;
+use crate::acquire::{LEASE_LOOKS, LeaseSeen};
 use crate::error::StoreError;
 use crate::hold::Holdable;
 use crate::orphans::Orphans;
-use crate::shared_looks::StoreId;
+use crate::shared_looks::{SharedLooks, StoreId};
 use crate::store::{CasOutcome, Claim, LeaseStore};
 
 /// One acquisition of a lease, identified by its unique holder id.
@@ -27,6 +27,9 @@ pub(crate) struct LeaseTarget {
     ttl: Duration,
     /// The client's abandoned claims, where this one goes if it may outlive its holder.
     orphans: Arc<Orphans>,
+    /// This process's waiters' looks at the lease, kept while it is held here, so that
+    /// waiters arriving later know it is held here.
+    here: std::sync::OnceLock<Arc<SharedLooks<LeaseSeen>>>,
 }
 
 impl LeaseTarget {
@@ -49,7 +52,16 @@ impl LeaseTarget {
             value: Mutex::new(claim.value.map(str::to_owned)),
             ttl: claim.ttl,
             orphans,
+            here: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Tells this process's waiters for the lease that it is held here: they wait for its
+    /// release to wake them rather than read back to back.
+    pub(crate) fn held_here(&self) {
+        let here = LEASE_LOOKS.of(self.store_id, &self.key);
+        here.holding(&self.holder_id);
+        let _ = self.here.set(here);
     }
 
     /// The value the next renewal writes.
@@ -105,7 +117,11 @@ impl Holdable for LeaseTarget {
     }
 
     async fn release(&self) -> Result<CasOutcome, StoreError> {
-        let outcome = self.store.release(&self.key, &self.holder_id).await?;
+        let outcome = self.store.release(&self.key, &self.holder_id).await;
+        if let Some(here) = self.here.get() {
+            here.let_go(&self.holder_id);
+        }
+        let outcome = outcome?;
         if outcome == CasOutcome::Applied {
             // This process's waiters need not read to learn it is free.
             LEASE_LOOKS.released(self.store_id, &self.key);

@@ -133,3 +133,28 @@ async fn a_slow_line_read_does_not_hold_up_the_first_in_line() {
         waiter.abort();
     }
 }
+
+/// A waiter behind a holder of its own process reads the lease at most about once per
+/// retry period, however young the hold: the holder's release wakes it.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_behind_a_holder_here_waits_for_its_release() {
+    let counted = Arc::new(CountingStore::new(
+        Arc::new(MemoryStore::new()) as Arc<dyn LeaseStore>
+    ));
+    let store: Arc<dyn LeaseStore> = counted.clone();
+    let holder = LeaseClient::new(store.clone(), timing()).unwrap();
+    let waiter = LeaseClient::new(store, timing()).unwrap();
+    let held = holder.acquire("x", "holder", None, None).await.unwrap();
+    let waiting = tokio::spawn(async move { waiter.acquire("x", "waiter", None, None).await });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let before = counted.peeks();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let peeks = counted.peeks() - before;
+    let retry = timing().retry_period;
+    assert!(
+        peeks <= 5 * 1000 / u64::try_from(retry.as_millis()).unwrap() + 2,
+        "{peeks} peeks in 5 s behind a holder here (retry period {retry:?})"
+    );
+    held.release().await.unwrap();
+    waiting.await.unwrap().unwrap().release().await.unwrap();
+}
