@@ -48,7 +48,10 @@
 //!   apart). A hand-over costs at least two round trips (the release, then the next in
 //!   line's read that no longer sees the holder; more when the holder releases before the
 //!   next in line's claim lands), which bounds the lock at roughly `1 / (2 × round trip)`
-//!   acquisitions per second whatever the number of contenders.
+//!   acquisitions per second whatever the number of contenders. Waiters of one process on
+//!   one store share their queue reads, and the next two in line behind a contender of
+//!   their own process are told when it holds and when it leaves instead of reading
+//!   (`fair_local.rs`).
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
