@@ -182,6 +182,11 @@ impl Job {
         self.hold.must_stop_by()
     }
 
+    /// A watch of [`Job::must_stop_by`], for a typed job's view of the claim.
+    pub(crate) fn deadline(&self) -> watch::Receiver<Instant> {
+        self.hold.deadline()
+    }
+
     /// When the worker was told to stop, if it was.
     pub fn lost_at(&self) -> Option<Instant> {
         self.hold.lost_at()

@@ -119,6 +119,7 @@ mod slots;
 mod stats;
 pub mod store;
 mod timed;
+mod typed;
 mod worker;
 
 pub use clock::WallClock;
@@ -132,6 +133,7 @@ pub use job::Job;
 pub use new_item::{Enqueued, MAX_UNIQUE_KEY_LEN, NewItem};
 pub use queue::WorkQueue;
 pub use stats::QueueStats;
+pub use typed::{JobError, TypedJob};
 
 // `QueueError` crosses `tokio::spawn` and converts into `Box<dyn Error + Send + Sync>`.
 const _: () = {
