@@ -1,6 +1,7 @@
 //! Guarantees of the LWT-free ("bakery") claim mode under faults: a high-water mark whose
 //! answer is lost or that is cut by the queue's bound, finishes dropped or late, and numbers
-//! left live (here); an undone claim's give-back (`give_back`); a peek older than the draw
+//! left live (here); an undone claim's give-back (`give_back`), also when it is still on the
+//! wire as the queue cuts the claim (`give_back_at_the_cut`); a peek older than the draw
 //! (`stale_peek`). They drive the embedded store on paused tokio time with fault injection,
 //! so they are fast and deterministic.
 
@@ -17,6 +18,7 @@ use cql_workqueue::{ClaimMode, ItemKey, JobState, QueueConfig, WorkQueue};
 use integration_tests::conformance::queue::queue_config;
 
 mod give_back;
+mod give_back_at_the_cut;
 mod slow_rows;
 mod stale_peek;
 

@@ -155,7 +155,13 @@ impl BakeryStore {
     /// read must not carry an old row over a later holder's), and only over a row below
     /// the number. Nothing is written when a later claim's mark is recorded, or when
     /// another ticket is live (someone is drawing).
+    ///
+    /// The ticket is given up first: from then on this process never counts it as a claim.
+    /// The write may land after its sender stopped waiting (a claim cut by the queue's bound
+    /// while giving back, then read back): counted, the claim would be delivered and this
+    /// give-back would make the item claimable again under its job, which would run twice.
     pub(super) async fn give_back(&self, key: &ItemKey, ticket: &Ticket) -> Result<(), StoreError> {
+        self.held.given_up(ticket.id());
         let number = ticket.number();
         if !self.may_give_back(ticket) {
             debug!(number, "ticket's cells may be gone; attempt not given back");

@@ -103,19 +103,22 @@ impl QueueStore for BakeryStore {
             Some(give_up_at) => ticket.record_high_water_by(give_up_at).await,
             None => ticket.record_high_water().await,
         };
+        // A ticket given up below stays known as such until withdrawn: this claim may be cut
+        // (the queue's bound) anywhere after, and its read-back must not count it.
         if let Err(error) = marked {
             warn!(%error, "high-water mark not confirmed; claim withdrawn");
             // Its write may have landed all the same: then the attempt is given back.
             if let Err(error) = self.give_back(claim.key, &ticket).await {
                 warn!(%error, "attempt of a withdrawn claim not given back");
             }
-            self.forget(claim.claim_id);
             ticket.withdraw().await;
+            self.forget(claim.claim_id);
             return Ok(ClaimOutcome::Lost);
         }
         if !ticket.is_valid() {
-            self.forget(claim.claim_id);
+            self.held.given_up(claim.claim_id);
             ticket.withdraw().await;
+            self.forget(claim.claim_id);
             return Ok(ClaimOutcome::Lost);
         }
         self.held.recorded(claim.claim_id, ticket.number());
@@ -175,14 +178,14 @@ impl QueueStore for BakeryStore {
         _state: JobState,
         _attempt: i32,
     ) -> Result<CasOutcome, StoreError> {
-        let Some((ticket, _recorded)) = self.held.any(claim_id) else {
+        let Some(ticket) = self.held.any(claim_id) else {
             return Ok(CasOutcome::NotApplied);
         };
         // Even an unrecorded number's mark may have landed (answer lost, or the claim cut
         // while writing it): the store decides.
         self.give_back(key, &ticket).await?;
-        self.forget(claim_id);
         ticket.withdraw().await;
+        self.forget(claim_id);
         Ok(CasOutcome::Applied)
     }
 

@@ -28,11 +28,14 @@ impl BakeryStore {
             // A ticket is a claim once its number is recorded (a draw still under way, or a
             // winner whose mark never landed, is not): a claim's read-back relies on it.
             // Only the last recorded number can be held (a later draw is beaten while it
-            // lives): a lower live ticket is a leftover whose withdrawal failed.
-            let recorded = tickets
-                .live
-                .iter()
-                .find(|(_, number)| finished < *number && *number == tickets.high_water);
+            // lives): a lower live ticket is a leftover whose withdrawal failed. Nor is a
+            // ticket this process gave up: its give-back may still be on the wire (a claim
+            // cut while giving back is read back here), and would land under the job.
+            let recorded = tickets.live.iter().find(|(id, number)| {
+                finished < *number
+                    && *number == tickets.high_water
+                    && !self.held.is_given_up(id, *number)
+            });
             if let Some((id, number)) = recorded {
                 self.held.recorded(id, *number);
             }
