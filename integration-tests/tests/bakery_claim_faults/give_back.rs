@@ -230,3 +230,53 @@ async fn unlanded_high_water_mark_neither_strands_nor_spends_the_item() {
         job.as_ref().map(|j| (j.attempts_used(), j.token()))
     );
 }
+
+/// Liveness. An undone claim whose give-back fails (its row read refused) still withdraws
+/// its ticket: the error is reported, and another process claims the item at once instead
+/// of skipping it until the ticket's TTL runs out.
+#[tokio::test(start_paused = true)]
+async fn failed_give_back_still_withdraws_its_ticket() {
+    let mem = Arc::new(MemoryQueueStore::new());
+    let q = WorkQueue::new(Arc::clone(&mem) as _, "p", bakery_config(3)).expect("queue");
+    let other = WorkQueue::new(Arc::clone(&mem) as _, "p", bakery_config(3)).expect("queue");
+    let id = q.enqueue("one").await.expect("enqueue");
+    let key = ItemKey {
+        partition: "p".into(),
+        id,
+    };
+    let claimed = q
+        .store()
+        .claim(ItemClaim {
+            key: &key,
+            claim_id: "w/x",
+            seen_attempt: 0,
+            ttl: Duration::from_secs(60),
+        })
+        .await
+        .expect("claim");
+    assert_eq!(claimed, ClaimOutcome::Claimed);
+    mem.plain_items().inject(
+        Some(cql_workqueue::memory::PlainOp::Read),
+        Fault::Unavailable,
+        Times::Always,
+    );
+    let undone = q.store().unclaim(&key, "w/x", JobState::Available, 0).await;
+    mem.plain_items().clear_faults();
+    assert!(
+        undone.is_err(),
+        "the give-back's read was refused: {undone:?}"
+    );
+    let started = tokio::time::Instant::now();
+    let job = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(job) = other.claim("worker").await.expect("claim") {
+                return job;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the item is claimable well before the ticket's 60 s TTL");
+    assert_eq!(job.id(), &key.id, "claimed after {:?}", started.elapsed());
+    job.complete().await.expect("complete");
+}

@@ -183,9 +183,13 @@ impl QueueStore for BakeryStore {
         };
         // Even an unrecorded number's mark may have landed (answer lost, or the claim cut
         // while writing it): the store decides.
-        self.give_back(key, &ticket).await?;
+        let given_back = self.give_back(key, &ticket).await;
+        // Withdrawn whatever the give-back's answer: given up, the ticket no longer counts
+        // for this process, so it must not keep every claimer away until its TTL. A
+        // give-back that lands later is beaten by any later claim's higher number.
         ticket.withdraw().await;
         self.forget(claim_id);
+        given_back?;
         Ok(CasOutcome::Applied)
     }
 
