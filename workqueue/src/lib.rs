@@ -99,6 +99,7 @@
 mod attempt;
 pub mod bakery;
 mod claim;
+mod client;
 pub mod clock;
 mod config;
 mod deadletter;
@@ -111,6 +112,7 @@ pub mod memory;
 mod metered;
 mod new_item;
 mod orphans;
+pub mod periodic;
 mod placement;
 mod queue;
 #[cfg(feature = "scylla")]
@@ -122,6 +124,7 @@ mod timed;
 mod typed;
 mod worker;
 
+pub use client::{MAX_CLIENT_QUEUES, MAX_CONCURRENCY, QueueClient, QueueClientBuilder, StopReport};
 pub use clock::WallClock;
 pub use config::{ClaimMode, ClaimOrder, MAX_PAYLOAD_LEN, QueueConfig};
 /// The timing type every primitive shares (re-exported from [`cql_lease`]).

@@ -204,6 +204,16 @@ impl Worker {
         })
     }
 
+    /// Makes this worker's shutdown a child of `parent`: cancelling `parent` shuts it down
+    /// too (a [`crate::QueueClient`]'s one stop). Before any claim: the search reads the
+    /// token when it starts.
+    pub(crate) fn under(mut self, parent: &CancellationToken) -> Self {
+        let shutdown = parent.child_token();
+        self.shutdown = shutdown.clone();
+        self.drain.shutdown = shutdown;
+        self
+    }
+
     /// Cancel it to end the stream (jobs already handed out are unaffected).
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()

@@ -26,11 +26,13 @@ pub mod queue;
 pub mod queue_bakery;
 pub mod queue_bakery_convoy;
 pub mod queue_chaos;
+pub mod queue_client;
 pub mod queue_features;
 pub mod queue_fleet;
 pub mod queue_hardening;
 pub mod queue_orphans;
 pub mod queue_parked;
+pub mod queue_periodic;
 pub mod queue_scale;
 pub mod queue_unique;
 pub mod queue_upkeep_races;
@@ -213,6 +215,14 @@ macro_rules! queue_suite {
             queue_features::batch_enqueue,
             queue_unique::unique_key_reopens_after_done_window,
             queue_orphans::late_applied_claim_is_handed_back_at_once,
+            queue_client::typed_handlers_answer_for_their_jobs,
+            queue_client::each_queue_runs_at_its_own_concurrency,
+            queue_client::one_stop_drains_every_queue,
+            queue_client::the_shutdown_token_stops_every_queue,
+            queue_client::bad_client_settings_are_refused_before_anything_runs,
+            queue_periodic::periodic_ticks_survive_leader_kills,
+            queue_periodic::skipped_ticks_stay_skipped,
+            queue_periodic::bad_periodic_settings_are_refused,
         );
     };
     (#[$attr:meta] $(#[$more:meta])*, $make:expr) => {
