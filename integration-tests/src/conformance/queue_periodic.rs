@@ -88,8 +88,7 @@ pub async fn periodic_ticks_survive_leader_kills(b: &dyn Backend) {
     let mut schedulers: Vec<Scheduler> = (0..3)
         .map(|n| scheduler(&q, &election, &format!("node-{n}"), MissedTicks::RunLate))
         .collect();
-    let mut started = 3;
-    for _ in 0..6 {
+    for started in 3..9 {
         b.sleep(TICK * 8).await;
         let leader = leader_of(b, &schedulers).await;
         schedulers.swap_remove(leader).abort().await;
@@ -99,7 +98,6 @@ pub async fn periodic_ticks_survive_leader_kills(b: &dyn Backend) {
             &format!("node-{started}"),
             MissedTicks::RunLate,
         ));
-        started += 1;
     }
     b.sleep(TICK * 8).await;
     leader_of(b, &schedulers).await;

@@ -37,7 +37,7 @@ impl Schedule {
     /// [`MAX_INTERVAL`] or not a whole number of milliseconds.
     pub fn every(interval: Duration) -> Result<Self, QueueError> {
         if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval)
-            || interval.subsec_nanos() % 1_000_000 != 0
+            || !interval.subsec_nanos().is_multiple_of(1_000_000)
         {
             return Err(invalid(
                 "interval",
