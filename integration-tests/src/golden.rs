@@ -124,6 +124,10 @@ pub const QUEUE: &[(&str, &str)] = &[
         "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE key = ? IF claim = ?",
     ),
     (
+        "queue.snooze",
+        "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ?, requeued_at = ? WHERE key = ? IF claim = ?",
+    ),
+    (
         "queue.unclaim",
         "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE key = ? IF claim = ?",
     ),

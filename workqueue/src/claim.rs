@@ -63,6 +63,7 @@ impl ClaimTarget {
                     state: JobState::Available,
                     run_at: crate::store::AT_ONCE,
                     error: None,
+                    requeued_at: None,
                 };
                 store.reschedule(key, claim_id, to).await
             }
@@ -94,6 +95,7 @@ impl ClaimTarget {
             state,
             run_at,
             error: None,
+            requeued_at: None,
         };
         let to = match row {
             Some(item) if item.state == JobState::Discarded => {
@@ -157,6 +159,7 @@ impl Holdable for ClaimTarget {
                         state: JobState::Available,
                         run_at: queue.now(),
                         error: None,
+                        requeued_at: None,
                     };
                     queue.after_finish(&check, attempt, Some(to)).await;
                 }

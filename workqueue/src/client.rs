@@ -8,6 +8,7 @@ use cql_lease::InvalidArgument;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -137,8 +138,11 @@ impl QueueClient {
 
     /// Stops every queue together: no new claims, then up to `grace` for the jobs under way
     /// to finish ([`Drain::drain`] on each queue at once); jobs still running then are told
-    /// to stop (their cancellation tokens fire) and their handlers dropped, which hands their
-    /// items back (the attempt counts). Returns once every worker task has ended.
+    /// to stop (their cancellation tokens fire), and handlers that have not returned one
+    /// `renew_period` later are dropped, which hands their items back (the attempt counts;
+    /// the hand-back runs in the background, so a queue's stats may show the item running
+    /// for a moment). Returns once every worker task has ended. A handler that blocks its
+    /// thread instead of awaiting cannot be dropped and holds this up.
     ///
     /// # Cancel safety
     ///
@@ -157,11 +161,23 @@ impl QueueClient {
         });
         let reports = futures::future::join_all(drains).await;
         let mut report = StopReport::default();
-        for (running, drained) in std::mem::take(&mut self.queues).into_iter().zip(reports) {
-            // Past the grace the handlers were told to stop; one that ignores its token is
-            // dropped here (at its next await), which hands its item back.
+        let told = Instant::now();
+        for (mut running, drained) in std::mem::take(&mut self.queues).into_iter().zip(reports) {
+            // Past the grace the handlers were told to stop: they get one `renew_period` to
+            // return; one that has not is dropped then (at its next await), which hands its
+            // item back.
             if drained.unfinished > 0 {
-                running.task.abort();
+                let stop_by = told + running.queue.config().timing.renew_period;
+                if tokio::time::timeout_at(stop_by, &mut running.task)
+                    .await
+                    .is_err()
+                {
+                    warn!(
+                        queue = running.queue.name(),
+                        "handlers still running after being told to stop; dropping them"
+                    );
+                    running.task.abort();
+                }
             }
             if let Err(error) = running.task.await
                 && error.is_panic()
@@ -181,15 +197,19 @@ impl QueueClient {
     /// then [`QueueClient::stop`]s with `grace`: for batch jobs. Retries scheduled later are
     /// waited for; dead letters are not work left. Queues are read every `retry_period`.
     ///
+    /// It waits for work other processes add meanwhile too, and for items delayed however
+    /// far ahead: give it queues a batch owns.
+    ///
     /// # Errors
     ///
     /// [`QueueError::Store`] when reading a queue's stats fails three times in a row; the
-    /// client is then stopped (with `grace`) before the error is returned.
+    /// client is then stopped (with `grace`, its report logged) before the error is
+    /// returned.
     ///
     /// # Cancel safety
     ///
-    /// Dropping it before the queues are empty stops nothing: the client (dropped with it)
-    /// stops claiming, as [`QueueClient`]'s drop does.
+    /// Dropping it drops the client, which stops claiming on every queue; handlers under way
+    /// run to their end and are not told to stop.
     pub async fn run_until_empty(self, grace: Duration) -> Result<StopReport, QueueError> {
         let mut failures = 0;
         loop {
@@ -200,7 +220,11 @@ impl QueueClient {
                     failures += 1;
                     warn!(%error, failures, "reading queue stats failed");
                     if failures >= 3 {
-                        self.stop(grace).await;
+                        let report = self.stop(grace).await;
+                        warn!(
+                            ?report,
+                            "queue client stopped after its stats could not be read"
+                        );
                         return Err(error);
                     }
                 }
@@ -216,19 +240,33 @@ impl QueueClient {
         Ok(self.stop(grace).await)
     }
 
-    /// Whether any queue has work left, or any job of this client is in flight.
+    /// Whether any queue has work left, or any job of this client is in flight. The queues
+    /// are read one after the other, so a job that ends meanwhile (it may have enqueued on a
+    /// queue already read) means another look.
     async fn work_left(&self) -> Result<bool, QueueError> {
+        let busy = || {
+            self.queues
+                .iter()
+                .any(|running| running.drain.in_flight() > 0)
+        };
+        let ended = || -> u64 {
+            self.queues
+                .iter()
+                .map(|running| running.drain.ended())
+                .sum()
+        };
+        let before = ended();
+        if busy() {
+            return Ok(true);
+        }
         for running in &self.queues {
-            if running.drain.in_flight() > 0 {
-                return Ok(true);
-            }
             let stats = running.queue.stats().await?;
             debug!(queue = running.queue.name(), ?stats, "work left?");
             if stats.available + stats.scheduled + stats.running > 0 {
                 return Ok(true);
             }
         }
-        Ok(false)
+        Ok(busy() || ended() != before)
     }
 }
 

@@ -2,6 +2,7 @@
 //! ends.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use cql_lease::hold::{Hold, HoldTiming};
 use std::sync::atomic::AtomicU8;
@@ -237,6 +238,7 @@ impl Job {
                 state: JobState::Discarded,
                 run_at: self.queue.now(),
                 error: Some(error),
+                requeued_at: None,
             }
         } else {
             let backoff = config.backoff(self.item.attempt);
@@ -247,6 +249,7 @@ impl Job {
                     .now()
                     .saturating_add(i64::try_from(backoff.as_micros()).unwrap_or(i64::MAX)),
                 error: Some(error),
+                requeued_at: None,
             }
         };
         let state = to.state;
@@ -271,6 +274,40 @@ impl Job {
             state: JobState::Discarded,
             run_at: self.queue.now(),
             error: Some(error),
+            requeued_at: None,
+        };
+        self.finish(Some(to)).await
+    }
+
+    /// Puts the job off: it runs again `after` from now, and this claim does not count
+    /// against `max_attempts` (River's snooze). Its attempt number, the fencing token, is
+    /// still spent: the next claim's is higher. The last error is kept. One LWT.
+    ///
+    /// # Errors
+    /// [`QueueError::InvalidArgument`] for `after` over 20 years, before anything is sent
+    /// (the job is dropped, so the item goes back at once and the attempt counts);
+    /// otherwise as [`Job::fail`].
+    ///
+    /// # Cancel safety
+    /// As [`Job::fail`].
+    #[instrument(skip(self), fields(id = %self.item.key.id, attempt = self.item.attempt))]
+    pub async fn snooze(self, after: Duration) -> Result<(), QueueError> {
+        if after > cql_lease::MAX_DURATION {
+            return Err(cql_lease::InvalidArgument::Timing(format!(
+                "a snooze must be at most {:?}, not {after:?}",
+                cql_lease::MAX_DURATION
+            ))
+            .into());
+        }
+        let last_error = self.item.last_error.clone();
+        let to = Reschedule {
+            state: JobState::Retryable,
+            run_at: self
+                .queue
+                .now()
+                .saturating_add(i64::try_from(after.as_micros()).unwrap_or(i64::MAX)),
+            error: last_error.as_deref(),
+            requeued_at: Some(self.item.requeued_at.saturating_add(1)),
         };
         self.finish(Some(to)).await
     }

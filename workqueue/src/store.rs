@@ -85,6 +85,9 @@ pub struct Reschedule<'a> {
     pub run_at: i64,
     /// Why.
     pub error: Option<&'a str>,
+    /// `Some(n)`: the item's attempts count from `n` on (its `requeued_at`), so that a
+    /// snooze gives the claim's attempt back; `None` leaves it.
+    pub requeued_at: Option<i32>,
 }
 
 /// A work-queue backend. Object safe: use it as `Arc<dyn QueueStore>`.

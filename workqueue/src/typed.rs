@@ -5,6 +5,7 @@ use std::any::Any;
 use std::fmt::Display;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
 
 use cql_lease::FencingToken;
 use futures::{FutureExt, StreamExt};
@@ -23,7 +24,7 @@ use crate::worker::Worker;
 ///
 /// [`JobError::Failed`] is an ordinary failed attempt (what `?` on another error gives
 /// through the `From` conversions or [`JobError::failed`]); [`JobError::Cancel`] gives up on
-/// the job for good.
+/// the job for good; [`JobError::Snooze`] puts it off without spending an attempt.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JobError {
     /// This attempt failed: the job is retried after the queue's back-off for its attempt
@@ -35,6 +36,10 @@ pub enum JobError {
     /// left ([`Job::discard`]).
     #[error("cancelled: {0}")]
     Cancel(String),
+    /// Not now: the job runs again after this long, and this claim does not count against
+    /// `max_attempts` ([`Job::snooze`]; River's `JobSnooze`). At most 20 years.
+    #[error("snoozed for {0:?}")]
+    Snooze(Duration),
 }
 
 impl JobError {
@@ -46,6 +51,11 @@ impl JobError {
     /// Gives up on the job without retrying it: `JobError::Cancel(error.to_string())`.
     pub fn cancel(error: impl Display) -> Self {
         JobError::Cancel(error.to_string())
+    }
+
+    /// Runs the job again after `after` without spending an attempt: `JobError::Snooze(after)`.
+    pub fn snooze(after: Duration) -> Self {
+        JobError::Snooze(after)
     }
 }
 
@@ -153,6 +163,8 @@ impl Worker {
     /// - `Err(JobError::Failed(_))`: a failed attempt, retried after the queue's back-off
     ///   and a dead letter after `max_attempts` claims ([`Job::fail`]);
     /// - `Err(JobError::Cancel(_))`: a dead letter at once ([`Job::discard`]);
+    /// - `Err(JobError::Snooze(after))`: run again after `after`, the attempt given back
+    ///   ([`Job::snooze`]);
     /// - a panic in the handler is caught and counts as a failed attempt, its message the
     ///   error; the worker goes on with other jobs;
     /// - a payload that does not decode as `T` never reaches the handler: the job becomes
@@ -253,6 +265,10 @@ where
             let state = job.fail(&error).await;
             log_failed(&id, &error, &state);
             record(&id, state.map(drop));
+        }
+        Ok(Err(JobError::Snooze(after))) => {
+            info!(%id, ?after, "handler snoozed the job");
+            record(&id, job.snooze(after).await);
         }
         Ok(Err(JobError::Cancel(error))) => {
             info!(%id, %error, "handler cancelled the job; discarding it");

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -100,6 +100,8 @@ impl std::fmt::Debug for Worker {
 #[derive(Debug, Default)]
 struct Tracker {
     count: AtomicUsize,
+    /// Jobs handed out that have ended, ever.
+    ended: AtomicU64,
     idle: Notify,
 }
 
@@ -117,6 +119,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.count.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.fetch_add(1, Ordering::SeqCst);
         self.0.idle.notify_waiters();
     }
 }
@@ -143,6 +146,12 @@ impl Drain {
     /// has parked (not handed out) until it is handed out or its undo has ended.
     pub fn in_flight(&self) -> usize {
         self.tracker.count.load(Ordering::SeqCst)
+    }
+
+    /// Jobs counted in flight that have ended since the worker started (a
+    /// [`crate::QueueClient`] tells from it that no job ended while it looked at its queues).
+    pub(crate) fn ended(&self) -> u64 {
+        self.tracker.ended.load(Ordering::SeqCst)
     }
 
     /// Stops claiming at once, then waits up to `grace` for in-flight jobs to finish (a

@@ -193,6 +193,8 @@ macro_rules! queue_suite {
             queue_hardening::late_claim_is_undone,
             queue_parked::parked_claim_is_undone_within_a_bound,
             queue_parked::drained_worker_keeps_no_claim,
+            queue_client::typed_handlers_answer_for_their_jobs,
+            queue_client::a_snoozed_job_runs_again_without_spending_attempts,
         );
     };
     (portable: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
@@ -220,8 +222,10 @@ macro_rules! queue_suite {
             queue_client::one_stop_drains_every_queue,
             queue_client::the_shutdown_token_stops_every_queue,
             queue_client::bad_client_settings_are_refused_before_anything_runs,
+            queue_client::a_snoozed_job_runs_again_without_spending_attempts,
             queue_periodic::periodic_ticks_survive_leader_kills,
             queue_periodic::skipped_ticks_stay_skipped,
+            queue_periodic::ticks_missed_within_the_window_run_late_after_a_long_failover,
             queue_periodic::bad_periodic_settings_are_refused,
         );
     };

@@ -298,3 +298,57 @@ pub async fn bad_client_settings_are_refused_before_anything_runs(b: &dyn Backen
     let stats = q.stats().await.expect("stats");
     assert_eq!((stats.available, stats.running), (1, 0), "{stats:?}");
 }
+
+/// A snoozed job runs again once its snooze is over, each time under a new attempt number
+/// (a higher fencing token), and its snoozes spend none of its attempts: snoozed more times
+/// than `max_attempts`, it still completes instead of becoming a dead letter.
+pub async fn a_snoozed_job_runs_again_without_spending_attempts(b: &dyn Backend) {
+    let q = queue(b, "client-snooze");
+    q.enqueue_item(NewItem::json(&0u32).expect("json"))
+        .await
+        .expect("enqueue");
+    let snooze = Duration::from_millis(300);
+    let runs: Arc<Mutex<Vec<(i32, i32, tokio::time::Instant)>>> = Arc::default();
+    let handler = {
+        let runs = Arc::clone(&runs);
+        move |job: TypedJob<u32>| {
+            let runs = Arc::clone(&runs);
+            async move {
+                let mut runs = runs.lock().expect("runs");
+                runs.push((
+                    job.attempt(),
+                    job.attempts_used(),
+                    tokio::time::Instant::now(),
+                ));
+                if runs.len() <= 4 {
+                    Err(JobError::snooze(snooze))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    };
+    let client = QueueClient::builder("client-5")
+        .queue(q.clone(), 1, handler)
+        .start()
+        .expect("start");
+    client
+        .run_until_empty(Duration::from_secs(5))
+        .await
+        .expect("run until empty");
+    let runs = runs.lock().expect("runs").clone();
+    assert_eq!(runs.len(), 5, "four snoozes, then done: {runs:?}");
+    assert!(
+        runs.windows(2).all(|pair| pair[1].0 > pair[0].0),
+        "attempt numbers grow: {runs:?}"
+    );
+    assert!(
+        runs.iter().all(|(_, used, _)| *used == 1),
+        "snoozes spend no attempt: {runs:?}"
+    );
+    assert!(
+        runs.windows(2).all(|pair| pair[1].2 - pair[0].2 >= snooze),
+        "each run waits out its snooze"
+    );
+    assert!(q.dead_letters().await.expect("dead letters").is_empty());
+}

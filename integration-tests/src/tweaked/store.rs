@@ -179,13 +179,19 @@ impl QueueStore for Tweaked {
             && self.counters.reschedules.fetch_add(1, Ordering::SeqCst) == 0
         {
             let (inner, key, claim_id) = (Arc::clone(&self.inner), k.clone(), c.to_owned());
-            let (state, run_at, error) = (to.state, to.run_at, to.error.map(str::to_owned));
+            let (state, run_at, error, requeued_at) = (
+                to.state,
+                to.run_at,
+                to.error.map(str::to_owned),
+                to.requeued_at,
+            );
             tokio::spawn(async move {
                 tokio::time::sleep(delay).await;
                 let to = Reschedule {
                     state,
                     run_at,
                     error: error.as_deref(),
+                    requeued_at,
                 };
                 let _ = inner.reschedule(&key, &claim_id, to).await;
             });

@@ -219,6 +219,7 @@ impl Job {
                         state: JobState::Available,
                         run_at: queue.now(),
                         error: None,
+                        requeued_at: None,
                     };
                     queue.after_finish(&check, attempt, Some(to)).await;
                 }

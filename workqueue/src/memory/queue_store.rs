@@ -159,6 +159,9 @@ impl QueueStore for MemoryQueueStore {
                 row.item.state = to.state;
                 row.item.run_at = to.run_at;
                 row.item.last_error = to.error.map(str::to_owned);
+                if let Some(requeued_at) = to.requeued_at {
+                    row.item.requeued_at = requeued_at;
+                }
             },
         )
         .await

@@ -57,8 +57,16 @@ impl Schedule {
     ///
     /// [`QueueError::InvalidArgument`] when the expression does not parse, or never ticks.
     pub fn cron(expression: &str) -> Result<Self, QueueError> {
-        let schedule = cron::Schedule::from_str(expression)
-            .map_err(|error| invalid("cron expression", format!("{expression:?}: {error}")))?;
+        let schedule = cron::Schedule::from_str(expression).map_err(|error| {
+            // The parser's message is the expression again with a caret under the fault.
+            let caret = error.to_string().lines().last().unwrap_or_default().trim_end().len();
+            invalid(
+                "cron expression",
+                format!(
+                    "{expression:?} does not parse (near column {caret}); it takes six or seven fields: seconds, minutes, hours, day of month, month, day of week, optional year"
+                ),
+            )
+        })?;
         if schedule.upcoming(Utc).next().is_none() {
             return Err(invalid(
                 "cron expression",
@@ -66,6 +74,23 @@ impl Schedule {
             ));
         }
         Ok(Schedule::Cron(Box::new(schedule)))
+    }
+
+    /// The last tick strictly before `before` (milliseconds since the epoch), if any.
+    pub(crate) fn previous_before(&self, before: i64) -> Option<i64> {
+        match self {
+            Schedule::Every(interval) => {
+                let every = i64::try_from(interval.as_millis()).ok()?.max(1);
+                before.checked_sub(1)?.div_euclid(every).checked_mul(every)
+            }
+            Schedule::Cron(schedule) => {
+                let at = DateTime::<Utc>::from_timestamp_millis(before)?;
+                schedule
+                    .after(&at)
+                    .next_back()
+                    .map(|tick| tick.timestamp_millis())
+            }
+        }
     }
 
     /// The first tick strictly after `after` (milliseconds since the epoch), if any.
@@ -101,8 +126,8 @@ pub enum MissedTicks {
 type Make = Arc<dyn Fn(SystemTime) -> Result<NewItem, QueueError> + Send + Sync>;
 
 /// A job enqueued at every tick of its [`Schedule`] by whichever process leads the
-/// scheduler's election (see [`Scheduler`](super::Scheduler)), each tick exactly once: its
-/// item's unique key is the job's name and the tick's time.
+/// scheduler's election (see [`Scheduler`](super::Scheduler)), each tick one item: its
+/// unique key is the job's name and the tick's time.
 #[derive(Clone)]
 pub struct PeriodicJob {
     pub(crate) name: String,
@@ -194,6 +219,17 @@ mod tests {
         assert_eq!(every.next_after(60_000), Some(120_000));
     }
 
+    /// The tick before a time is the last one strictly before it, for both kinds.
+    #[test]
+    fn the_previous_tick_is_strictly_before() {
+        let every = Schedule::every(Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(every.previous_before(120_000), Some(60_000));
+        assert_eq!(every.previous_before(120_001), Some(120_000));
+        let hourly = Schedule::cron("0 0 * * * *").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(hourly.previous_before(7_200_000), Some(3_600_000));
+        assert_eq!(hourly.previous_before(7_200_001), Some(7_200_000));
+    }
+
     /// Cron ticks are the expression's times in UTC.
     #[test]
     fn cron_ticks_are_the_expressions_times() {
@@ -215,6 +251,11 @@ mod tests {
                 Err(QueueError::InvalidArgument(_))
             ));
         }
+        let Err(five_fields) = Schedule::cron("*/2 * * * *") else {
+            panic!("a five-field expression parsed");
+        };
+        let five_fields = five_fields.to_string();
+        assert!(five_fields.contains("six or seven fields"), "{five_fields}");
         for expression in ["", "every minute", "0 0 0 30 2 *"] {
             assert!(
                 matches!(

@@ -78,6 +78,10 @@ pub const COMPLETE: &str = "UPDATE {keyspace}.{table} USING TTL ? SET state = 'd
 /// Ends a claim without completing. Binds: state, run_at, last_error, key, claim.
 pub const RESCHEDULE: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE key = ? IF claim = ?";
 
+/// Ends a claim without completing and gives its attempt back (a snooze). Binds: state,
+/// run_at, last_error, requeued_at, key, claim.
+pub const SNOOZE: &str = "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ?, requeued_at = ? WHERE key = ? IF claim = ?";
+
 /// Undoes a claim never handed to a worker. Binds: state, attempt, key, claim.
 pub const UNCLAIM: &str =
     "UPDATE {keyspace}.{table} SET claim = null, state = ?, attempt = ? WHERE key = ? IF claim = ?";
@@ -160,6 +164,7 @@ pub const ALL: &[&str] = &[
     HEARTBEAT,
     COMPLETE,
     RESCHEDULE,
+    SNOOZE,
     UNCLAIM,
     REQUEUE,
     PURGE,

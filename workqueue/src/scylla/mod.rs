@@ -203,14 +203,17 @@ impl QueueStore for ScyllaQueueStore {
         claim_id: &str,
         to: Reschedule<'_>,
     ) -> Result<CasOutcome, StoreError> {
-        let values = (
-            to.state.as_str(),
-            to.run_at,
-            to.error,
-            &row_key(key),
-            claim_id,
-        );
-        self.cas(&self.s.reschedule, values).await
+        let (state, key) = (to.state.as_str(), row_key(key));
+        match to.requeued_at {
+            None => {
+                let values = (state, to.run_at, to.error, &key, claim_id);
+                self.cas(&self.s.reschedule, values).await
+            }
+            Some(requeued_at) => {
+                let values = (state, to.run_at, to.error, requeued_at, &key, claim_id);
+                self.cas(&self.s.snooze, values).await
+            }
+        }
     }
 
     #[instrument(level = "debug", skip(self), fields(id = %key.id))]
