@@ -124,7 +124,7 @@ pub const QUEUE: &[(&str, &str)] = &[
         "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ? WHERE key = ? IF claim = ?",
     ),
     (
-        "queue.snooze",
+        "queue.reschedule",
         "UPDATE {keyspace}.{table} SET claim = null, state = ?, run_at = ?, last_error = ?, requeued_at = ? WHERE key = ? IF claim = ?",
     ),
     (

@@ -51,6 +51,9 @@ struct Cli {
     /// Where the CQL test server's tasks run [default: own].
     #[arg(long = "server-thread", value_name = "own|shared")]
     server_thread: Option<String>,
+    /// Width of one index bucket, in seconds [default: the queue's default].
+    #[arg(long = "bucket-secs", value_name = "S")]
+    bucket_secs: Option<u64>,
 }
 
 impl Flags for Cli {
@@ -118,11 +121,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(server) => (server.queue_store().ok_or("no queue store")?, None),
             None => open_queue_store(&args.target()).await?,
         };
+        let defaults = QueueConfig::default();
         let config = QueueConfig {
             claim_mode: mode.unwrap_or_default(),
-            ..QueueConfig::default()
+            bucket_width: args
+                .bucket_secs
+                .map_or(defaults.bucket_width, Duration::from_secs),
+            ..defaults
         };
-        let queue = WorkQueue::new(store, &format!("bench{run}"), config)?;
+        // A name of its own per invocation: a cluster keeps what earlier runs left.
+        let name = format!(
+            "bench-{}-{run}",
+            cql_workqueue::clock::now_micros() / 1_000_000
+        );
+        let queue = WorkQueue::new(store, &name, config)?;
         let round_trips = || match (&server, &memory) {
             (Some(server), _) => Some(examples::wire_round_trips(&server.server)),
             (None, Some(memory)) => Some(examples::memory_round_trips(memory)),
@@ -157,6 +169,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
         let done = Arc::new(AtomicU64::new(0));
         let passes = Arc::new(AtomicU64::new(0));
+        // Claims that failed (a store error), by their message's last words.
+        let errors = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::<
+            String,
+            u64,
+        >::new()));
         let started = Instant::now();
         // When the run passed each tenth of its items: a rate that falls as the run grows
         // shows a cost that grows with the data (as a per-read purge of whole partitions did).
@@ -170,6 +187,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             for w in 0..workers {
                 let (q, done, passes) = (process.clone(), Arc::clone(&done), Arc::clone(&passes));
                 let (tenths, phases) = (Arc::clone(&tenths), Arc::clone(&phases));
+                let errors = Arc::clone(&errors);
                 tasks.push(tokio::spawn(async move {
                     let name = format!("p{p}w{w}");
                     while done.load(Ordering::SeqCst) < n as u64 {
@@ -197,7 +215,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                                 }
                             }
                             Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
-                            Err(error) => eprintln!("{name}: {error}"),
+                            Err(error) => {
+                                let text = error.to_string();
+                                let cause = text.rsplit(": ").next().unwrap_or(&text).to_owned();
+                                if let Ok(mut errors) = errors.lock() {
+                                    *errors.entry(cause).or_default() += 1;
+                                }
+                            }
                         }
                     }
                 }));
@@ -207,6 +231,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             task.await?;
         }
         let process_rate = n as f64 / started.elapsed().as_secs_f64();
+        if let Ok(errors) = errors.lock() {
+            for (cause, count) in errors.iter() {
+                eprintln!("{n} items: {count} claims failed with: {cause}");
+            }
+        }
         let tenths = tenths.lock().map(|t| t.clone()).unwrap_or_default();
         if let (Some(Some(first)), Some(Some(ninth)), Some(Some(last))) =
             (tenths.get(1), tenths.get(9), tenths.get(10))

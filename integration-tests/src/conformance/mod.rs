@@ -27,6 +27,7 @@ pub mod queue_bakery;
 pub mod queue_bakery_convoy;
 pub mod queue_chaos;
 pub mod queue_client;
+pub mod queue_enqueue;
 pub mod queue_features;
 pub mod queue_fleet;
 pub mod queue_hardening;
@@ -251,6 +252,9 @@ macro_rules! queue_suite {
             queue_upkeep_races::dead_letter_lost_answers_are_settled,
             queue_upkeep_races::orphan_entry_goes_after_its_row_is_sealed,
             queue_upkeep_races::slow_index_write_then_crash_keeps_the_item_findable,
+            queue_enqueue::a_failed_item_write_is_an_error_and_stores_nothing,
+            queue_enqueue::a_write_timeout_is_an_unknown_outcome_naming_the_item,
+            queue_enqueue::a_lost_answer_left_unsettled_is_an_unknown_outcome_and_the_item_is_found,
         );
     };
 }
