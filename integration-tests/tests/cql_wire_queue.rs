@@ -118,6 +118,17 @@ async fn every_queue_statement_is_known_and_exercised() {
         short.enqueue_item(nightly()).await.expect("enqueue"),
         Enqueued::New(_)
     ));
+    // A snooze: a reschedule that gives its attempt back.
+    let snoozed =
+        WorkQueue::new(b.queue_store().expect("store"), "snoozed", queue_config()).expect("queue");
+    snoozed.enqueue("later").await.expect("enqueue");
+    let job = loop {
+        if let Some(job) = snoozed.claim("w").await.expect("claim") {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    job.snooze(Duration::from_secs(60)).await.expect("snooze");
     // The bakery claim mode's plain item rows.
     let plain = WorkQueue::new(
         b.queue_store().expect("store"),
