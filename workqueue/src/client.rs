@@ -166,20 +166,23 @@ impl QueueClient {
             // Past the grace the handlers were told to stop: they get one `renew_period` to
             // return; one that has not is dropped then (at its next await), which hands its
             // item back.
-            if drained.unfinished > 0 {
+            let ended = if drained.unfinished > 0 {
                 let stop_by = told + running.queue.config().timing.renew_period;
-                if tokio::time::timeout_at(stop_by, &mut running.task)
-                    .await
-                    .is_err()
-                {
-                    warn!(
-                        queue = running.queue.name(),
-                        "handlers still running after being told to stop; dropping them"
-                    );
-                    running.task.abort();
+                match tokio::time::timeout_at(stop_by, &mut running.task).await {
+                    Ok(ended) => ended,
+                    Err(_) => {
+                        warn!(
+                            queue = running.queue.name(),
+                            "handlers still running after being told to stop; dropping them"
+                        );
+                        running.task.abort();
+                        running.task.await
+                    }
                 }
-            }
-            if let Err(error) = running.task.await
+            } else {
+                running.task.await
+            };
+            if let Err(error) = ended
                 && error.is_panic()
             {
                 warn!(queue = running.queue.name(), %error, "worker task panicked");

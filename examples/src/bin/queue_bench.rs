@@ -221,6 +221,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                                 if let Ok(mut errors) = errors.lock() {
                                     *errors.entry(cause).or_default() += 1;
                                 }
+                                // As after an empty claim: a failing store is not hammered.
+                                tokio::time::sleep(Duration::from_millis(20)).await;
                             }
                         }
                     }

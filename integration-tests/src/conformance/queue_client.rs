@@ -172,9 +172,10 @@ pub async fn each_queue_runs_at_its_own_concurrency(b: &dyn Backend) {
     );
 }
 
-/// One stop drains every queue within one grace period: the quick jobs finish, the ones
-/// still running at the deadline are told to stop and handed back, and the report says which
-/// queue left what. Nothing is claimed after the stop.
+/// One stop drains every queue within one grace period: the jobs still running at the
+/// deadline are told to stop, a handler that returns then ends at once and one that ignores
+/// it is dropped (its items handed back), and the report says which queue left what.
+/// Nothing is claimed after the stop.
 pub async fn one_stop_drains_every_queue(b: &dyn Backend) {
     let slow = queue(b, "client-slow");
     let quick = queue(b, "client-quick");
@@ -183,8 +184,18 @@ pub async fn one_stop_drains_every_queue(b: &dyn Backend) {
             .await
             .expect("enqueue");
     }
+    let obedient = queue(b, "client-obedient");
+    obedient
+        .enqueue_item(NewItem::json(&1u32).expect("json"))
+        .await
+        .expect("enqueue");
     let quick_gauge = Arc::<Gauge>::default();
     let client = QueueClient::builder("client-3")
+        .queue(obedient.clone(), 1, |job: TypedJob<u32>| async move {
+            // Works until told to stop, then returns at once.
+            job.cancellation_token().cancelled().await;
+            Err(JobError::failed("stopped"))
+        })
         .queue(slow.clone(), 2, |job: TypedJob<u32>| async move {
             // Works until told to stop, and ignores it.
             job.cancellation_token().cancelled().await;
@@ -198,9 +209,11 @@ pub async fn one_stop_drains_every_queue(b: &dyn Backend) {
         )
         .start()
         .expect("start");
-    // Both slow jobs under way.
+    // Both slow jobs and the obedient one under way.
     for _ in 0..100 {
-        if client.in_flight().get("client-slow") == Some(&2) {
+        let in_flight = client.in_flight();
+        if in_flight.get("client-slow") == Some(&2) && in_flight.get("client-obedient") == Some(&1)
+        {
             break;
         }
         b.sleep(Duration::from_millis(100)).await;
@@ -215,6 +228,10 @@ pub async fn one_stop_drains_every_queue(b: &dyn Backend) {
     assert_eq!(
         report.queues.get("client-slow").map(|r| r.unfinished),
         Some(2)
+    );
+    assert_eq!(
+        report.queues.get("client-obedient").map(|r| r.unfinished),
+        Some(1)
     );
     assert_eq!(
         report.queues.get("client-quick").map(|r| r.unfinished),

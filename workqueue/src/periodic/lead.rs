@@ -174,16 +174,18 @@ impl Leader {
             if term.over() {
                 return;
             }
-            let soonest = next.iter().flatten().min().copied();
-            let retry_soonest = not_before.iter().flatten().min().copied();
-            let until_tick = soonest.map(|tick| {
-                Duration::from_millis(u64::try_from(tick - self.now_ms()).unwrap_or(0))
-            });
-            let until_retry = retry_soonest.map(|at| at.saturating_duration_since(Instant::now()));
-            let pause = match (until_tick, until_retry) {
-                (None, None) => LOOK_AT_THE_CLOCK,
-                (a, b) => a.into_iter().chain(b).min().unwrap_or(LOOK_AT_THE_CLOCK),
-            };
+            // Until the soonest tick of a job not waiting to retry, or the soonest retry.
+            let now = self.now_ms();
+            let pause = next
+                .iter()
+                .zip(&not_before)
+                .filter_map(|(tick, wait)| match wait {
+                    Some(until) => Some(until.saturating_duration_since(Instant::now())),
+                    None => tick
+                        .map(|tick| Duration::from_millis(u64::try_from(tick - now).unwrap_or(0))),
+                })
+                .min()
+                .unwrap_or(LOOK_AT_THE_CLOCK);
             term.sleep(pause.min(LOOK_AT_THE_CLOCK)).await;
         }
     }
