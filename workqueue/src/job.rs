@@ -241,7 +241,8 @@ impl Job {
                 requeued_at: None,
             }
         } else {
-            let backoff = config.backoff(self.item.attempt);
+            // Counted from the job's start: neither a requeue's nor a snooze's attempts.
+            let backoff = config.backoff(self.item.attempts_used());
             Reschedule {
                 state: JobState::Retryable,
                 run_at: self

@@ -268,7 +268,8 @@ where
         }
         Ok(Err(JobError::Snooze(after))) => {
             info!(%id, ?after, "handler snoozed the job");
-            record(&id, job.snooze(after).await);
+            // Longer than the queue can schedule means "as late as it can".
+            record(&id, job.snooze(after.min(cql_lease::MAX_DURATION)).await);
         }
         Ok(Err(JobError::Cancel(error))) => {
             info!(%id, %error, "handler cancelled the job; discarding it");

@@ -369,3 +369,37 @@ pub async fn a_snoozed_job_runs_again_without_spending_attempts(b: &dyn Backend)
     );
     assert!(q.dead_letters().await.expect("dead letters").is_empty());
 }
+
+/// A snoozed job whose index upkeep failed after the snooze was written (the worker died
+/// there, or the index was unavailable) keeps the claim's check entry as its only entry, and
+/// that entry still finds it: the job runs again, its attempt given back.
+pub async fn a_snoozed_job_runs_again_when_its_new_entry_was_not_placed(b: &dyn Backend) {
+    use cql_lease::memory::{Fault, Times};
+    use cql_workqueue::memory::QueueOp;
+
+    let q = queue(b, "snooze-unplaced");
+    q.enqueue("later").await.expect("enqueue");
+    // The job's first claim: its snooze raises `requeued_at` to this claim's attempt.
+    let job = claim_soon(b, &q, "w").await.expect("a job");
+    assert_eq!((job.attempt(), job.attempts_used()), (1, 1));
+    b.inject_queue(Some(QueueOp::Index), Fault::Unavailable, Times::Always);
+    let snoozed = job.snooze(Duration::from_millis(200)).await;
+    b.clear_faults();
+    assert!(
+        snoozed.is_ok(),
+        "the snooze itself was written: {snoozed:?}"
+    );
+    let give_up = tokio::time::Instant::now() + queue_config().timing.lease_duration * 5;
+    let again = loop {
+        if let Some(job) = q.claim("w").await.expect("claim") {
+            break job;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "the snoozed job was never found again"
+        );
+        b.sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!((again.attempt(), again.attempts_used()), (2, 1));
+    again.complete().await.expect("complete");
+}

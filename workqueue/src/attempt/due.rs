@@ -93,10 +93,16 @@ impl WorkQueue {
             // claim's attempt, a run entry the attempts already used. Not in the bakery
             // mode: it has no revivals, its requeues are available at once, and it moves
             // `requeued_at` when it gives an undone claim's attempt back, which would make
-            // the item's own entry look stale and leave it without one.
+            // the item's own entry look stale and leave it without one. A snooze raises
+            // `requeued_at` to its claim's attempt when that was the job's first: then the
+            // snoozed claim's own check entry (the item's only one, should the entry the
+            // snooze places have failed) names the row's attempt, and is not stale.
             _ if self.config.claim_mode == crate::ClaimMode::Lwt
                 && (entry.attempt < item.requeued_at
-                    || (entry.kind == EntryKind::Check && entry.attempt == item.requeued_at)) =>
+                    || (entry.kind == EntryKind::Check
+                        && entry.attempt == item.requeued_at
+                        && !(item.state == JobState::Retryable
+                            && entry.attempt == item.attempt))) =>
             {
                 self.remove(entry).await;
                 Ok(false)

@@ -161,9 +161,10 @@ impl QueueStore for BakeryStore {
             item.state = to.state;
             item.run_at = to.run_at;
             item.last_error = to.error.map(str::to_owned);
-            // Never lower: a give-back may have raised it since the claim read it.
+            // One up from the row's current value (a give-back may have raised it since the
+            // claim read it), never lower than asked.
             if let Some(requeued_at) = to.requeued_at {
-                item.requeued_at = item.requeued_at.max(requeued_at);
+                item.requeued_at = item.requeued_at.saturating_add(1).max(requeued_at);
             }
         })
         .await

@@ -101,6 +101,14 @@ impl Leader {
                 () = crash.cancelled() => break,
                 () = self.lead(&term) => info!("periodic scheduler's term ended"),
             }
+            // A term over by its deadline may not be cancelled yet: wait for that, so the
+            // campaign's watch says the term has ended before looking again.
+            tokio::select! {
+                biased;
+                () = crash.cancelled() => break,
+                () = shutdown.cancelled() => {}
+                () = term.stop.cancelled() => {}
+            }
             if shutdown.is_cancelled() {
                 break;
             }
@@ -148,8 +156,11 @@ impl Leader {
                 while let Some(due) = tick.filter(|due| *due <= now) {
                     // Never further back than the catch-up window: a leader that fell
                     // behind (the store down, the process paused) skips older ticks.
-                    let oldest = self.oldest_to_run(job, now);
-                    if oldest.is_some_and(|oldest| due < oldest) {
+                    // (None: no tick of the job lies in the window; the next one is to come.)
+                    let oldest = self
+                        .oldest_to_run(job, now)
+                        .or_else(|| job.schedule.next_after(now));
+                    if oldest.is_none_or(|oldest| due < oldest) {
                         warn!(
                             job = job.name(),
                             from = due,
