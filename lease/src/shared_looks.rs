@@ -13,6 +13,7 @@
 //! that took it retries after its own pause, with a look newer than that one.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
@@ -115,6 +116,26 @@ pub(crate) struct Look<T> {
     pub seen: T,
 }
 
+/// What a process's contenders on a lock had done by some moment (see
+/// [`SharedLooks::tally`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// Claims that had left the main row.
+    pub departures: u64,
+    /// Claims made, holds begun and claims gone.
+    pub stirs: u64,
+}
+
+impl Tally {
+    /// The earlier of two tallies, counter by counter.
+    pub(crate) fn min(self, other: Tally) -> Tally {
+        Tally {
+            departures: self.departures.min(other.departures),
+            stirs: self.stirs.min(other.stirs),
+        }
+    }
+}
+
 /// The shared looks at one lease or lock.
 #[derive(Debug)]
 pub(crate) struct SharedLooks<T> {
@@ -129,6 +150,11 @@ pub(crate) struct SharedLooks<T> {
     /// The contenders of this process with a claim in the lock's main row, and whether
     /// each holds the lock (for a lease: the holders of this process).
     in_main: Mutex<HashMap<String, bool>>,
+    /// How many claims of this process have left the lock's main row so far.
+    departures: AtomicU64,
+    /// How many times so far a contender of this process claimed the main row, came to
+    /// hold the lock or left the main row.
+    stirs: AtomicU64,
 }
 
 impl<T> Default for SharedLooks<T> {
@@ -139,6 +165,8 @@ impl<T> Default for SharedLooks<T> {
             released: Mutex::new(None),
             wake: Notify::new(),
             in_main: Mutex::new(HashMap::new()),
+            departures: AtomicU64::new(0),
+            stirs: AtomicU64::new(0),
         }
     }
 }
@@ -150,6 +178,8 @@ impl<T> SharedLooks<T> {
         if let Ok(mut here) = self.in_main.lock() {
             here.insert(id.to_owned(), false);
         }
+        self.stirs.fetch_add(1, Ordering::SeqCst);
+        self.wake.notify_waiters();
     }
 
     /// A new contender takes the id `id`: whatever was known of an earlier one under it (a
@@ -179,6 +209,7 @@ impl<T> SharedLooks<T> {
         if let Ok(mut here) = self.in_main.lock() {
             here.insert(id.to_owned(), true);
         }
+        self.stirs.fetch_add(1, Ordering::SeqCst);
         self.wake.notify_waiters();
     }
 
@@ -188,7 +219,29 @@ impl<T> SharedLooks<T> {
         if let Ok(mut here) = self.in_main.lock() {
             here.remove(id);
         }
+        self.departures.fetch_add(1, Ordering::SeqCst);
+        self.stirs.fetch_add(1, Ordering::SeqCst);
         self.was_released();
+    }
+
+    /// How many claims of this process have left the main row so far ([`SharedLooks::gone`]).
+    pub(crate) fn departures(&self) -> u64 {
+        self.departures.load(Ordering::SeqCst)
+    }
+
+    /// How many times so far a contender of this process claimed the main row, came to
+    /// hold the lock or left the main row.
+    pub(crate) fn stirs(&self) -> u64 {
+        self.stirs.load(Ordering::SeqCst)
+    }
+
+    /// What this process's contenders have done so far: taken before a read, what the
+    /// read may not show yet.
+    pub(crate) fn tally(&self) -> Tally {
+        Tally {
+            departures: self.departures(),
+            stirs: self.stirs(),
+        }
     }
 
     /// Whether contender `id` has its claim in the main row, from this process.
@@ -260,7 +313,7 @@ impl<T> SharedLooks<T> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     use super::*;
 

@@ -83,3 +83,38 @@ async fn a_release_in_the_process_hands_the_lock_on_at_once() {
     );
     guard.release().await.unwrap();
 }
+
+/// A line of waiters in one process moves up as the contenders ahead of it leave: each
+/// waiter further back looks again once enough of them have gone, instead of at its
+/// pace's timer, so a crowd of short holds is granted one after the other at once.
+#[tokio::test(start_paused = true)]
+async fn a_line_in_one_process_moves_up_as_the_contenders_ahead_leave() {
+    let store: Arc<dyn CellStore> = Arc::new(MemoryCellStore::new());
+    let poll = Duration::from_secs(2);
+    let lock = || FairLock::new(Arc::clone(&store), options(poll)).unwrap();
+    let held = lock().lock("l", None).await.unwrap();
+    let waiters: Vec<_> = (0..6)
+        .map(|_| {
+            let lock = lock();
+            tokio::spawn(async move {
+                let guard = lock.lock("l", None).await.unwrap();
+                let granted = Instant::now();
+                guard.release().await.unwrap();
+                granted
+            })
+        })
+        .collect();
+    // Everyone queued and settled into its pace.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    held.release().await.unwrap();
+    let released = Instant::now();
+    let mut last = released;
+    for waiter in waiters {
+        last = last.max(waiter.await.unwrap());
+    }
+    assert!(
+        last - released < Duration::from_millis(100),
+        "the sixth waiter was granted {:?} after the first release (poll interval {poll:?})",
+        last - released
+    );
+}

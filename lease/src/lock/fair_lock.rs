@@ -51,7 +51,9 @@
 //!   acquisitions per second whatever the number of contenders. Waiters of one process on
 //!   one store share their queue reads, and the next two in line behind a contender of
 //!   their own process are told when it holds and when it leaves instead of reading
-//!   (`fair_local.rs`).
+//!   (`fair_local.rs`); waiters further back look again as soon as enough of the process's
+//!   contenders have left to bring them next in line, rather than at their pace's timer,
+//!   which cannot wake sooner than its tick (1 ms, several hand-overs on a fast store).
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
@@ -74,7 +76,7 @@ use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
 use crate::cells::rows::QUEUE;
 use crate::global_time::{GlobalTime, LocalClock};
-use crate::shared_looks::StoreId;
+use crate::shared_looks::{StoreId, Tally};
 use queue::{QUEUE_LOOKS, SharedQueue};
 
 /// This process's arrivals so far: orders arrivals that share a time.
@@ -175,8 +177,15 @@ impl FairLock {
             }
         };
         let mut waiter = Waiter::new(mine.clone(), self.base.options.poll_interval);
-        waiter.shared = Some(SharedQueue { looks, after: None });
+        waiter.shared = Some(SharedQueue {
+            looks,
+            after: None,
+            tally: Tally::default(),
+        });
         loop {
+            if let Some(shared) = waiter.shared.as_mut() {
+                shared.tally = shared.looks.tally();
+            }
             let step = async {
                 if !cells.has(QUEUE, &mine) {
                     // Not (or no longer) in the queue: our arrival, or a write given up.
@@ -220,12 +229,25 @@ impl FairLock {
                     Step::Owned | Step::Collided => return None,
                 };
                 let ahead = waiter.claim.ahead()?.to_owned();
-                let until = Until::after_round(&shared.looks, claimed, waiter.place, Some(&ahead))?;
+                let until = Until::after_round(
+                    &shared.looks,
+                    (claimed, waiter.place),
+                    Some(&ahead),
+                    shared.tally,
+                )?;
+                // Reading back to back needs no word.
+                if !until.replaces_the_pace() && pause.is_zero() {
+                    return None;
+                }
                 Some((Arc::clone(&shared.looks), ahead, until))
             });
+            // Waiting for word replaces the pace's timer: then the timer only guards
+            // against a missed word.
+            let told =
+                told.map(|(looks, ahead, until)| (looks, ahead, until, until.replaces_the_pace()));
             let pause = match &told {
-                Some(_) => pause.max(self.base.options.poll_interval),
-                None => pause,
+                Some((_, _, _, true)) => pause.max(self.base.options.poll_interval),
+                _ => pause,
             };
             waiter.fast = pause.is_zero();
             waiter.paused = pause;
@@ -243,7 +265,7 @@ impl FairLock {
             let wake = Instant::now() + pause;
             // A wait to be told ends at the deadline at the latest (the caller's bound cuts
             // it there); a plain pause past it would only end in a timeout.
-            if told.is_none() && wake >= deadline {
+            if !told.as_ref().is_some_and(|told| told.3) && wake >= deadline {
                 cells.clear().await;
                 attempt.disarm();
                 return Err(LockError::Timeout {
@@ -251,7 +273,7 @@ impl FairLock {
                     waited: started.elapsed(),
                 });
             }
-            if let Some((looks, ahead, until)) = told {
+            if let Some((looks, ahead, until, _)) = told {
                 until.wait(&looks, &ahead, wake.min(deadline)).await;
             } else if pause.is_zero() {
                 // A sleep, however short, lasts until the timer's next tick (1 ms).

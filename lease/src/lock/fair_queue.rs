@@ -19,7 +19,7 @@ use crate::cells::rows::{MAIN, QUEUE};
 use crate::cells::{Cell, ClientClock};
 use crate::error::StoreError;
 use crate::lock::LockError;
-use crate::shared_looks::{Registry, SharedLooks};
+use crate::shared_looks::{Registry, SharedLooks, Tally};
 
 /// What one look at a fair lock's queue read: its first cells from `from` on.
 #[derive(Debug)]
@@ -28,6 +28,8 @@ pub(crate) struct QueueSeen {
     from: String,
     /// The names of the cells read, at most [`WINDOW`] + 1.
     head: Result<Vec<String>, StoreError>,
+    /// What this process's contenders had done before the read was sent.
+    tally: Tally,
 }
 
 /// This process's waiters' looks at fair locks' queues, shared by lock.
@@ -39,6 +41,9 @@ pub(crate) struct SharedQueue {
     /// Only looks sent after this: after our queue cell was last written, and after the
     /// look we took last.
     pub(crate) after: Option<Instant>,
+    /// What this process's contenders had done before the waiter's reads of this round
+    /// were sent (what they may not show yet).
+    pub(crate) tally: Tally,
 }
 
 impl FairLock {
@@ -138,15 +143,18 @@ impl FairLock {
                 })
                 .flatten();
             let mine = waiter.mine.as_str();
-            let look = shared
-                .looks
+            let looks = &shared.looks;
+            let look = looks
                 .look(shared.after.max(floor), async || {
+                    let tally = looks.tally();
                     let from = self.hint(&cells.lock).as_str().min(mine).to_owned();
                     let head = self.read_queue(cells, &from, WINDOW + 1).await;
-                    QueueSeen { from, head }
+                    QueueSeen { from, head, tally }
                 })
                 .await;
             shared.after = Some(look.sent);
+            // The look may be older than this round.
+            shared.tally = shared.tally.min(look.seen.tally);
             if look.seen.from.as_str() <= mine {
                 let mut head = look.seen.head.clone().map_err(|e| cells.store_error(e))?;
                 self.remember_head(&cells.lock, &head);
