@@ -150,8 +150,10 @@ pub(crate) struct SharedLooks<T> {
     /// The contenders of this process with a claim in the lock's main row, and whether
     /// each holds the lock (for a lease: the holders of this process).
     in_main: Mutex<HashMap<String, bool>>,
-    /// How many claims of this process have left the lock's main row so far.
+    /// How many holders of this process have left the lock's main row so far.
     departures: AtomicU64,
+    /// Wakes the waiters counting departures.
+    departed: Notify,
     /// How many times so far a contender of this process claimed the main row, came to
     /// hold the lock or left the main row.
     stirs: AtomicU64,
@@ -166,6 +168,7 @@ impl<T> Default for SharedLooks<T> {
             wake: Notify::new(),
             in_main: Mutex::new(HashMap::new()),
             departures: AtomicU64::new(0),
+            departed: Notify::new(),
             stirs: AtomicU64::new(0),
         }
     }
@@ -216,17 +219,29 @@ impl<T> SharedLooks<T> {
     /// Contender `id` of this process has no claim in the main row any more (its delete
     /// was confirmed, or given up): wakes the waiters.
     pub(crate) fn gone(&self, id: &str) {
-        if let Ok(mut here) = self.in_main.lock() {
-            here.remove(id);
+        let held = self
+            .in_main
+            .lock()
+            .is_ok_and(|mut here| here.remove(id).unwrap_or(false));
+        // Only a holder's leaving moves the queue; a claim that gives way does not.
+        if held {
+            self.departures.fetch_add(1, Ordering::SeqCst);
+            self.departed.notify_waiters();
         }
-        self.departures.fetch_add(1, Ordering::SeqCst);
         self.stirs.fetch_add(1, Ordering::SeqCst);
         self.was_released();
     }
 
-    /// How many claims of this process have left the main row so far ([`SharedLooks::gone`]).
+    /// How many holders of this process have left the main row so far
+    /// ([`SharedLooks::gone`] after [`SharedLooks::holds`]).
     pub(crate) fn departures(&self) -> u64 {
         self.departures.load(Ordering::SeqCst)
+    }
+
+    /// Completes when a holder of this process leaves the main row: from the call on once
+    /// enabled ([`Notified::enable`](tokio::sync::futures::Notified::enable)) or first polled.
+    pub(crate) fn departure_seen(&self) -> tokio::sync::futures::Notified<'_> {
+        self.departed.notified()
     }
 
     /// How many times so far a contender of this process claimed the main row, came to

@@ -3,11 +3,11 @@
 //! A contender of this process says when its claim lands in the main row, when it holds the
 //! lock and when its claim is gone (see `shared_looks.rs`). The next in line behind such a
 //! contender need not read the main row to learn what it would show: it waits to be told,
-//! and reads once the head has left. Waiters further back count the contenders of this
+//! and reads once the head has left. Waiters further back count the holders of this
 //! process that leave the main row, and look again once enough have left to bring them
-//! next in line; the next in line whose head is not known here looks again on any change
-//! among this process's contenders. Their pace's timer still wakes them, for contenders
-//! of other processes. What decides ownership is unchanged: a contender owns
+//! next in line, if that comes before their pace's timer; the next in line whose head is
+//! not known here looks again on any change among this process's contenders. Their pace's
+//! timer still wakes them at the latest, for contenders of other processes. What decides ownership is unchanged: a contender owns
 //! the lock only on a main-row read made after its own claim was confirmed, showing it alone.
 
 use tokio::time::Instant;
@@ -64,13 +64,14 @@ impl Until {
             // Further back within the window: once as many have left as stand between us
             // and the next in line's place, a look most likely finds us there. Sooner than
             // the pace's timer, which cannot wake within less than its tick. Beyond the
-            // window the place is estimated (it can be twice too far back): half as many.
+            // window the place is only estimated (from arrival times, often far too far
+            // back), but it is past the window: half a window's departures bring it in.
             (false, place) if (2..WINDOW).contains(&place) => {
                 Some(Until::Moved(departed.saturating_add(place as u64 - 1)))
             }
-            (false, place) if place >= WINDOW => Some(Until::Moved(
-                departed.saturating_add(u64::try_from(place / 2).unwrap_or(u64::MAX)),
-            )),
+            (false, place) if place >= WINDOW => {
+                Some(Until::Moved(departed.saturating_add(WINDOW as u64 / 2)))
+            }
             // Next in line, the head not known to be ours in the main row: it may be ours
             // and about to claim, hold or leave.
             (_, 1) => Some(Until::Stirred(seen.stirs)),
@@ -106,7 +107,11 @@ impl Until {
     ) {
         loop {
             // Listening before looking: a change after the look still wakes us.
-            let changed = looks.release_seen();
+            // Counting departures needs no word of claims and holds.
+            let changed = match self {
+                Until::Moved(_) => looks.departure_seen(),
+                _ => looks.release_seen(),
+            };
             tokio::pin!(changed);
             changed.as_mut().enable();
             if !self.still(looks, ahead) {

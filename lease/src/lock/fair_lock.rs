@@ -51,9 +51,10 @@
 //!   acquisitions per second whatever the number of contenders. Waiters of one process on
 //!   one store share their queue reads, and the next two in line behind a contender of
 //!   their own process are told when it holds and when it leaves instead of reading
-//!   (`fair_local.rs`); waiters further back look again as soon as enough of the process's
-//!   contenders have left to bring them next in line, rather than at their pace's timer,
-//!   which cannot wake sooner than its tick (1 ms, several hand-overs on a fast store).
+//!   (`fair_local.rs`); waiters further back look again at their pace's timer at the
+//!   latest, and sooner once enough of the process's holders have left to bring them next
+//!   in line: that timer cannot wake sooner than its tick (1 ms, several hand-overs on a
+//!   fast store).
 //! - Tombstones: dequeued cells sort before the live ones. Each lock object remembers the
 //!   head it saw last and reads the queue from there (`cell >= head`), so reads do not walk
 //!   the dead prefix of the partition. A latecomer that sorts before that head is not seen by
@@ -74,7 +75,7 @@ use super::plain::{Attempt, Cells, PlainLock};
 use super::transient::{Trouble, until_deadline, within_budget};
 use super::{Contenders, Lock, LockError, LockGuard, LockOptions, check_request};
 use crate::cells::CellStore;
-use crate::cells::rows::QUEUE;
+use crate::cells::rows::{MAIN, QUEUE};
 use crate::global_time::{GlobalTime, LocalClock};
 use crate::shared_looks::{StoreId, Tally};
 use queue::{QUEUE_LOOKS, SharedQueue};
@@ -186,6 +187,7 @@ impl FairLock {
             if let Some(shared) = waiter.shared.as_mut() {
                 shared.tally = shared.looks.tally();
             }
+            let claimed_before = cells.has(MAIN, cells.id());
             let step = async {
                 if !cells.has(QUEUE, &mine) {
                     // Not (or no longer) in the queue: our arrival, or a write given up.
@@ -211,6 +213,13 @@ impl FairLock {
             };
             if !matches!(step, Step::HoldingOn) {
                 waiter.quick_holds = 0;
+            }
+            // Our own claim or its removal this round must not count as news: from then on
+            // only (what came between our reads and now waits for the pace at worst).
+            if cells.has(MAIN, cells.id()) != claimed_before
+                && let Some(shared) = waiter.shared.as_mut()
+            {
+                shared.tally = shared.looks.tally();
             }
             let pause = match step {
                 Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
