@@ -16,8 +16,10 @@ pub const CELL_TABLE: &str = "lock_cells";
 /// Where each store lives, from one set of options: the leases in `options.table`, the
 /// queues in [`DEFAULT_TABLE`] (and its companions), the lock cells in [`CELL_TABLE`], all in
 /// `options.keyspace`, with its consistency levels, routing and replication. The lock cells
-/// are read and written at `options.consistency` as the leases' waiting line is
-/// ([`ScyllaOptions::cells_in`]), so a `LOCAL_QUORUM` deployment stays in its data centre.
+/// are read and written at the level the leases' waiting line uses
+/// ([`ScyllaOptions::cells_in`]): they have no fencing token, so with `SERIAL` a
+/// `LOCAL_QUORUM` deployment reads and writes them at `QUORUM`, lest two data centres both
+/// enter.
 fn layouts(options: &ScyllaOptions) -> (ScyllaOptions, ScyllaOptions, CellOptions) {
     let queues = ScyllaOptions {
         table: DEFAULT_TABLE.into(),
@@ -50,8 +52,9 @@ impl Backend {
     /// The cluster backend on `session`, with existing tables: the leases in
     /// `options.table` (default `leases`), the queues in `work_items` and its companions, the
     /// lock cells in `lock_cells`, all in `options.keyspace` and at `options.consistency`
-    /// (for the lock cells `ANY`, which cannot read, becomes `ONE`; `LOCAL_QUORUM` stays
-    /// local). Prepares every statement once.
+    /// (for the lock cells `LOCAL_QUORUM` becomes `QUORUM` and `LOCAL_ONE` becomes `ONE`
+    /// unless the serial level is `LOCAL_SERIAL`; see [`ScyllaOptions::cells_consistency`]).
+    /// Prepares every statement once.
     ///
     /// # Errors
     /// [`SchemaError`]: bad options, a missing keyspace or table (run
@@ -80,13 +83,15 @@ mod tests {
 
     use super::*;
 
-    /// The lock cells follow the chosen level, as the leases' waiting line does, in the
-    /// chosen keyspace.
+    /// The lock cells take the chosen level widened to the whole cluster (`LOCAL_QUORUM` is
+    /// read and written at `QUORUM`), as the leases' waiting line does, in the chosen keyspace.
     #[test]
-    fn the_lock_cells_take_the_chosen_consistency() {
+    fn the_lock_cells_take_the_chosen_consistency_across_the_cluster() {
         for (chosen, cells) in [
             (Consistency::Quorum, Consistency::Quorum),
-            (Consistency::LocalQuorum, Consistency::LocalQuorum),
+            (Consistency::LocalQuorum, Consistency::Quorum),
+            (Consistency::LocalOne, Consistency::One),
+            (Consistency::EachQuorum, Consistency::EachQuorum),
             (Consistency::All, Consistency::All),
             (Consistency::Any, Consistency::One),
         ] {

@@ -14,15 +14,10 @@ use super::{ScyllaQueueStore, cql};
 use crate::bakery::BakeryParts;
 use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
 
-/// The bakery mode's cells: `{table}_cells`, at the options' regular consistency.
+/// The bakery mode's cells: `{table}_cells`, at a level whose reads meet every contender's
+/// writes ([`ScyllaOptions::cells_in`]), since a bakery claim has no fencing token.
 fn cell_options(options: &ScyllaOptions) -> CellOptions {
-    CellOptions {
-        location: ScyllaOptions {
-            table: format!("{}_cells", options.table),
-            ..options.clone()
-        },
-        consistency: options.consistency,
-    }
+    options.cells_in(format!("{}_cells", options.table))
 }
 
 /// The prepared statements, one per template in [`cql`].

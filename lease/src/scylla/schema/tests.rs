@@ -96,3 +96,59 @@ fn levels_that_make_polls_stale_are_flagged() {
     };
     assert!(local_one.polls_may_lag());
 }
+
+/// With SERIAL, plain cells are read and written at a level that overlaps across every data
+/// centre: LOCAL_QUORUM becomes QUORUM and LOCAL_ONE becomes ONE; other levels are kept.
+#[test]
+fn local_quorum_cells_are_read_and_written_at_quorum() {
+    for (chosen, cells) in [
+        (Consistency::LocalQuorum, Consistency::Quorum),
+        (Consistency::LocalOne, Consistency::One),
+        (Consistency::One, Consistency::One),
+        (Consistency::Two, Consistency::Two),
+        (Consistency::Three, Consistency::Three),
+        (Consistency::Quorum, Consistency::Quorum),
+        (Consistency::EachQuorum, Consistency::EachQuorum),
+        (Consistency::All, Consistency::All),
+        (Consistency::Any, Consistency::One),
+    ] {
+        let options = ScyllaOptions {
+            consistency: chosen,
+            ..ScyllaOptions::default()
+        };
+        assert_eq!(
+            options.cells_in("lock_cells").consistency,
+            cells,
+            "{chosen:?}"
+        );
+        assert_eq!(options.waiting_line().consistency, cells, "{chosen:?}");
+    }
+}
+
+/// With per-data-centre Paxos every guarantee is scoped to one data centre, so the cells keep
+/// the local level rather than paying a cross-DC round trip.
+#[test]
+fn per_datacenter_cells_stay_local() {
+    let options = ScyllaOptions::default().per_datacenter();
+    assert_eq!(
+        options.cells_in("lock_cells").consistency,
+        Consistency::LocalQuorum
+    );
+}
+
+/// ANY is refused for `consistency`, naming the field: it cannot read, and every primitive
+/// reads (a lease's first look, followers' polls).
+#[test]
+fn consistency_any_is_refused() {
+    let options = ScyllaOptions {
+        consistency: Consistency::Any,
+        ..ScyllaOptions::default()
+    };
+    assert!(matches!(
+        options.validate(),
+        Err(InvalidArgument::Invalid {
+            field: "consistency",
+            ..
+        })
+    ));
+}
