@@ -262,8 +262,8 @@ pub enum Command {
         /// The command and its arguments (none: hold until interrupted).
         #[arg(last = true, num_args = 1..)]
         command: Vec<String>,
-        /// Give up waiting after this long (exit 124). Default: wait for ever. `0` is the
-        /// same as --try.
+        /// Give up waiting after this long (exit 124). Default: wait until interrupted, at
+        /// most a year. `0` is the same as --try.
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
         /// One attempt, no waiting: exit 124 at once if the lock is held.
