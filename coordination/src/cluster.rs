@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
-use cql_lease::scylla::{SchemaError, ScyllaLeaseStore, ScyllaOptions};
+use cql_lease::scylla::{SchemaError, ScyllaLeaseStore, ScyllaOptions, TableSchema};
 use cql_workqueue::scylla::{DEFAULT_TABLE, ScyllaQueueStore};
 use scylla::client::session::Session;
 use tracing::debug;
@@ -42,11 +42,21 @@ impl Backend {
         session: &Session,
         options: &ScyllaOptions,
     ) -> Result<(), SchemaError> {
-        let (leases, queues, cells) = layouts(options);
         debug!(keyspace = %options.keyspace, "creating the coordination schema");
-        leases.create_schema(session).await?;
-        ScyllaQueueStore::create_schema(session, &queues).await?;
-        ScyllaCellStore::create_schema(session, &cells).await
+        for table in Backend::tables(options) {
+            table.create(session).await?;
+        }
+        Ok(())
+    }
+
+    /// The tables [`Backend::create_schema`] creates, in order: the leases' (and their waiting
+    /// line's), the queue's, the lock cells'.
+    pub fn tables(options: &ScyllaOptions) -> Vec<TableSchema> {
+        let (leases, queues, cells) = layouts(options);
+        let mut tables = leases.tables();
+        tables.extend(ScyllaQueueStore::tables(&queues));
+        tables.push(ScyllaCellStore::table(&cells));
+        tables
     }
 
     /// The cluster backend on `session`, with existing tables: the leases in
@@ -108,5 +118,30 @@ mod tests {
             assert_eq!(queues.consistency, chosen);
             assert_eq!(leases, options);
         }
+    }
+
+    /// The schema helper names every table of the layout: leases, waiting line, the queue's
+    /// seven and the lock cells.
+    #[test]
+    fn the_schema_names_every_table() {
+        let names: Vec<String> = Backend::tables(&ScyllaOptions::default())
+            .iter()
+            .map(TableSchema::name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "leases",
+                "leases_waiting",
+                "work_items_plain",
+                "work_items",
+                "work_items_index",
+                "work_items_cursor",
+                "work_items_dead",
+                "work_items_buckets",
+                "work_items_cells",
+                "lock_cells",
+            ]
+        );
     }
 }

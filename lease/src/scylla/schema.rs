@@ -224,12 +224,25 @@ impl ScyllaOptions {
     ///
     /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
     pub async fn create_schema(&self, session: &Session) -> Result<(), SchemaError> {
-        self.create_schema_with(session, cql::CREATE_TABLE).await?;
-        let waiting = self.waiting_line();
-        waiting
-            .location
-            .create_schema_with(session, crate::cells::scylla::CREATE_TABLE)
-            .await
+        for table in self.tables() {
+            table.create(session).await?;
+        }
+        Ok(())
+    }
+
+    /// The tables [`ScyllaOptions::create_schema`] creates: the lease table, then its waiting
+    /// line's.
+    pub fn tables(&self) -> Vec<TableSchema> {
+        vec![
+            TableSchema {
+                location: self.clone(),
+                template: cql::CREATE_TABLE,
+            },
+            TableSchema {
+                location: self.waiting_line().location,
+                template: crate::cells::scylla::CREATE_TABLE,
+            },
+        ]
     }
 
     /// Where the lease table's waiting line lives: plain cells in `<table>_waiting`, beside
@@ -315,6 +328,51 @@ impl ScyllaOptions {
         run(self.render(create_table))
             .await
             .map_err(|e| SchemaError::Store(classify(e, false)))
+    }
+}
+
+/// One table a schema helper creates: where it lives and its `CREATE TABLE` template. The
+/// helpers' lists of them ([`ScyllaOptions::tables`] and the other stores' `tables`) are what
+/// they create, so tools that print or name the schema stay in step with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSchema {
+    /// The keyspace, base table name, replication and levels it is created with.
+    pub location: ScyllaOptions,
+    /// The `CREATE TABLE IF NOT EXISTS {keyspace}.{table}...` template.
+    pub template: &'static str,
+}
+
+impl TableSchema {
+    /// The table's name: the base name with whatever suffix the template adds (`_index`).
+    pub fn name(&self) -> String {
+        let after_keyspace = self
+            .template
+            .split_once("{keyspace}.")
+            .map_or("", |(_, rest)| rest);
+        let raw = after_keyspace
+            .split(|c: char| c.is_whitespace() || c == '(')
+            .next()
+            .unwrap_or_default();
+        raw.replace("{table}", &self.location.table)
+    }
+
+    /// The `CREATE TABLE` statement, rendered for its keyspace and table.
+    pub fn statement(&self) -> String {
+        self.location.render(self.template)
+    }
+
+    /// Creates the keyspace and this table if they are missing (see
+    /// [`ScyllaOptions::create_schema_with`]).
+    ///
+    /// # Errors
+    /// As [`ScyllaOptions::create_schema_with`].
+    ///
+    /// # Cancel safety
+    /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
+    pub async fn create(&self, session: &Session) -> Result<(), SchemaError> {
+        self.location
+            .create_schema_with(session, self.template)
+            .await
     }
 }
 

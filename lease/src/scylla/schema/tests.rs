@@ -152,3 +152,32 @@ fn consistency_any_is_refused() {
         })
     ));
 }
+
+/// The lease helper lists the lease table and its waiting line, each named as its template
+/// renders it.
+#[test]
+fn the_schema_lists_the_tables_it_creates_by_name() {
+    let options = ScyllaOptions {
+        keyspace: "ops".into(),
+        table: "held".into(),
+        ..ScyllaOptions::default()
+    };
+    let tables = options.tables();
+    let names: Vec<String> = tables.iter().map(TableSchema::name).collect();
+    assert_eq!(names, ["held", "held_waiting"]);
+    for table in &tables {
+        let statement = table.statement();
+        assert!(
+            statement.starts_with(&format!(
+                "CREATE TABLE IF NOT EXISTS ops.{} (",
+                table.name()
+            )),
+            "{statement}"
+        );
+    }
+    let suffixed = TableSchema {
+        location: options,
+        template: "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_index (k text PRIMARY KEY)",
+    };
+    assert_eq!(suffixed.name(), "held_index");
+}
