@@ -42,6 +42,24 @@ async fn help_puts_the_commands_own_flags_first_and_no_arguments_print_full_help
     }
 }
 
+/// Runs each case where nothing listens and checks it is a usage error (exit 2) whose stderr
+/// contains the case's text and none of `absent`.
+async fn usage_errors(cases: Vec<(Vec<&str>, &str)>, absent: &[&str]) {
+    let outs =
+        futures::future::join_all(cases.iter().map(|(args, _)| run(NOWHERE, args, None))).await;
+    for ((args, needle), out) in cases.into_iter().zip(outs) {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {stderr} lacks {needle:?}"
+        );
+        for unwanted in absent {
+            assert!(!stderr.contains(unwanted), "{args:?}: {stderr}");
+        }
+    }
+}
+
 /// A negative duration is refused as negative whether it follows its flag after a space or
 /// an equals sign; a flag given where a duration belongs is named as such.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,20 +86,7 @@ async fn negative_durations_are_refused_as_negative_in_either_spelling() {
             "give the value right after the flag",
         ),
     ];
-    let outs =
-        futures::future::join_all(cases.iter().map(|(args, _)| run(NOWHERE, args, None))).await;
-    for ((args, needle), out) in cases.into_iter().zip(outs) {
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: {stderr} lacks {needle:?}"
-        );
-        assert!(
-            !stderr.contains("unexpected argument"),
-            "{args:?}: {stderr}"
-        );
-    }
+    usage_errors(cases, &["unexpected argument"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,20 +141,9 @@ async fn messages_name_the_argument_the_user_gave() {
             "cannot be used",
         ),
     ];
-    let outs =
-        futures::future::join_all(cases.iter().map(|(args, _)| run(NOWHERE, args, None))).await;
-    for ((args, needle), out) in cases.into_iter().zip(outs) {
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: {stderr} lacks {needle:?}"
-        );
-        // Only flags of the command are named, never the library's fields behind them.
-        for field in ["renew_interval", "renew_period", "lease_duration", "owner"] {
-            assert!(!stderr.contains(field), "{args:?}: {stderr}");
-        }
-    }
+    // Only flags of the command are named, never the library's fields behind them.
+    let fields = ["renew_interval", "renew_period", "lease_duration", "owner"];
+    usage_errors(cases, &fields).await;
 }
 
 /// `lease acquire --ttl 2s` is taken: its renew period is derived from the renew deadline
