@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
-use cql_lease::scylla::{SchemaError, ScyllaLeaseStore, ScyllaOptions};
+use cql_lease::scylla::{SchemaError, ScyllaLeaseStore, ScyllaOptions, TableSchema};
 use cql_workqueue::scylla::{DEFAULT_TABLE, ScyllaQueueStore};
 use scylla::client::session::Session;
 use tracing::debug;
@@ -16,8 +16,10 @@ pub const CELL_TABLE: &str = "lock_cells";
 /// Where each store lives, from one set of options: the leases in `options.table`, the
 /// queues in [`DEFAULT_TABLE`] (and its companions), the lock cells in [`CELL_TABLE`], all in
 /// `options.keyspace`, with its consistency levels, routing and replication. The lock cells
-/// are read and written at `options.consistency` as the leases' waiting line is
-/// ([`ScyllaOptions::cells_in`]), so a `LOCAL_QUORUM` deployment stays in its data centre.
+/// are read and written at the level the leases' waiting line uses
+/// ([`ScyllaOptions::cells_in`]): they have no fencing token, so with `SERIAL` a
+/// `LOCAL_QUORUM` deployment reads and writes them at `QUORUM`, lest two data centres both
+/// enter.
 fn layouts(options: &ScyllaOptions) -> (ScyllaOptions, ScyllaOptions, CellOptions) {
     let queues = ScyllaOptions {
         table: DEFAULT_TABLE.into(),
@@ -40,18 +42,29 @@ impl Backend {
         session: &Session,
         options: &ScyllaOptions,
     ) -> Result<(), SchemaError> {
-        let (leases, queues, cells) = layouts(options);
         debug!(keyspace = %options.keyspace, "creating the coordination schema");
-        leases.create_schema(session).await?;
-        ScyllaQueueStore::create_schema(session, &queues).await?;
-        ScyllaCellStore::create_schema(session, &cells).await
+        for table in Backend::tables(options) {
+            table.create(session).await?;
+        }
+        Ok(())
+    }
+
+    /// The tables [`Backend::create_schema`] creates, in order: the leases' (and their waiting
+    /// line's), the queue's, the lock cells'.
+    pub fn tables(options: &ScyllaOptions) -> Vec<TableSchema> {
+        let (leases, queues, cells) = layouts(options);
+        let mut tables = leases.tables();
+        tables.extend(ScyllaQueueStore::tables(&queues));
+        tables.push(ScyllaCellStore::table(&cells));
+        tables
     }
 
     /// The cluster backend on `session`, with existing tables: the leases in
     /// `options.table` (default `leases`), the queues in `work_items` and its companions, the
     /// lock cells in `lock_cells`, all in `options.keyspace` and at `options.consistency`
-    /// (for the lock cells `ANY`, which cannot read, becomes `ONE`; `LOCAL_QUORUM` stays
-    /// local). Prepares every statement once.
+    /// (for the lock cells `LOCAL_QUORUM` becomes `QUORUM` and `LOCAL_ONE` becomes `ONE`
+    /// unless the serial level is `LOCAL_SERIAL`; see [`ScyllaOptions::cells_consistency`]).
+    /// Prepares every statement once.
     ///
     /// # Errors
     /// [`SchemaError`]: bad options, a missing keyspace or table (run
@@ -80,13 +93,15 @@ mod tests {
 
     use super::*;
 
-    /// The lock cells follow the chosen level, as the leases' waiting line does, in the
-    /// chosen keyspace.
+    /// The lock cells take the chosen level widened to the whole cluster (`LOCAL_QUORUM` is
+    /// read and written at `QUORUM`), as the leases' waiting line does, in the chosen keyspace.
     #[test]
-    fn the_lock_cells_take_the_chosen_consistency() {
+    fn the_lock_cells_take_the_chosen_consistency_across_the_cluster() {
         for (chosen, cells) in [
             (Consistency::Quorum, Consistency::Quorum),
-            (Consistency::LocalQuorum, Consistency::LocalQuorum),
+            (Consistency::LocalQuorum, Consistency::Quorum),
+            (Consistency::LocalOne, Consistency::One),
+            (Consistency::EachQuorum, Consistency::EachQuorum),
             (Consistency::All, Consistency::All),
             (Consistency::Any, Consistency::One),
         ] {
@@ -103,5 +118,30 @@ mod tests {
             assert_eq!(queues.consistency, chosen);
             assert_eq!(leases, options);
         }
+    }
+
+    /// The schema helper names every table of the layout: leases, waiting line, the queue's
+    /// seven and the lock cells.
+    #[test]
+    fn the_schema_names_every_table() {
+        let names: Vec<String> = Backend::tables(&ScyllaOptions::default())
+            .iter()
+            .map(TableSchema::name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "leases",
+                "leases_waiting",
+                "work_items_plain",
+                "work_items",
+                "work_items_index",
+                "work_items_cursor",
+                "work_items_dead",
+                "work_items_buckets",
+                "work_items_cells",
+                "lock_cells",
+            ]
+        );
     }
 }

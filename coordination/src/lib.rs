@@ -29,8 +29,13 @@
 
 use std::sync::Arc;
 
+// Inlined so that `cargo doc -p cql-coordination` shows each crate's items under these
+// modules rather than links out to crates the reader may not have documented.
+#[doc(inline)]
 pub use cql_election as election;
+#[doc(inline)]
 pub use cql_lease as lease;
+#[doc(inline)]
 pub use cql_workqueue as workqueue;
 
 use cql_lease::LeaseStore;

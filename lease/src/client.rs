@@ -174,7 +174,11 @@ impl LeaseClient {
     /// store failed definitely; [`LeaseError::OutcomeUnknown`] when the outcome could not be
     /// settled within `resolve_timeout`, or the store refused the read-back
     /// ([`StoreError::Rejected`]; see [`LeaseError::is_refusal`]) (the claim is then
-    /// remembered for release on sight and released in the background, if it applied);
+    /// remembered for release on sight and released in the background, if it applied), or
+    /// when every attempt's answer was lost and each read-back showed the lease free
+    /// (`source` is [`StoreError::Unknown`]: the claims may still apply, and are released on
+    /// sight), or when releasing an abandoned claim of ours found holding the lease lost its
+    /// answer;
     /// [`LeaseError::Lost`] for an answer that came after the deadline.
     ///
     /// # Cancel safety
@@ -261,8 +265,10 @@ impl LeaseClient {
                     // The read-back showed the lease free. This attempt may still apply later
                     // (it is remembered as an orphan, released when seen); a fresh attempt
                     // with a new holder id is safe.
-                    last_error = Some(StoreError::Unavailable(
-                        "answer lost; the read-back shows the claim not applied (yet)".into(),
+                    last_error = Some(StoreError::Unknown(
+                        "answer lost; the read-back shows the lease free, but the claim may \
+                         still apply (it is released on sight)"
+                            .into(),
                     ));
                     continue;
                 }
@@ -289,12 +295,13 @@ impl LeaseClient {
             guard.disarm();
             return Ok(TryAcquire::Acquired(lease));
         }
-        // Every attempt's answer was lost and the lease read back free: a failure, but the
-        // attempts are remembered in case they still apply.
-        Err(LeaseError::store(
-            name,
-            last_error.unwrap_or_else(|| StoreError::Unavailable("no answer".into())),
-        ))
+        // Every attempt's answer was lost and the lease read back free: the claims may still
+        // apply (they are remembered for release on sight), so the outcome is unknown.
+        Err(LeaseError::OutcomeUnknown {
+            name: name.to_owned(),
+            operation: "acquire",
+            source: last_error.unwrap_or_else(|| StoreError::Unknown("no answer".into())),
+        })
     }
 
     /// Marks `holder_id` (an acquisition of this process that nobody acts on any more) as
@@ -326,6 +333,11 @@ impl LeaseClient {
                 self.orphans.remove(holder_id);
                 Ok(())
             }
+            Err(source @ StoreError::Unknown(_)) => Err(LeaseError::OutcomeUnknown {
+                name: name.to_owned(),
+                operation: "release",
+                source,
+            }),
             Err(error) => Err(LeaseError::store(name, error)),
         }
     }

@@ -5,7 +5,11 @@ use std::time::Duration;
 use crate::error::InvalidArgument;
 use crate::namespace::Namespace;
 
-/// Longest TTL Cassandra and ScyllaDB accept on a write (20 years), in seconds.
+/// Largest TTL value Cassandra and ScyllaDB accept on a write (20 years), in seconds. It is
+/// not always usable: Cassandra up to 4.1, and 5.0 by default
+/// (`storage_compatibility_mode`), stores expiry times as 32-bit seconds and with its default
+/// `expiration_date_overflow_policy` (`REJECT`) refuses any write whose expiry would fall
+/// after 2038-01-19T03:14:07Z, so the longest TTL it accepts shrinks as that date nears.
 pub const MAX_TTL_SECS: u64 = 630_720_000;
 /// Longest duration any setting accepts: [`MAX_TTL_SECS`] (20 years). Far beyond any real
 /// need, and short enough that adding it to a clock reading never overflows.

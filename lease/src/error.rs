@@ -133,10 +133,12 @@ pub enum LeaseError {
         /// The store's error.
         source: StoreError,
     },
-    /// A write's outcome stayed unknown because the read-back failed too: it did not settle
-    /// within the resolve timeout, or the store refused it (`source` is then
-    /// [`StoreError::Rejected`], see [`LeaseError::is_refusal`]). If it applied, the library
-    /// has asked the store to delete it (best effort) and the TTL bounds it anyway.
+    /// A write's outcome is unknown: it may have been applied. Either the read-back failed
+    /// too (it did not settle within the resolve timeout, or the store refused it: `source`
+    /// is then [`StoreError::Rejected`], see [`LeaseError::is_refusal`]), or every answer was
+    /// lost and the read-backs found nothing yet while the writes may still land (`source`
+    /// is [`StoreError::Unknown`]). If it applied, the library has asked the store to delete
+    /// it (best effort) or releases it on sight, and the TTL bounds it anyway.
     #[error("outcome of {operation} on lease {name:?} is unknown: {source}")]
     OutcomeUnknown {
         /// The lease name.

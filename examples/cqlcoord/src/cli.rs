@@ -85,7 +85,7 @@ pub struct Connection {
     pub tls_key: Option<PathBuf>,
     /// Client-side timeout of one request (an LWT past it has an unknown outcome, resolved by
     /// a SERIAL read-back).
-    #[arg(long, global = true, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, global = true, value_parser = parse_duration, allow_hyphen_values = true, default_value = "5s")]
     pub request_timeout: Duration,
     /// Table of leases (and elections, and the lease lock).
     #[arg(long, global = true, default_value = "leases")]
@@ -172,18 +172,18 @@ pub enum SerialLevel {
 #[command(next_help_heading = "Timing options")]
 pub struct TimingArgs {
     /// TTL written to the store: the longest others wait for a crashed holder.
-    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s")]
     pub ttl: Duration,
     /// How often the holder renews. Default: derived from --ttl, at most 5s (half the room
     /// ttl - 1s - max-clock-skew - kill-grace - 250ms leaves). With a command:
     /// renew-interval + kill-grace + 250ms must be under ttl - 1s - max-clock-skew.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub renew_interval: Option<Duration>,
     /// Pause between attempts while waiting.
-    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "1s")]
     pub retry_interval: Duration,
     /// Largest wall-clock difference assumed between database nodes.
-    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "500ms")]
     pub max_clock_skew: Duration,
 }
 
@@ -194,7 +194,7 @@ pub struct Stopping {
     /// Time between SIGTERM and SIGKILL. Unless a renewal moved the holder's local deadline,
     /// SIGTERM goes out this long plus 250 ms before it (at once on loss), and SIGKILL 250 ms
     /// before it at the latest.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "2s")]
     pub kill_grace: Duration,
 }
 
@@ -225,7 +225,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
         /// How often to look (jittered).
-        #[arg(long, value_parser = parse_duration, default_value = "1s")]
+        #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "1s")]
         retry_interval: Duration,
     },
     /// Campaign, and run a command only while elected; without a command, print the term
@@ -262,9 +262,9 @@ pub enum Command {
         /// The command and its arguments (none: hold until interrupted).
         #[arg(last = true, num_args = 1..)]
         command: Vec<String>,
-        /// Give up waiting after this long (exit 124). Default: wait for ever. `0` is the
-        /// same as --try.
-        #[arg(long, value_parser = parse_duration)]
+        /// Give up waiting after this long (exit 124). Default: wait until interrupted, at
+        /// most a year. `0` is the same as --try.
+        #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
         timeout: Option<Duration>,
         /// One attempt, no waiting: exit 124 at once if the lock is held.
         #[arg(long = "try", conflicts_with = "timeout")]
@@ -381,10 +381,10 @@ pub enum LeaseCommand {
         #[arg(long)]
         value: Option<String>,
         /// TTL written to the store.
-        #[arg(long, value_parser = parse_duration, default_value = "15s")]
+        #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "15s")]
         ttl: Duration,
         /// Wait this long for a held lease to free up (default: one attempt).
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
         wait: Option<Duration>,
         /// Print JSON.
         #[arg(long)]
@@ -407,22 +407,24 @@ pub enum LeaseCommand {
 /// `queue ...`.
 #[derive(Debug, Subcommand)]
 pub enum QueueCommand {
-    /// Add an item (or one per line of standard input when no payload is given).
+    /// Add an item (or one per non-empty line of standard input when no payload is given).
     Push {
         /// Queue name.
         #[arg(value_parser = text_of("queue name"))]
         name: String,
         /// Unique key: a second push with the same key adds nothing.
-        #[arg(long)]
+        #[arg(long, value_parser = text_of("unique key"))]
         key: Option<String>,
         /// Not to run before this long from now.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
         delay: Option<Duration>,
-        /// The payload; read from standard input, one item per line, when absent.
+        /// The payload; read from standard input, one item per line (empty lines skipped),
+        /// when absent.
         #[arg(value_parser = text_of("item payload"))]
         payload: Option<String>,
     },
-    /// Run a command per job: payload on stdin, exit 0 completes, anything else fails.
+    /// Run a command per job: payload on stdin, exit 0 completes, anything else fails. Exits
+    /// 0 once stopped (signal or --max-jobs), whatever the jobs' own statuses.
     Work {
         /// Queue name.
         #[arg(value_parser = text_of("queue name"))]
@@ -440,14 +442,14 @@ pub enum QueueCommand {
         /// Worker id (default: host name and process id).
         #[arg(long)]
         worker: Option<String>,
-        /// Stop after this many jobs (default: until SIGTERM / SIGINT).
-        #[arg(long)]
+        /// Stop after this many jobs, at least 1 (default: until SIGTERM / SIGINT).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         max_jobs: Option<u64>,
         /// Claims an item gets before a failure discards it (a dead letter).
         #[arg(long, default_value_t = 5)]
         max_attempts: i32,
         /// First retry back-off (doubles per attempt).
-        #[arg(long, value_parser = parse_duration, default_value = "1s")]
+        #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, default_value = "1s")]
         retry_backoff: Duration,
         /// Claim timing.
         #[command(flatten)]

@@ -45,15 +45,14 @@ impl Connection {
         self.options(&self.queue_table, replication)
     }
 
-    /// The plain-cell locks' options.
+    /// The plain-cell locks' options, at the library's level for cells (`local-quorum` is
+    /// widened to `QUORUM` unless the serial level is `local-serial`).
     ///
     /// # Errors
     /// As [`Connection::lease_options`].
     pub fn cell_options(&self, replication: Replication) -> Result<CellOptions, CliError> {
-        Ok(CellOptions {
-            location: self.options(&self.cell_table, replication)?,
-            consistency: self.consistency.consistency(),
-        })
+        let options = self.options(&self.cell_table, replication)?;
+        Ok(options.cells_in(options.table.clone()))
     }
 
     fn options(&self, table: &str, replication: Replication) -> Result<ScyllaOptions, CliError> {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use cql_lease::LeaseClient;
 use cql_lease::lock::{BakeryLock, FairLock, LeaseLock, Lock, LockOptions};
+use cql_lease::namespace::Namespace;
 
 use crate::child::{Stopped, default_owner, hold, shutdown_on_signals, spawn, supervise};
 use crate::cli::{Algorithm, Connection, Stopping, TimingArgs};
@@ -46,12 +47,28 @@ async fn release(guard: cql_lease::lock::LockGuard) {
     }
 }
 
+/// How long `lock` waits before saying it is waiting.
+const WAIT_NOTICE: Duration = Duration::from_secs(1);
+
+/// `" (held by OWNER, token N)"` for a lease lock whose holder one plain read shows; empty
+/// otherwise (the plain-cell locks have no single holder record, and a failed read only
+/// costs the detail).
+async fn holder(leases: Option<&LeaseClient>, name: &str) -> String {
+    let Some(client) = leases else {
+        return String::new();
+    };
+    match client.peek(name).await {
+        Ok(Some(held)) => format!(" (held by {:?}, token {})", held.owner, held.token),
+        _ => String::new(),
+    }
+}
+
 /// Takes the lock, runs the command with `CQLCOORD_LOCK` (and, for the lease lock,
 /// `CQLCOORD_FENCING_TOKEN`) in its environment, stops it (SIGTERM, then SIGKILL one grace
 /// later, both before the holder's local deadline) if the lock is not renewed in time or is
 /// lost, releases it, and exits with the command's status.
 ///
-/// Without a command it prints `NAME` (and ` token N` for the lease lock) on stdout once
+/// While it waits for a held lock (past a second) it says so once on stderr. Without a command it prints `NAME` (and ` token N` for the lease lock) on stdout once
 /// held, holds the lock until SIGINT/SIGTERM, releases it and exits 0 (like `etcdctl lock`).
 ///
 /// # Errors
@@ -70,10 +87,13 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
         // Waiters poll plain cells: often enough to follow a queue, not a busy loop.
         poll_interval: Duration::from_millis(100),
     };
+    // The lease lock's client, kept to say who holds the lock while waiting.
+    let mut leases = None;
     let lock: Arc<dyn Lock> = match args.algorithm {
         Algorithm::Lease => {
             let client = LeaseClient::new(crate::stores::leases(connection).await?, timing)?;
             let owner = args.owner.clone().unwrap_or_else(default_owner);
+            leases = Some(client.in_namespace(Namespace::Lock));
             Arc::new(LeaseLock::new(client, &owner)?)
         }
         Algorithm::Fair => Arc::new(FairLock::new(
@@ -94,7 +114,22 @@ pub async fn run(connection: &Connection, args: LockArgs) -> Result<i32, CliErro
                 CliError::not_obtained(format!("lock {:?} is held (--try)", args.name))
             })
         } else {
-            Ok(lock.lock(&args.name, args.timeout).await?)
+            // `Lock::lock` is silent while it waits, and an operator should see that the
+            // command is waiting, not hung: one line once the wait passes WAIT_NOTICE. The
+            // notice runs beside the lock, never delaying its polls.
+            let notice = async {
+                tokio::time::sleep(WAIT_NOTICE).await;
+                eprintln!(
+                    "cqlcoord: waiting for lock {:?}{}",
+                    args.name,
+                    holder(leases.as_ref(), &args.name).await
+                );
+                std::future::pending::<std::convert::Infallible>().await
+            };
+            tokio::select! {
+                guard = lock.lock(&args.name, args.timeout) => Ok(guard?),
+                never = notice => match never {},
+            }
         }
     };
     let guard = tokio::select! {

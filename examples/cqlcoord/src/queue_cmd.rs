@@ -8,7 +8,7 @@ use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
 use crate::child::{Stopped, default_owner, shutdown_on_signals, spawn, supervise};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
@@ -96,6 +96,7 @@ pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, 
                 max: max_jobs,
                 taken: AtomicU64::new(0),
             };
+            let idle_noticed = AtomicBool::new(false);
             let workers = (0..concurrency).map(|i| {
                 let id = if concurrency == 1 {
                     worker.clone()
@@ -103,7 +104,19 @@ pub async fn run(connection: &Connection, command: QueueCommand) -> Result<i32, 
                     format!("{worker}-{i}")
                 };
                 let (queue, budget, shutdown, command) = (&queue, &budget, &shutdown, &command);
-                async move { work(queue, &id, budget, shutdown, stopping.kill_grace, command).await }
+                let idle_noticed = &idle_noticed;
+                async move {
+                    work(
+                        queue,
+                        &id,
+                        budget,
+                        idle_noticed,
+                        shutdown,
+                        stopping.kill_grace,
+                        command,
+                    )
+                    .await
+                }
             });
             for result in futures::future::join_all(workers).await {
                 result?;
@@ -203,6 +216,9 @@ impl Budget {
     }
 }
 
+/// How long a worker goes without a job before saying it waits for items.
+const IDLE_NOTICE: Duration = Duration::from_secs(1);
+
 /// One command per job: the payload on its stdin, `CQLCOORD_QUEUE`, `CQLCOORD_JOB_ID`,
 /// `CQLCOORD_JOB_ATTEMPT` and `CQLCOORD_FENCING_TOKEN` (the claim's token) in its
 /// environment. Exit 0 completes the job; any other status fails it (retried after the
@@ -213,6 +229,7 @@ async fn work(
     queue: &WorkQueue,
     worker_id: &str,
     budget: &Budget,
+    idle_noticed: &AtomicBool,
     shutdown: &CancellationToken,
     grace: Duration,
     command: &[String],
@@ -222,14 +239,23 @@ async fn work(
     let stop_claiming = worker.shutdown_token();
     while budget.take() {
         // A claim is never dropped midway (that would strand its item): on a signal the
-        // worker is told to stop and the claim in flight, if any, finishes.
-        let job = tokio::select! {
-            biased;
-            _ = shutdown.cancelled(), if !stop_claiming.is_cancelled() => {
-                stop_claiming.cancel();
-                continue;
+        // worker is told to stop and the claim in flight, if any, finishes. Dropping a
+        // `next()` future loses nothing (the search goes on in its own task), so it is
+        // simply asked again.
+        let job = loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled(), if !stop_claiming.is_cancelled() => {
+                    stop_claiming.cancel();
+                }
+                _ = tokio::time::sleep(IDLE_NOTICE), if !idle_noticed.load(Ordering::Relaxed) => {
+                    // An idle worker should not look hung: say so once per process.
+                    if !idle_noticed.swap(true, Ordering::Relaxed) {
+                        eprintln!("cqlcoord: waiting for items on {:?}", queue.name());
+                    }
+                }
+                job = worker.next() => break job,
             }
-            job = worker.next() => job,
         };
         let Some(job) = job else { break };
         if shutdown.is_cancelled() {

@@ -1,13 +1,28 @@
 //! `schema create` and `schema print`.
 
-use cql_lease::cells::scylla::{CREATE_TABLE as CELLS_TABLE, ScyllaCellStore};
-use cql_lease::scylla::cql;
+use cql_lease::cells::scylla::ScyllaCellStore;
+use cql_lease::scylla::{Replication, TableSchema, cql};
 use cql_workqueue::scylla::ScyllaQueueStore;
-use cql_workqueue::scylla::cql as queue_cql;
 
 use crate::cli::{Connection, SchemaCommand};
 use crate::connect::parse_replication;
 use crate::error::CliError;
+
+/// Every table the commands use, from the library's own lists (so `schema print`, `schema
+/// create` and its "ready" line name what the library creates): the leases' tables, the lock
+/// cells', the queue's.
+///
+/// # Errors
+/// Bad flags (exit 2).
+fn tables(connection: &Connection, replication: Replication) -> Result<Vec<TableSchema>, CliError> {
+    let leases = connection.lease_options(replication.clone())?;
+    let cells = connection.cell_options(replication.clone())?;
+    let queue = connection.queue_options(replication)?;
+    let mut tables = leases.tables();
+    tables.push(ScyllaCellStore::table(&cells));
+    tables.extend(ScyllaQueueStore::tables(&queue));
+    Ok(tables)
+}
 
 /// `schema create --replication REPLICATION`: creates the keyspace and every table; returns
 /// the line saying so.
@@ -15,23 +30,18 @@ use crate::error::CliError;
 /// # Errors
 /// Bad flags (exit 2), or the cluster refused (exit 1).
 pub async fn create(connection: &Connection, replication: &str) -> Result<String, CliError> {
-    let replication = parse_replication(replication)?;
-    let leases = connection.lease_options(replication.clone())?;
-    let cells = connection.cell_options(replication.clone())?;
-    let queue = connection.queue_options(replication)?;
+    let tables = tables(connection, parse_replication(replication)?)?;
     let session = connection.session().await?;
     // The library's helper turns tablets off on ScyllaDB (LWTs need it before 2025.4) and
     // refuses to go on if the cluster will not.
-    leases.create_schema(&session).await?;
-    ScyllaCellStore::create_schema(&session, &cells).await?;
-    ScyllaQueueStore::create_schema(&session, &queue).await?;
+    for table in &tables {
+        table.create(&session).await?;
+    }
+    let names: Vec<String> = tables.iter().map(TableSchema::name).collect();
     Ok(format!(
-        "keyspace {} ready: tables {}, {}, {}, {t}, {t}_index, {t}_cursor, {t}_dead",
-        leases.keyspace,
-        leases.table,
-        leases.waiting_line().location.table,
-        cells.location.table,
-        t = queue.table
+        "keyspace {} ready: tables {}",
+        connection.keyspace,
+        names.join(", ")
     ))
 }
 
@@ -46,8 +56,8 @@ pub async fn run(connection: &Connection, command: SchemaCommand) -> Result<i32,
         }
         SchemaCommand::Print { replication } => {
             let replication = parse_replication(&replication)?;
-            let leases = connection.lease_options(replication.clone())?;
-            let keyspace = leases
+            let keyspace = connection
+                .lease_options(replication.clone())?
                 .render(cql::CREATE_KEYSPACE)
                 .replace(cql::REPLICATION, &replication.to_cql()?);
             println!(
@@ -56,19 +66,8 @@ pub async fn run(connection: &Connection, command: SchemaCommand) -> Result<i32,
             );
             println!("-- (LWTs are refused on tablets before ScyllaDB 2025.4); not on Cassandra.");
             println!("{keyspace};");
-            println!("{};", leases.render(cql::CREATE_TABLE));
-            // The leases' waiting line: plain cells, as the lock cells.
-            println!("{};", leases.waiting_line().location.render(CELLS_TABLE));
-            let cells = connection.cell_options(replication.clone())?;
-            println!("{};", cells.location.render(CELLS_TABLE));
-            let queue = connection.queue_options(replication)?;
-            for table in [
-                queue_cql::CREATE_ITEMS,
-                queue_cql::CREATE_INDEX,
-                queue_cql::CREATE_CURSOR,
-                queue_cql::CREATE_DEAD,
-            ] {
-                println!("{};", queue.render(table));
+            for table in tables(connection, replication)? {
+                println!("{};", table.statement());
             }
         }
     }

@@ -114,10 +114,15 @@ impl ScyllaCellStore {
         session: &Session,
         options: &CellOptions,
     ) -> Result<(), crate::scylla::SchemaError> {
-        options
-            .location
-            .create_schema_with(session, CREATE_TABLE)
-            .await
+        Self::table(options).create(session).await
+    }
+
+    /// The table [`ScyllaCellStore::create_schema`] creates.
+    pub fn table(options: &CellOptions) -> crate::scylla::TableSchema {
+        crate::scylla::TableSchema {
+            location: options.location.clone(),
+            template: CREATE_TABLE,
+        }
     }
 
     /// Prepares the statements against an existing table.

@@ -25,7 +25,9 @@ pub struct HoldTiming {
     /// coordinator. See [`Timing::effective_request_timeout`].
     pub request_timeout: Duration,
     /// How long past the holder's deadline the store keeps the claim when nothing else
-    /// happens: `ttl` − `validity`, one second plus the clock skew allowed. A claim that was
+    /// happens: the store TTL ([`Timing::store_ttl`], the lease duration rounded up to whole
+    /// seconds) − `validity`: one second plus the clock skew allowed, plus what the rounding
+    /// added. A claim that was
     /// handed out and lost at its deadline is given back only this long after it
     /// (see [`Holdable::handed_out`](super::Holdable::handed_out)).
     pub ttl_margin: Duration,
@@ -39,9 +41,7 @@ impl From<&Timing> for HoldTiming {
             retry_interval: config.retry_period,
             resolve_timeout: config.resolve_timeout,
             request_timeout: config.effective_request_timeout(),
-            ttl_margin: config
-                .lease_duration
-                .saturating_sub(config.renew_deadline()),
+            ttl_margin: config.store_ttl().saturating_sub(config.renew_deadline()),
         }
     }
 }
@@ -105,4 +105,24 @@ pub fn jittered(interval: Duration) -> impl Iterator<Item = Duration> + Send + u
         .with_jitter()
         .without_max_times()
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The TTL margin counts from the TTL the store is given (the lease duration rounded up to
+    /// whole seconds), not from the lease duration: 3 s − 1 s for a 2.5 s lease.
+    #[test]
+    fn the_ttl_margin_is_the_store_ttl_less_the_validity() {
+        let config = Timing {
+            lease_duration: Duration::from_millis(2500),
+            renew_period: Duration::from_millis(500),
+            ..Timing::default()
+        };
+        let timing = HoldTiming::from(&config);
+        assert_eq!(config.store_ttl(), Duration::from_secs(3));
+        assert_eq!(timing.validity, Duration::from_secs(1));
+        assert_eq!(timing.ttl_margin, Duration::from_secs(2));
+    }
 }

@@ -23,7 +23,7 @@ use scylla::statement::prepared::PreparedStatement;
 use tracing::{debug, instrument, warn};
 
 pub use errors::classify;
-pub use schema::{Replication, SchemaError, ScyllaOptions, WAITING_SUFFIX};
+pub use schema::{Replication, SchemaError, ScyllaOptions, TableSchema, WAITING_SUFFIX};
 pub(crate) use statement::read_routing;
 pub use statement::{Kind, LwtRouting, LwtRow, lwt_batch, plain_batch, prepare};
 pub use tablets::{PROBE_KEY, check_lwt_support};

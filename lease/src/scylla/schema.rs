@@ -68,7 +68,15 @@ pub struct ScyllaOptions {
     /// `THREE`, `ANY`) keeps the guarantees (decisions are made by LWTs and SERIAL reads) but
     /// makes polls stale: a follower may go on seeing a resigned leader until that claim's
     /// TTL runs out (failover after resignation up to a TTL), and observers report changes
-    /// late. It is accepted with a warning; see [`ScyllaOptions::polls_may_lag`].
+    /// late. It is accepted with a warning; see [`ScyllaOptions::polls_may_lag`]. `ANY` is
+    /// refused: it cannot read, and every primitive reads.
+    ///
+    /// Plain-cell tables (the fair, bakery and shadow locks, the queue's bakery claims and the
+    /// leases' waiting line; see [`ScyllaOptions::cells_in`]) have no fencing token, so their
+    /// exclusion needs every read to meet every write of every contender: with `SERIAL` they
+    /// use `QUORUM` for `LOCAL_QUORUM` and `ONE` (one node, the single-node case) for
+    /// `LOCAL_ONE`; with `LOCAL_SERIAL` the whole scope is one data centre and the level is
+    /// kept.
     pub consistency: Consistency,
     /// Consistency of the Paxos phase of LWTs and of linearizable reads. Default `SERIAL`:
     /// one Paxos across all data centres, so there is one leader and one token sequence per
@@ -121,7 +129,8 @@ impl ScyllaOptions {
     /// Checks the identifiers and levels. `LOCAL_SERIAL` without
     /// [`ScyllaOptions::per_datacenter_paxos`] is refused: a per-DC scope is never silent;
     /// `per_datacenter_paxos` with `SERIAL` is refused as meaningless (it would suggest a
-    /// scope that is not the one in use). Levels that make polls stale
+    /// scope that is not the one in use). `ANY` and the serial levels are refused for
+    /// `consistency`. Levels that make polls stale
     /// ([`ScyllaOptions::polls_may_lag`]) are accepted with a warning.
     ///
     /// # Errors
@@ -156,6 +165,12 @@ impl ScyllaOptions {
             return Err(invalid(
                 "consistency",
                 "must be a regular level; serial levels go in serial_consistency",
+            ));
+        }
+        if self.consistency == Consistency::Any {
+            return Err(invalid(
+                "consistency",
+                "ANY cannot read, and every primitive reads; use QUORUM (the default)",
             ));
         }
         if self.polls_may_lag() {
@@ -209,35 +224,58 @@ impl ScyllaOptions {
     ///
     /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
     pub async fn create_schema(&self, session: &Session) -> Result<(), SchemaError> {
-        self.create_schema_with(session, cql::CREATE_TABLE).await?;
-        let waiting = self.waiting_line();
-        waiting
-            .location
-            .create_schema_with(session, crate::cells::scylla::CREATE_TABLE)
-            .await
+        for table in self.tables() {
+            table.create(session).await?;
+        }
+        Ok(())
+    }
+
+    /// The tables [`ScyllaOptions::create_schema`] creates: the lease table, then its waiting
+    /// line's.
+    pub fn tables(&self) -> Vec<TableSchema> {
+        vec![
+            TableSchema {
+                location: self.clone(),
+                template: cql::CREATE_TABLE,
+            },
+            TableSchema {
+                location: self.waiting_line().location,
+                template: crate::cells::scylla::CREATE_TABLE,
+            },
+        ]
     }
 
     /// Where the lease table's waiting line lives: plain cells in `<table>_waiting`, beside
-    /// the lease table, at this [`ScyllaOptions::consistency`] (see
-    /// [`ScyllaOptions::cells_in`]).
+    /// the lease table (see [`ScyllaOptions::cells_in`] for the level).
     pub fn waiting_line(&self) -> crate::cells::scylla::CellOptions {
         self.cells_in(format!("{}{WAITING_SUFFIX}", self.table))
     }
 
     /// Plain cells in `table`, in this keyspace, with this routing and replication, read and
-    /// written at this [`ScyllaOptions::consistency`]: `LOCAL_QUORUM` stays local, `ANY`
-    /// (which cannot read) becomes `ONE`.
+    /// written at [`ScyllaOptions::cells_consistency`].
     pub fn cells_in(&self, table: impl Into<String>) -> crate::cells::scylla::CellOptions {
         crate::cells::scylla::CellOptions {
             location: ScyllaOptions {
                 table: table.into(),
                 ..self.clone()
             },
-            // A read at ONE is as stale as the level asked for.
-            consistency: match self.consistency {
-                Consistency::Any => Consistency::One,
-                level => level,
-            },
+            consistency: self.cells_consistency(),
+        }
+    }
+
+    /// The level plain cells are read and written at, from [`ScyllaOptions::consistency`].
+    /// Cells carry no fencing token, so a lock on them excludes only if every read meets every
+    /// write of every contender, across the Paxos scope: with `SERIAL`, `LOCAL_QUORUM`
+    /// becomes `QUORUM` and `LOCAL_ONE` becomes `ONE` (one node: the single-node case);
+    /// with `LOCAL_SERIAL` the scope is one data centre and local levels stay. `ANY`, which
+    /// cannot read, becomes `ONE`; every other level is kept.
+    pub fn cells_consistency(&self) -> Consistency {
+        let cluster_wide = self.serial_consistency == SerialConsistency::Serial;
+        match self.consistency {
+            Consistency::Any => Consistency::One,
+            Consistency::LocalQuorum if cluster_wide => Consistency::Quorum,
+            Consistency::LocalOne if cluster_wide => Consistency::One,
+            level => level,
         }
     }
 
@@ -290,6 +328,51 @@ impl ScyllaOptions {
         run(self.render(create_table))
             .await
             .map_err(|e| SchemaError::Store(classify(e, false)))
+    }
+}
+
+/// One table a schema helper creates: where it lives and its `CREATE TABLE` template. The
+/// helpers' lists of them ([`ScyllaOptions::tables`] and the other stores' `tables`) are what
+/// they create, so tools that print or name the schema stay in step with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSchema {
+    /// The keyspace, base table name, replication and levels it is created with.
+    pub location: ScyllaOptions,
+    /// The `CREATE TABLE IF NOT EXISTS {keyspace}.{table}...` template.
+    pub template: &'static str,
+}
+
+impl TableSchema {
+    /// The table's name: the base name with whatever suffix the template adds (`_index`).
+    pub fn name(&self) -> String {
+        let after_keyspace = self
+            .template
+            .split_once("{keyspace}.")
+            .map_or("", |(_, rest)| rest);
+        let raw = after_keyspace
+            .split(|c: char| c.is_whitespace() || c == '(')
+            .next()
+            .unwrap_or_default();
+        raw.replace("{table}", &self.location.table)
+    }
+
+    /// The `CREATE TABLE` statement, rendered for its keyspace and table.
+    pub fn statement(&self) -> String {
+        self.location.render(self.template)
+    }
+
+    /// Creates the keyspace and this table if they are missing (see
+    /// [`ScyllaOptions::create_schema_with`]).
+    ///
+    /// # Errors
+    /// As [`ScyllaOptions::create_schema_with`].
+    ///
+    /// # Cancel safety
+    /// Every statement is idempotent (`IF NOT EXISTS`): a cancelled call can be repeated.
+    pub async fn create(&self, session: &Session) -> Result<(), SchemaError> {
+        self.location
+            .create_schema_with(session, self.template)
+            .await
     }
 }
 

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use cql_lease::scylla::{
-    Kind, PROBE_KEY, SchemaError, ScyllaOptions, check_lwt_support, lwt_batch, plain_batch, prepare,
+    Kind, PROBE_KEY, SchemaError, ScyllaOptions, TableSchema, check_lwt_support, lwt_batch,
+    plain_batch, prepare,
 };
 use scylla::client::session::Session;
 use scylla::statement::batch::Batch;
@@ -14,15 +15,10 @@ use super::{ScyllaQueueStore, cql};
 use crate::bakery::BakeryParts;
 use cql_lease::cells::scylla::{CellOptions, ScyllaCellStore};
 
-/// The bakery mode's cells: `{table}_cells`, at the options' regular consistency.
+/// The bakery mode's cells: `{table}_cells`, at a level whose reads meet every contender's
+/// writes ([`ScyllaOptions::cells_in`]), since a bakery claim has no fencing token.
 fn cell_options(options: &ScyllaOptions) -> CellOptions {
-    CellOptions {
-        location: ScyllaOptions {
-            table: format!("{}_cells", options.table),
-            ..options.clone()
-        },
-        consistency: options.consistency,
-    }
+    options.cells_in(format!("{}_cells", options.table))
 }
 
 /// The prepared statements, one per template in [`cql`].
@@ -56,7 +52,8 @@ pub(super) struct Statements {
 }
 
 impl ScyllaQueueStore {
-    /// Creates the keyspace and the four queue tables named by `options` if missing.
+    /// Creates the keyspace and the queue tables named by `options` if missing (the list is
+    /// [`ScyllaQueueStore::tables`]).
     ///
     /// # Errors
     ///
@@ -65,17 +62,32 @@ impl ScyllaQueueStore {
         session: &Session,
         options: &ScyllaOptions,
     ) -> Result<(), SchemaError> {
-        for table in [
+        for table in Self::tables(options) {
+            table.create(session).await?;
+        }
+        Ok(())
+    }
+
+    /// The tables [`ScyllaQueueStore::create_schema`] creates, in order: the LWT-free mode's
+    /// items, the items, the index, the cursor, the dead letters, the bucket directory and the
+    /// LWT-free mode's claim cells.
+    pub fn tables(options: &ScyllaOptions) -> Vec<TableSchema> {
+        let mut tables: Vec<TableSchema> = [
             cql::CREATE_PLAIN,
             cql::CREATE_ITEMS,
             cql::CREATE_INDEX,
             cql::CREATE_CURSOR,
             cql::CREATE_DEAD,
             cql::CREATE_BUCKETS,
-        ] {
-            options.create_schema_with(session, table).await?;
-        }
-        ScyllaCellStore::create_schema(session, &cell_options(options)).await
+        ]
+        .into_iter()
+        .map(|template| TableSchema {
+            location: options.clone(),
+            template,
+        })
+        .collect();
+        tables.push(ScyllaCellStore::table(&cell_options(options)));
+        tables
     }
 
     /// Prepares the statements of the LWT-free claim mode ([`crate::ClaimMode::Bakery`])

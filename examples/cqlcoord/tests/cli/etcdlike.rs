@@ -42,6 +42,53 @@ async fn help_puts_the_commands_own_flags_first_and_no_arguments_print_full_help
     }
 }
 
+/// Runs each case where nothing listens and checks it is a usage error (exit 2) whose stderr
+/// contains the case's text and none of `absent`.
+async fn usage_errors(cases: Vec<(Vec<&str>, &str)>, absent: &[&str]) {
+    let outs =
+        futures::future::join_all(cases.iter().map(|(args, _)| run(NOWHERE, args, None))).await;
+    for ((args, needle), out) in cases.into_iter().zip(outs) {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: {stderr} lacks {needle:?}"
+        );
+        for unwanted in absent {
+            assert!(!stderr.contains(unwanted), "{args:?}: {stderr}");
+        }
+    }
+}
+
+/// A negative duration is refused as negative whether it follows its flag after a space or
+/// an equals sign; a flag given where a duration belongs is named as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn negative_durations_are_refused_as_negative_in_either_spelling() {
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["lease", "acquire", "j", "--owner", "a", "--ttl", "-5s"],
+            "\"-5s\": durations cannot be negative",
+        ),
+        (
+            vec!["lease", "acquire", "j", "--owner", "a", "--ttl=-5s"],
+            "\"-5s\": durations cannot be negative",
+        ),
+        (
+            vec!["lock", "x", "--timeout", "-1s"],
+            "\"-1s\": durations cannot be negative",
+        ),
+        (
+            vec!["queue", "push", "q", "x", "--delay", "-1s"],
+            "\"-1s\": durations cannot be negative",
+        ),
+        (
+            vec!["lock", "x", "--timeout", "--try"],
+            "give the value right after the flag",
+        ),
+    ];
+    usage_errors(cases, &["unexpected argument"]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_name_the_argument_the_user_gave() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
@@ -94,20 +141,9 @@ async fn messages_name_the_argument_the_user_gave() {
             "cannot be used",
         ),
     ];
-    let outs =
-        futures::future::join_all(cases.iter().map(|(args, _)| run(NOWHERE, args, None))).await;
-    for ((args, needle), out) in cases.into_iter().zip(outs) {
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(
-            stderr.contains(needle),
-            "{args:?}: {stderr} lacks {needle:?}"
-        );
-        // Only flags of the command are named, never the library's fields behind them.
-        for field in ["renew_interval", "renew_period", "lease_duration", "owner"] {
-            assert!(!stderr.contains(field), "{args:?}: {stderr}");
-        }
-    }
+    // Only flags of the command are named, never the library's fields behind them.
+    let fields = ["renew_interval", "renew_period", "lease_duration", "owner"];
+    usage_errors(cases, &fields).await;
 }
 
 /// `lease acquire --ttl 2s` is taken: its renew period is derived from the renew deadline
@@ -161,6 +197,40 @@ pub async fn exit_code(child: tokio::process::Child) -> (Option<i32>, String) {
         .expect("exits within a minute")
         .expect("wait");
     (out.status.code(), text(&out.stderr))
+}
+
+/// A `lock` that finds the lock held says once on stderr that it waits, naming the lease
+/// lock's holder and token; one that takes a free lock says nothing of waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lock_says_it_waits_once() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let mut args = vec!["lock", "w1", "--owner", "keeper"];
+    args.extend(TIMING);
+    let (holder, line) = first_line(&hosts, &args).await;
+    let token = line.strip_prefix("w1 token ").expect(&line).to_owned();
+    let mut waiter = vec!["lock", "w1", "--timeout", "4s"];
+    waiter.extend(TIMING);
+    waiter.extend(["--", "true"]);
+    let out = run(&hosts, &waiter, None).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    let expected = format!("cqlcoord: waiting for lock \"w1\" (held by \"keeper\", token {token})");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("cqlcoord: waiting for lock"))
+            .collect::<Vec<_>>(),
+        [expected.as_str()],
+        "{stderr}"
+    );
+    kill(pid(&holder), Signal::SIGINT).expect("SIGINT");
+    let (code, stderr) = exit_code(holder).await;
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let out = run(&hosts, &["lock", "w1", "--", "true"], None).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("waiting"), "{stderr}");
 }
 
 /// `lock NAME` with no command holds until SIGINT, printing the name and token; `--try` and

@@ -164,6 +164,56 @@ async fn schema_print_shows_what_create_sends() {
     }
 }
 
+/// `schema print` names every table `schema create` creates (as the server saw them
+/// created), and the "ready" line of `schema create` names them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_print_names_every_table_schema_create_creates() {
+    let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let created: Vec<String> = server
+        .executed()
+        .iter()
+        .filter_map(|statement| {
+            let rest = statement.strip_prefix("CREATE TABLE IF NOT EXISTS coordination.")?;
+            Some(rest.split([' ', '(']).next()?.to_owned())
+        })
+        .collect();
+    for table in ["work_items_buckets", "work_items_plain", "work_items_cells"] {
+        assert!(
+            created.iter().any(|t| t == table),
+            "{table} not created: {created:?}"
+        );
+    }
+    let printed = run(
+        NOWHERE,
+        &["schema", "print", "--replication", "simple:1"],
+        None,
+    )
+    .await;
+    assert_eq!(printed.status.code(), Some(0), "{}", text(&printed.stderr));
+    let printed = text(&printed.stdout);
+    let again = run(
+        &hosts,
+        &["schema", "create", "--replication", "simple:1"],
+        None,
+    )
+    .await;
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    let ready = text(&again.stdout);
+    for table in &created {
+        assert!(
+            printed.contains(&format!(
+                "CREATE TABLE IF NOT EXISTS coordination.{table} ("
+            )),
+            "{table} missing from schema print:\n{printed}"
+        );
+        assert!(
+            ready.contains(&format!(" {table},"))
+                || ready.trim_end().ends_with(&format!(" {table}")),
+            "{table} missing from the ready line: {ready}"
+        );
+    }
+}
+
 /// On ScyllaDB a NetworkTopologyStrategy keyspace gets tablets by default, and (before
 /// 2025.4) LWTs are refused on them: the keyspace `schema create` makes must take LWTs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -211,3 +211,63 @@ async fn oldest_first_keeps_the_push_order() {
         .collect();
     assert_eq!(order, payloads, "not in push order");
 }
+
+/// An idle `queue work` says once on stderr that it waits for items, then runs the item
+/// pushed meanwhile and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_says_it_waits_for_items() {
+    use std::process::Stdio;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let mut args = vec!["queue", "work", "idle", "--max-jobs", "1"];
+    args.extend(WORK_TIMING);
+    args.extend(["--", "true"]);
+    let mut worker = crate::common::cqlcoord(&hosts)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(worker.stderr.take().expect("stderr")).lines();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("a line within a minute")
+        .expect("read")
+        .expect("a line before EOF");
+    assert_eq!(first, "cqlcoord: waiting for items on \"idle\"");
+    let out = run(&hosts, &["queue", "push", "idle", "job"], None).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut rest = Vec::new();
+    while let Some(line) = lines.next_line().await.expect("read") {
+        rest.push(line);
+    }
+    let status = worker.wait().await.expect("wait");
+    assert_eq!(status.code(), Some(0), "{rest:?}");
+    assert!(
+        rest.iter().all(|l| !l.contains("waiting for items")),
+        "{rest:?}"
+    );
+}
+
+/// `--max-jobs 0` and an empty `--key` are refused by the flag parser, one line, exit 2,
+/// before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_max_jobs_and_an_empty_key_are_usage_errors() {
+    for (args, needle) in [
+        (
+            vec!["queue", "work", "q", "--max-jobs", "0", "--", "true"],
+            "invalid value '0' for '--max-jobs <MAX_JOBS>'",
+        ),
+        (
+            vec!["queue", "push", "q", "x", "--key", ""],
+            "invalid value '' for '--key <KEY>': unique key must not be empty (see --help)",
+        ),
+    ] {
+        let out = run("127.0.0.1:1", &args, None).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}

@@ -96,3 +96,88 @@ fn levels_that_make_polls_stale_are_flagged() {
     };
     assert!(local_one.polls_may_lag());
 }
+
+/// With SERIAL, plain cells are read and written at a level that overlaps across every data
+/// centre: LOCAL_QUORUM becomes QUORUM and LOCAL_ONE becomes ONE; other levels are kept.
+#[test]
+fn local_quorum_cells_are_read_and_written_at_quorum() {
+    for (chosen, cells) in [
+        (Consistency::LocalQuorum, Consistency::Quorum),
+        (Consistency::LocalOne, Consistency::One),
+        (Consistency::One, Consistency::One),
+        (Consistency::Two, Consistency::Two),
+        (Consistency::Three, Consistency::Three),
+        (Consistency::Quorum, Consistency::Quorum),
+        (Consistency::EachQuorum, Consistency::EachQuorum),
+        (Consistency::All, Consistency::All),
+        (Consistency::Any, Consistency::One),
+    ] {
+        let options = ScyllaOptions {
+            consistency: chosen,
+            ..ScyllaOptions::default()
+        };
+        assert_eq!(
+            options.cells_in("lock_cells").consistency,
+            cells,
+            "{chosen:?}"
+        );
+        assert_eq!(options.waiting_line().consistency, cells, "{chosen:?}");
+    }
+}
+
+/// With per-data-centre Paxos every guarantee is scoped to one data centre, so the cells keep
+/// the local level rather than paying a cross-DC round trip.
+#[test]
+fn per_datacenter_cells_stay_local() {
+    let options = ScyllaOptions::default().per_datacenter();
+    assert_eq!(
+        options.cells_in("lock_cells").consistency,
+        Consistency::LocalQuorum
+    );
+}
+
+/// ANY is refused for `consistency`, naming the field: it cannot read, and every primitive
+/// reads (a lease's first look, followers' polls).
+#[test]
+fn consistency_any_is_refused() {
+    let options = ScyllaOptions {
+        consistency: Consistency::Any,
+        ..ScyllaOptions::default()
+    };
+    assert!(matches!(
+        options.validate(),
+        Err(InvalidArgument::Invalid {
+            field: "consistency",
+            ..
+        })
+    ));
+}
+
+/// The lease helper lists the lease table and its waiting line, each named as its template
+/// renders it.
+#[test]
+fn the_schema_lists_the_tables_it_creates_by_name() {
+    let options = ScyllaOptions {
+        keyspace: "ops".into(),
+        table: "held".into(),
+        ..ScyllaOptions::default()
+    };
+    let tables = options.tables();
+    let names: Vec<String> = tables.iter().map(TableSchema::name).collect();
+    assert_eq!(names, ["held", "held_waiting"]);
+    for table in &tables {
+        let statement = table.statement();
+        assert!(
+            statement.starts_with(&format!(
+                "CREATE TABLE IF NOT EXISTS ops.{} (",
+                table.name()
+            )),
+            "{statement}"
+        );
+    }
+    let suffixed = TableSchema {
+        location: options,
+        template: "CREATE TABLE IF NOT EXISTS {keyspace}.{table}_index (k text PRIMARY KEY)",
+    };
+    assert_eq!(suffixed.name(), "held_index");
+}
