@@ -243,3 +243,59 @@ async fn claim_soon_on(q: &cql_workqueue::WorkQueue) -> cql_workqueue::Job {
     }
     panic!("nothing to claim");
 }
+
+/// The bakery mode's item rows and claim cells carry its fencing, so with `LOCAL_QUORUM`
+/// (and the default `SERIAL`) they are read and written at `QUORUM`: a read in one data
+/// centre meets a write made in another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bakery_mode_reads_and_writes_its_rows_across_data_centres() {
+    use cql_workqueue::{ClaimMode, QueueConfig, WorkQueue};
+    use integration_tests::conformance::queue::queue_config;
+    use scylla::statement::Consistency;
+
+    let server = CqlTestServer::start(ServerOptions::strict(Flavor::Cassandra))
+        .await
+        .expect("server");
+    register_lease(&server, "dcs", "leases");
+    register_queue(&server, "dcs", "items");
+    let session = Arc::new(server.session().await);
+    let options = ScyllaOptions {
+        table: "items".into(),
+        consistency: Consistency::LocalQuorum,
+        ..network_options("dcs")
+    };
+    ScyllaQueueStore::create_schema(&session, &options)
+        .await
+        .expect("tables");
+    let store = Arc::new(
+        ScyllaQueueStore::new_lwt_free(Arc::clone(&session), options)
+            .await
+            .expect("store"),
+    );
+    let config = QueueConfig {
+        claim_mode: ClaimMode::Bakery,
+        ..queue_config()
+    };
+    let q = WorkQueue::new(store, "jobs", config).expect("bakery queue");
+    q.enqueue("job").await.expect("enqueue");
+    let job = claim_soon_on(&q).await;
+    job.complete().await.expect("complete");
+    // Schema statements aside (their level does not matter).
+    let fenced: Vec<_> = server
+        .consistencies()
+        .into_iter()
+        .filter(|c| !c.statement.starts_with("CREATE"))
+        .filter(|c| {
+            c.statement.contains("dcs.items_plain") || c.statement.contains("dcs.items_cells")
+        })
+        .collect();
+    assert!(fenced.len() >= 3, "{fenced:?}");
+    for used in fenced {
+        assert_eq!(
+            format!("{:?}", used.consistency),
+            format!("{:?}", Consistency::Quorum),
+            "{}",
+            used.statement
+        );
+    }
+}

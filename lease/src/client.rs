@@ -255,7 +255,10 @@ impl LeaseClient {
                 }) => (outcome, sent_at, guard),
                 Ok(Claimed::NotWon(Some(AcquireOutcome::Held(current)))) => {
                     if self.orphans.contains(&current.holder_id) {
-                        self.release_orphan(name, key, &current.holder_id).await?;
+                        if let Err(error) = self.release_orphan(name, key, &current.holder_id).await
+                        {
+                            return Err(after_lost(name, last_error, error));
+                        }
                         continue;
                     }
                     debug!(lease = name, holder = %current.owner, token = %current.token, "lease held");
@@ -278,7 +281,13 @@ impl LeaseClient {
                         reason: LossReason::Expired,
                     });
                 }
-                Err(error) => return Err(hold_error(name, "acquire", error)),
+                Err(error) => {
+                    return Err(after_lost(
+                        name,
+                        last_error,
+                        hold_error(name, "acquire", error),
+                    ));
+                }
             };
             let token = match outcome {
                 AcquireOutcome::Acquired { token } => token,
@@ -393,4 +402,20 @@ impl LeaseClient {
 
 fn new_holder_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// The error of a `try_acquire` that ends in `error` after an earlier attempt's answer was
+/// lost (`lost`): that attempt may still apply, so a definite error would say too much.
+fn after_lost(name: &str, lost: Option<StoreError>, error: LeaseError) -> LeaseError {
+    match (lost, error) {
+        (_, error @ LeaseError::OutcomeUnknown { .. }) | (None, error) => error,
+        (Some(source), error) => {
+            debug!(lease = name, %error, "attempt failed after an earlier one's answer was lost");
+            LeaseError::OutcomeUnknown {
+                name: name.to_owned(),
+                operation: "acquire",
+                source,
+            }
+        }
+    }
 }

@@ -147,6 +147,13 @@ impl ScyllaCellStore {
             }
             .into());
         }
+        if options.consistency == Consistency::Any {
+            return Err(crate::InvalidArgument::Invalid {
+                field: "consistency",
+                reason: "ANY cannot read, and every cell lock reads".into(),
+            }
+            .into());
+        }
         // Writes and deletes rotate over the coordinators as LWTs do (`lwt_routing`): one
         // sent again after a timeout must reach another node, where the driver's default
         // policy picks a random replica, the frozen one again one time in N. Reads keep the

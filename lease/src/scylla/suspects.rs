@@ -111,10 +111,18 @@ pub(crate) fn suspect(node: NodeRef<'_>) -> bool {
         .is_some_and(|until| *until > Instant::now())
 }
 
+/// How many marks, expired or not, are kept before the expired ones are swept.
+const SWEEP_ABOVE: usize = 64;
+
 fn mark(node: NodeKey, for_: Duration) {
     let now = Instant::now();
     if let Ok(mut suspects) = SUSPECTS.lock() {
-        suspects.retain(|_, until| *until > now);
+        // Expired marks are swept only once there are many: a cluster has few nodes, and
+        // a sweep against one clock must not drop marks timed by another (tokio's paused
+        // clocks differ from runtime to runtime).
+        if suspects.len() >= SWEEP_ABOVE {
+            suspects.retain(|_, until| *until > now);
+        }
         // A short cut (a request near its deadline gets as little as 50 ms) must not cut
         // short the mark a longer timeout left.
         let until = suspects.entry(node).or_insert(now);

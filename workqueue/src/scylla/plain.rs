@@ -1,5 +1,6 @@
 //! The bakery mode's item rows on scylla: one plain `INSERT ... USING TIMESTAMP` per write,
-//! one plain read, at the options' regular consistency (QUORUM by default).
+//! one plain read, at the cells' consistency ([`ScyllaOptions::cells_consistency`]: QUORUM by
+//! default, and for `LOCAL_QUORUM` under `SERIAL`).
 
 use std::sync::Arc;
 
@@ -26,10 +27,16 @@ impl ScyllaPlainItems {
         session: Arc<Session>,
         options: &ScyllaOptions,
     ) -> Result<Self, SchemaError> {
+        // These rows carry the mode's fencing (a write lands only over a lower attempt), so
+        // every read must meet every write, across data centres too: the cells' level.
+        let options = ScyllaOptions {
+            consistency: options.cells_consistency(),
+            ..options.clone()
+        };
         // Sent again with the same timestamp after a lost answer: idempotent, as a read is.
         Ok(ScyllaPlainItems {
-            write: prepare(&session, options, cql::WRITE_PLAIN, Kind::Read).await?,
-            read: prepare(&session, options, cql::READ_PLAIN, Kind::Read).await?,
+            write: prepare(&session, &options, cql::WRITE_PLAIN, Kind::Read).await?,
+            read: prepare(&session, &options, cql::READ_PLAIN, Kind::Read).await?,
             session,
         })
     }
