@@ -7,11 +7,10 @@
 //! from its start below the cursor), and at most [`DEAD_PAGE`] dead-letter ids; past those
 //! the counts are shown as lower bounds ("≥").
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cql_workqueue::store::{EntryKind, IndexEntry};
-use cql_workqueue::{ItemId, JobState, QueueError, WorkQueue};
+use cql_workqueue::store::IndexEntry;
+use cql_workqueue::{ItemId, JobState, QueueError, QueueStats, WorkQueue};
 
 /// Index entries read per request.
 pub const INDEX_PAGE: u32 = 2_000;
@@ -131,41 +130,16 @@ pub async fn summary(queue: &WorkQueue) -> Result<Summary, QueueError> {
         .await
         .map_err(store_error("list dead letters"))?;
     complete &= dead_ids.len() < DEAD_PAGE as usize;
-    let mut summary = count(entries, now);
-    summary.dead = dead_ids.len() as u64;
-    summary.complete = complete;
-    summary.dead_ids = dead_ids;
-    Ok(summary)
-}
-
-/// Counts items by their newest entry (the highest attempt, a run entry on a tie), as
-/// [`WorkQueue::stats`] does.
-fn count(entries: Vec<IndexEntry>, now: i64) -> Summary {
-    let rank = |e: &IndexEntry| (e.attempt, e.kind == EntryKind::Run, -e.pos);
-    let mut items: HashMap<ItemId, IndexEntry> = HashMap::new();
-    for entry in entries {
-        if items
-            .get(&entry.id)
-            .is_none_or(|kept| rank(&entry) > rank(kept))
-        {
-            items.insert(entry.id.clone(), entry);
-        }
-    }
-    let mut summary = Summary::default();
-    let mut oldest: Option<i64> = None;
-    for entry in items.into_values() {
-        match entry.kind {
-            EntryKind::Check => summary.running += 1,
-            EntryKind::Run if entry.immediate || entry.pos <= now => {
-                summary.available += 1;
-                oldest = Some(oldest.map_or(entry.pos, |o| o.min(entry.pos)));
-            }
-            EntryKind::Run => summary.scheduled += 1,
-        }
-    }
-    summary.oldest_available_age = oldest
-        .map(|pos| Duration::from_micros(u64::try_from(now.saturating_sub(pos)).unwrap_or(0)));
-    summary
+    let counts = QueueStats::from_entries(entries, now);
+    Ok(Summary {
+        available: counts.available,
+        scheduled: counts.scheduled,
+        running: counts.running,
+        dead: dead_ids.len() as u64,
+        oldest_available_age: counts.oldest_available_age,
+        complete,
+        dead_ids,
+    })
 }
 
 /// The first [`DEAD_SHOWN`] of `ids` with their attempts and errors: one plain item read

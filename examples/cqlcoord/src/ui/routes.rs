@@ -1,5 +1,6 @@
 //! The dashboard's HTTP routes: pages, their JSON, and the two writes behind their guards.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -96,8 +97,7 @@ pub fn router(state: Arc<UiState>) -> Router {
         .route("/queue/{name}", get(queue_page))
         .route("/api/overview", get(overview))
         .route("/api/queues/{name}", get(queue_json))
-        .route("/api/queues/{name}/dead/{id}/requeue", post(requeue))
-        .route("/api/queues/{name}/dead/{id}/purge", post(purge))
+        .route("/api/queues/{name}/dead/{id}/{action}", post(write))
         .route(
             "/static/app.js",
             get(|| async { asset("text/javascript", SCRIPT) }),
@@ -225,7 +225,7 @@ async fn metrics(State(state): State<Arc<UiState>>) -> Response {
 fn allow_write(
     state: &UiState,
     headers: &HeaderMap,
-    form: Option<&Form<std::collections::HashMap<String, String>>>,
+    form: Option<&Form<HashMap<String, String>>>,
 ) -> Result<(), UiError> {
     let refuse = |message: &str| Err(UiError::new(StatusCode::FORBIDDEN, message, true));
     let Some(expected) = &state.token else {
@@ -266,50 +266,29 @@ fn target(state: &UiState, name: &str, id: &str) -> Result<ItemId, UiError> {
     Ok(ItemId::from_stored(id.to_owned()))
 }
 
-type WriteForm = Result<Form<std::collections::HashMap<String, String>>, FormRejection>;
+type WriteForm = Result<Form<HashMap<String, String>>, FormRejection>;
 
-async fn requeue(
-    State(state): State<Arc<UiState>>,
-    Path((name, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    form: WriteForm,
-) -> Result<Json<Value>, UiError> {
-    write(&state, &name, &id, &headers, form.ok(), Write::Requeue).await
-}
-
-async fn purge(
-    State(state): State<Arc<UiState>>,
-    Path((name, id)): Path<(String, String)>,
-    headers: HeaderMap,
-    form: WriteForm,
-) -> Result<Json<Value>, UiError> {
-    write(&state, &name, &id, &headers, form.ok(), Write::Purge).await
-}
-
-#[derive(Clone, Copy)]
-enum Write {
-    Requeue,
-    Purge,
-}
-
+/// `POST /api/queues/NAME/dead/ID/requeue|purge`, behind [`allow_write`].
 async fn write(
-    state: &UiState,
-    name: &str,
-    id: &str,
-    headers: &HeaderMap,
-    form: Option<Form<std::collections::HashMap<String, String>>>,
-    what: Write,
+    State(state): State<Arc<UiState>>,
+    Path((name, id, action)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    form: WriteForm,
 ) -> Result<Json<Value>, UiError> {
-    allow_write(state, headers, form.as_ref())?;
-    let id = target(state, name, id)?;
+    allow_write(&state, &headers, form.ok().as_ref())?;
+    let id = target(&state, &name, &id)?;
     let queue = state
         .sources
         .queues
-        .get(name)
+        .get(&name)
         .ok_or_else(|| UiError::new(StatusCode::NOT_FOUND, "no such queue", true))?;
-    let (done, verb) = match what {
-        Write::Requeue => (queue.requeue_dead(&id).await, "requeued"),
-        Write::Purge => (queue.purge_dead(&id).await, "purged"),
+    let (done, verb) = match action.as_str() {
+        "requeue" => (queue.requeue_dead(&id).await, "requeued"),
+        "purge" => (queue.purge_dead(&id).await, "purged"),
+        _ => {
+            let message = "no such action (requeue or purge)";
+            return Err(UiError::new(StatusCode::NOT_FOUND, message, true));
+        }
     };
     match done {
         Ok(true) => Ok(Json(json!({"id": id.as_str(), "outcome": verb}))),

@@ -162,18 +162,6 @@ async fn dashboard(args: &[&str]) -> (CqlTestServer, String, tokio::process::Chi
     (server, hosts, ui, format!("http://{addr}"))
 }
 
-/// TTL 3 s, renew every 0.5 s, retries every 0.2 s.
-const TIMING: [&str; 8] = [
-    "--ttl",
-    "3s",
-    "--renew-interval",
-    "500ms",
-    "--retry-interval",
-    "200ms",
-    "--max-clock-skew",
-    "0s",
-];
-
 /// `cqlcoord elect primary --candidate ID`, leading until SIGTERM; its stdout to `log`.
 fn candidate(hosts: &str, id: &str, log: &Path) -> tokio::process::Child {
     let mut command = cqlcoord(hosts);
@@ -186,7 +174,7 @@ fn candidate(hosts: &str, id: &str, log: &Path) -> tokio::process::Child {
             "--value",
             &format!("{id}.internal:5432"),
         ])
-        .args(TIMING)
+        .args(["--retry-interval", "200ms"])
         .stdout(std::fs::File::create(log).expect("log"))
         .stderr(Stdio::null());
     command.spawn().expect("spawn a candidate")
@@ -197,7 +185,7 @@ fn lock(hosts: &str, log: &Path) -> tokio::process::Child {
     let mut command = cqlcoord(hosts);
     command
         .args(["lock", "db-migration", "--owner", "migrator-1"])
-        .args(TIMING)
+        .args(["--retry-interval", "200ms"])
         .stdout(std::fs::File::create(log).expect("log"))
         .stderr(Stdio::null());
     command.spawn().expect("spawn lock")
