@@ -23,6 +23,43 @@ pub struct QueueStats {
     pub oldest_available_age: Option<Duration>,
 }
 
+impl QueueStats {
+    /// The counts of `entries` (live index entries, as [`QueueStore::scan_index`] returns
+    /// them) at `now` (wall-clock micros), each item counted once, by its newest entry; `dead`
+    /// is left 0. For tools that read the index themselves, e.g. only part of it.
+    ///
+    /// [`QueueStore::scan_index`]: crate::store::QueueStore::scan_index
+    pub fn from_entries(entries: impl IntoIterator<Item = IndexEntry>, now: i64) -> QueueStats {
+        let mut stats = QueueStats::default();
+        // Per item, the newest entry: the highest attempt number, a run entry on a tie (a
+        // claim's check entry carries its new number; a reschedule's run entry the same).
+        let mut items: HashMap<ItemId, IndexEntry> = HashMap::new();
+        for entry in entries {
+            let rank = |e: &IndexEntry| (e.attempt, e.kind == EntryKind::Run, -e.pos);
+            if items
+                .get(&entry.id)
+                .is_none_or(|kept| rank(&entry) > rank(kept))
+            {
+                items.insert(entry.id.clone(), entry);
+            }
+        }
+        let mut oldest: Option<i64> = None;
+        for entry in items.into_values() {
+            match entry.kind {
+                EntryKind::Check => stats.running += 1,
+                EntryKind::Run if entry.immediate || entry.pos <= now => {
+                    stats.available += 1;
+                    oldest = Some(oldest.map_or(entry.pos, |o| o.min(entry.pos)));
+                }
+                EntryKind::Run => stats.scheduled += 1,
+            }
+        }
+        stats.oldest_available_age = oldest
+            .map(|pos| Duration::from_micros(u64::try_from(now.saturating_sub(pos)).unwrap_or(0)));
+        stats
+    }
+}
+
 impl WorkQueue {
     /// Every live index entry: the buckets from the cursor to the next one, then each bucket
     /// further ahead that the bucket directory records (the empty ones between are not
@@ -90,36 +127,8 @@ impl WorkQueue {
     /// Reads only: safe to drop.
     pub async fn stats(&self) -> Result<QueueStats, QueueError> {
         let entries = self.live_entries().await?;
-        let now = self.now();
-        let mut stats = QueueStats {
-            dead: self.dead_letter_ids().await?.len() as u64,
-            ..QueueStats::default()
-        };
-        // Per item, the newest entry: the highest attempt number, a run entry on a tie (a
-        // claim's check entry carries its new number; a reschedule's run entry the same).
-        let mut items: HashMap<ItemId, IndexEntry> = HashMap::new();
-        for entry in entries {
-            let rank = |e: &IndexEntry| (e.attempt, e.kind == EntryKind::Run, -e.pos);
-            if items
-                .get(&entry.id)
-                .is_none_or(|kept| rank(&entry) > rank(kept))
-            {
-                items.insert(entry.id.clone(), entry);
-            }
-        }
-        let mut oldest: Option<i64> = None;
-        for entry in items.into_values() {
-            match entry.kind {
-                EntryKind::Check => stats.running += 1,
-                EntryKind::Run if entry.immediate || entry.pos <= now => {
-                    stats.available += 1;
-                    oldest = Some(oldest.map_or(entry.pos, |o| o.min(entry.pos)));
-                }
-                EntryKind::Run => stats.scheduled += 1,
-            }
-        }
-        stats.oldest_available_age = oldest
-            .map(|pos| Duration::from_micros(u64::try_from(now.saturating_sub(pos)).unwrap_or(0)));
+        let mut stats = QueueStats::from_entries(entries, self.now());
+        stats.dead = self.dead_letter_ids().await?.len() as u64;
         self.record_stats(&stats);
         Ok(stats)
     }

@@ -293,6 +293,10 @@ pub enum Command {
         #[arg(long)]
         scylla_mode: bool,
     },
+    /// Serve a web dashboard of the elections, locks, leases and queues named: leaders,
+    /// holders, counts and dead letters, refreshed live; read-only unless --write-token is
+    /// given (docs/ui.md).
+    Ui(crate::ui::UiArgs),
 }
 
 /// Lock algorithms.

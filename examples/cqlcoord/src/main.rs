@@ -16,6 +16,7 @@ mod schema;
 mod stores;
 mod timing;
 mod tls;
+mod ui;
 
 use clap::Parser;
 
@@ -141,5 +142,6 @@ async fn run(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Queue(command) => queue_cmd::run(connection, command).await,
         Command::Dev { scylla_mode } => dev::run(connection, scylla_mode).await,
+        Command::Ui(args) => ui::run(connection, args, cli.metrics_addr).await,
     }
 }

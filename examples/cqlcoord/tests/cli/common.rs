@@ -159,3 +159,50 @@ pub async fn wait_for_line(path: &Path, done: impl Fn(&str) -> bool) -> Vec<Stri
     }
     panic!("no such line in {} within a minute", path.display());
 }
+
+/// Starts `cqlcoord ui --listen 127.0.0.1:0 ARGS` (killed when dropped); returns it and the
+/// `host:port` it serves on, once it printed its URL (within a minute).
+pub async fn start_ui(hosts: &str, args: &[&str]) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut command = cqlcoord(hosts);
+    command
+        .args(["ui", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = command.spawn().expect("spawn cqlcoord ui");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("cqlcoord ui printed no URL within a minute")
+        .expect("read stdout")
+        .expect("cqlcoord ui exited before printing its URL");
+    let addr = line
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("not a URL: {line:?}"))
+        .to_owned();
+    (child, addr)
+}
+
+/// One HTTP/1.1 request to `addr` (closing the connection): the status and the body.
+pub async fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("Content-Length: 0\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, body.to_owned())
+}

@@ -14,3 +14,4 @@ mod paused;
 mod queue;
 mod secure;
 mod trouble;
+mod ui;

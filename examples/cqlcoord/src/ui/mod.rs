@@ -1,0 +1,192 @@
+//! `cqlcoord ui`: a web dashboard of elections, leases, locks and work queues, read-only
+//! unless started with a write token. See docs/ui.md.
+
+mod model;
+mod queues;
+mod routes;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use cql_lease::namespace::Namespace;
+use cql_lease::{LeaseClient, Timing};
+use cql_workqueue::{QueueConfig, WorkQueue};
+
+use crate::cli::{Connection, text_of};
+use crate::duration::parse_duration;
+use crate::error::CliError;
+
+pub use model::{Sources, Watched};
+pub use routes::{UiState, router};
+
+/// The shortest write token taken.
+const MIN_TOKEN_LEN: usize = 16;
+/// The refresh interval's range.
+const REFRESH: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(3600));
+
+/// `cqlcoord ui`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct UiArgs {
+    /// Address to serve the dashboard on (port 0: any free port; the URL is printed).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// An election to show (repeat for more).
+    #[arg(long = "election", value_name = "NAME", value_parser = text_of("election name"))]
+    pub elections: Vec<String>,
+    /// A lease lock to show (`lock --algorithm lease`; repeat for more).
+    #[arg(long = "lock", value_name = "NAME", value_parser = text_of("lock name"))]
+    pub locks: Vec<String>,
+    /// A plain lease to show (repeat for more).
+    #[arg(long = "lease", value_name = "NAME", value_parser = text_of("lease name"))]
+    pub leases: Vec<String>,
+    /// A work queue to show, with its dead letters (repeat for more).
+    #[arg(long = "queue", value_name = "NAME", value_parser = text_of("queue name"))]
+    pub queues: Vec<String>,
+    /// Enables the Requeue and Purge buttons: each write must carry this token (at least 16
+    /// characters). Without it the dashboard is read-only.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "CQLCOORD_UI_TOKEN",
+        hide_env_values = true
+    )]
+    pub write_token: Option<String>,
+    /// Serve on a non-loopback address too (plain HTTP: put it behind a TLS proxy).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// How often the page reads again.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    pub refresh: Duration,
+    /// Serve the libraries' metrics for Prometheus at /metrics beside the pages.
+    #[arg(long)]
+    pub metrics: bool,
+}
+
+/// The flags checked before anything is sent: the listen address, the token, the refresh
+/// interval and the names.
+///
+/// # Errors
+/// A usage error (exit 2).
+fn check(args: &UiArgs) -> Result<(), CliError> {
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        return Err(CliError::usage(format!(
+            "--listen {}: not a loopback address; the dashboard serves plain HTTP to anyone \
+             who can reach it, so it listens on 127.0.0.1 unless --allow-remote is given",
+            args.listen
+        )));
+    }
+    if let Some(token) = &args.write_token
+        && (token.len() < MIN_TOKEN_LEN || token.chars().any(|c| c.is_control() || c == ' '))
+    {
+        return Err(CliError::usage(format!(
+            "--write-token: at least {MIN_TOKEN_LEN} characters, no spaces or control \
+             characters (e.g. `openssl rand -hex 16`)"
+        )));
+    }
+    if args.refresh < REFRESH.0 || args.refresh > REFRESH.1 {
+        return Err(CliError::usage(format!(
+            "--refresh {}: from {} to {}",
+            humantime::format_duration(args.refresh),
+            humantime::format_duration(REFRESH.0),
+            humantime::format_duration(REFRESH.1)
+        )));
+    }
+    let names = [
+        (Namespace::Election, &args.elections),
+        (Namespace::Lock, &args.locks),
+        (Namespace::Lease, &args.leases),
+    ];
+    for (namespace, list) in names {
+        for name in list {
+            namespace.check_name(name)?;
+        }
+    }
+    for name in &args.queues {
+        cql_lease::check_name(name).map_err(|e| CliError::usage(format!("--queue: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Serves the dashboard until SIGINT/SIGTERM (then exit 0). Prints its URL on stdout.
+///
+/// # Errors
+/// Bad flags or an address that cannot be listened on (2), no connection (1).
+pub async fn run(
+    connection: &Connection,
+    args: UiArgs,
+    metrics_addr: Option<SocketAddr>,
+) -> Result<i32, CliError> {
+    check(&args)?;
+    if args.metrics && metrics_addr.is_some() {
+        return Err(CliError::usage(
+            "ui --metrics serves /metrics beside the pages: drop --metrics-addr",
+        ));
+    }
+    let watched = Watched {
+        elections: args.elections.clone(),
+        locks: args.locks.clone(),
+        leases: args.leases.clone(),
+        queues: args.queues.clone(),
+    };
+    let shutdown = crate::child::shutdown_on_signals()?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| CliError::usage(format!("--listen {}: {e}", args.listen)))?;
+    let leases = if watched.elections.len() + watched.locks.len() + watched.leases.len() > 0 {
+        let store = crate::stores::leases(connection).await?;
+        Some(LeaseClient::new(store, Timing::default())?)
+    } else {
+        None
+    };
+    let mut queues = BTreeMap::new();
+    if !watched.queues.is_empty() {
+        let store = crate::stores::queue(connection).await?;
+        for name in &watched.queues {
+            let queue = WorkQueue::new(store.clone(), name, QueueConfig::default())?;
+            queues.insert(name.clone(), queue);
+        }
+    }
+    let metrics = if args.metrics {
+        Some(crate::metrics_export::recorder()?)
+    } else {
+        None
+    };
+    let cost = watched.overview_cost();
+    let state = Arc::new(UiState {
+        sources: Sources::new(watched, leases, queues),
+        token: args.write_token.clone(),
+        refresh: args.refresh,
+        loopback: args.listen.ip().is_loopback(),
+        metrics,
+    });
+    let local = listener
+        .local_addr()
+        .map_err(|e| CliError::store(format!("--listen {}: {e}", args.listen)))?;
+    println!("http://{local}/");
+    eprintln!(
+        "cqlcoord: dashboard on http://{local}/ ({}), refreshing every {}: at most {cost} \
+         requests to the cluster per refresh of an open overview",
+        if args.write_token.is_some() {
+            "Requeue and Purge need the write token"
+        } else {
+            "read-only"
+        },
+        humantime::format_duration(args.refresh)
+    );
+    if args.allow_remote && args.write_token.is_some() && !args.listen.ip().is_loopback() {
+        eprintln!(
+            "cqlcoord: warning: the write token travels in plain HTTP; serve the dashboard \
+             behind a TLS proxy"
+        );
+    }
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+        .map_err(|e| CliError::store(format!("serving the dashboard: {e}")))?;
+    Ok(0)
+}

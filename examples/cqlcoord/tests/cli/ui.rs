@@ -1,0 +1,112 @@
+//! `cqlcoord ui` as a process: where it may listen, what it serves, and what one refresh
+//! costs the cluster.
+
+use cql_test_server::{CqlTestServer, Flavor};
+
+use crate::common::{http, run, server, start_ui, text};
+
+/// Per-queue request bound of one overview refresh (the dashboard's `QUEUE_READS`: the
+/// cursor, the bucket directory, the dead letters and at most 16 index pages).
+const QUEUE_READS: u64 = 19;
+
+/// Requests the stores sent (the driver's own metadata queries are not counted).
+fn store_requests(server: &CqlTestServer) -> u64 {
+    ["lease", "cells", "queue"]
+        .iter()
+        .map(|l| server.calls(l))
+        .sum()
+}
+
+/// Requests sent to the cluster while one `GET /api/overview` is answered.
+async fn one_refresh(server: &CqlTestServer, addr: &str) -> u64 {
+    let before = store_requests(server);
+    let (status, body) = http(addr, "GET", "/api/overview", &[]).await;
+    assert_eq!(status, 200, "{body}");
+    store_requests(server) - before
+}
+
+/// A non-loopback `--listen` without `--allow-remote` is refused with a usage error (exit 2)
+/// before anything is sent or served.
+#[tokio::test]
+async fn a_non_loopback_listen_address_is_refused_without_allow_remote() {
+    let out = run(
+        "127.0.0.1:1",
+        &["ui", "--listen", "0.0.0.0:0", "--queue", "jobs"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("not a loopback address") && stderr.contains("--allow-remote"),
+        "{stderr}"
+    );
+    let short = run("127.0.0.1:1", &["ui", "--write-token", "short"], None).await;
+    assert_eq!(short.status.code(), Some(2), "{}", text(&short.stderr));
+}
+
+/// One overview refresh showing E elections, L locks and Q queues sends at most
+/// E + L + 19·Q requests, and the same number with 1,000 items in a queue as with none.
+#[tokio::test]
+async fn one_overview_refresh_costs_a_bounded_number_of_requests_whatever_a_queue_holds() {
+    let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let args = [
+        "--election",
+        "primary",
+        "--election",
+        "standby",
+        "--lock",
+        "db",
+        "--lock",
+        "cron",
+        "--lease",
+        "slot",
+        "--queue",
+        "jobs",
+        "--queue",
+        "mail",
+        "--queue",
+        "reports",
+    ];
+    let (_ui, addr) = start_ui(&hosts, &args).await;
+    let (status, page) = http(&addr, "GET", "/", &[]).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("/static/app.js"), "{page}");
+    let bound = 2 + 2 + 1 + 3 * QUEUE_READS;
+    let empty = one_refresh(&server, &addr).await;
+    assert!(
+        empty > 0 && empty <= bound,
+        "{empty} requests, bound {bound}"
+    );
+    let items: String = (0..1000).map(|i| format!("job {i}\n")).collect();
+    let out = run(&hosts, &["queue", "push", "jobs"], Some(&items)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let full = one_refresh(&server, &addr).await;
+    assert_eq!(full, empty, "1,000 items changed the cost of a refresh");
+    let (_, body) = http(&addr, "GET", "/api/overview", &[]).await;
+    assert!(body.contains("\"available\":1000"), "{body}");
+    assert!(
+        body.contains(&format!("at most {bound} requests")),
+        "{body}"
+    );
+    eprintln!("one overview refresh: {empty} requests (bound {bound})");
+}
+
+/// With `--metrics` the dashboard also serves the libraries' metrics for Prometheus at
+/// `/metrics`: the requests its own refreshes sent are counted there.
+#[tokio::test]
+async fn with_metrics_the_dashboard_serves_prometheus_metrics_beside_the_pages() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let (_ui, addr) = start_ui(&hosts, &["--metrics", "--queue", "jobs"]).await;
+    let (status, _) = http(&addr, "GET", "/api/overview", &[]).await;
+    assert_eq!(status, 200);
+    let (status, body) = http(&addr, "GET", "/metrics", &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("cqlcoord_store_requests_total{")
+            && body.contains("operation=\"read_cursor\""),
+        "{body}"
+    );
+    let (_plain, plain) = start_ui(&hosts, &["--queue", "jobs"]).await;
+    assert_eq!(http(&plain, "GET", "/metrics", &[]).await.0, 404);
+}
