@@ -1,9 +1,12 @@
 //! `cqlcoord ui` in a real headless Chromium (through chromedriver): what an operator sees
 //! change as leaders, lock holders, queues and dead letters change. Each test saves a
-//! screenshot of its view into docs/ui/.
+//! screenshot of its view.
 //!
 //! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian's `chromium` and
-//! `chromium-driver`; `.ci/run` installs them): without them these tests fail.
+//! `chromium-driver`). Without them each test says so on stderr and ends, unless
+//! `CQLCOORD_BROWSER_TESTS=require` is set: then it fails (`.ci/run` installs both and sets
+//! it). Screenshots go to the test target's temporary directory, or to
+//! `CQLCOORD_UI_SCREENSHOTS` when set (`docs/ui` refreshes the docs' images).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -40,13 +43,20 @@ struct Browser {
 }
 
 impl Browser {
-    async fn start() -> Browser {
+    /// The browser, or `None` when Chromium or chromedriver is missing and not required.
+    async fn start() -> Option<Browser> {
+        let required = std::env::var("CQLCOORD_BROWSER_TESTS").is_ok_and(|v| v == "require");
         for path in [CHROMIUM, CHROMEDRIVER] {
-            assert!(
-                Path::new(path).exists(),
+            if Path::new(path).exists() {
+                continue;
+            }
+            let why = format!(
                 "{path} is missing: the dashboard's browser tests need Debian's chromium and \
                  chromium-driver (apt-get install chromium chromium-driver; .ci/run installs them)"
             );
+            assert!(!required, "{why}");
+            eprintln!("browser test not run: {why}");
+            return None;
         }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -86,7 +96,7 @@ impl Browser {
                 Err(e) => panic!("no browser session through chromedriver within 20 s: {e}"),
             }
         };
-        Browser { client, driver }
+        Some(Browser { client, driver })
     }
 
     /// The text of the first element matching `selector` now (`None`: no such element).
@@ -123,11 +133,18 @@ impl Browser {
         }
     }
 
-    /// Saves a screenshot of the page as docs/ui/`name`.
+    /// Saves a screenshot of the page as `name` in `CQLCOORD_UI_SCREENSHOTS` (relative to
+    /// the workspace), else in the test target's temporary directory: a test run leaves the
+    /// docs' images alone unless asked.
     async fn screenshot(&self, name: &str) {
         let png = self.client.screenshot().await.expect("screenshot");
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/ui");
-        std::fs::create_dir_all(&dir).expect("docs/ui");
+        let dir = match std::env::var_os("CQLCOORD_UI_SCREENSHOTS") {
+            Some(dir) => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(dir),
+            None => PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui"),
+        };
+        std::fs::create_dir_all(&dir).expect("the screenshot directory");
         std::fs::write(dir.join(name), png).expect("write the screenshot");
     }
 
@@ -216,7 +233,9 @@ async fn the_overview_shows_a_new_leader_within_one_refresh_of_the_win() {
     let _lock = lock(&hosts, &dir.join("lock"));
     let out = run(&hosts, &["queue", "push", "jobs"], Some("a\nb\nc\n")).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let browser = Browser::start().await;
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
     browser.client.goto(&url).await.expect("open the overview");
     let leader = r#"[data-election="primary"] .leader"#;
     browser.wait_text(leader, |t| t == "alpha").await;
@@ -251,7 +270,9 @@ async fn the_overview_shows_a_new_leader_within_one_refresh_of_the_win() {
 async fn the_overview_shows_a_locks_holder_and_fencing_token() {
     let _one = ONE_BROWSER.lock().await;
     let (_server, hosts, _ui, url) = dashboard(&["--lock", "db-migration"]).await;
-    let browser = Browser::start().await;
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
     browser.client.goto(&url).await.expect("open the overview");
     let holder = r#"[data-lease="lock/db-migration"] .holder"#;
     browser.wait_text(holder, |t| t == "free").await;
@@ -276,7 +297,9 @@ async fn the_overview_shows_a_queues_counts_moving_as_jobs_complete() {
     let (_server, hosts, _ui, url) = dashboard(&["--queue", "jobs", "--queue", "mail"]).await;
     let out = run(&hosts, &["queue", "push", "jobs"], Some("a\nb\nc\nd\ne\n")).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let browser = Browser::start().await;
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
     browser.client.goto(&url).await.expect("open the overview");
     let available = r#"[data-queue="jobs"] .available"#;
     browser.wait_text(available, |t| t == "5").await;
@@ -313,7 +336,9 @@ async fn clicking_requeue_with_the_write_token_takes_a_dead_letter_off_the_list(
     ];
     let out = run(&hosts, &fail, None).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let browser = Browser::start().await;
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
     browser
         .client
         .goto(&format!("{url}/queue/jobs"))
