@@ -99,7 +99,19 @@ function counts(q) {
     el("td", { class: "num " + name + (extra ? " " + extra : "") }, bound + value);
   return [cell("available", q.available), cell("scheduled", q.scheduled),
     cell("running", q.running), cell("dead", q.dead, q.dead > 0 ? "has-dead" : ""),
-    el("td", { class: "num age" }, duration(q.oldest_available_age_secs))];
+    el("td", { class: "num age" }, oldest(q, bound), lag(q))];
+}
+
+// The oldest available item's age: at least that when not every entry was read.
+function oldest(q, bound) {
+  const age = q.oldest_available_age_secs;
+  return age === null || age === undefined ? "–" : bound + duration(age);
+}
+
+// A cursor minutes behind: a backlog holds it, or no worker has scanned for a while.
+function lag(q) {
+  if (!(q.cursor_lag_secs > 300)) return null;
+  return el("span", { class: "muted lag" }, " (cursor " + duration(q.cursor_lag_secs) + " behind)");
 }
 
 function renderQueue(data, writable) {

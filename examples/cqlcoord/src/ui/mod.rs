@@ -2,8 +2,10 @@
 //! unless started with a write token. See docs/ui.md.
 
 mod model;
+mod origin;
 mod queues;
 mod routes;
+mod shared;
 #[cfg(test)]
 mod tests;
 
@@ -22,6 +24,7 @@ use crate::duration::parse_duration;
 use crate::error::CliError;
 
 pub use model::{Sources, Watched};
+pub use origin::PublicOrigin;
 pub use routes::{UiState, router};
 
 /// The shortest write token taken.
@@ -48,7 +51,7 @@ pub struct UiArgs {
     #[arg(long = "queue", value_name = "NAME", value_parser = text_of("queue name"))]
     pub queues: Vec<String>,
     /// Enables the Requeue and Purge buttons: each write must carry this token (at least 16
-    /// characters). Without it the dashboard is read-only.
+    /// visible ASCII characters). Without it the dashboard is read-only.
     #[arg(
         long,
         value_name = "TOKEN",
@@ -59,12 +62,26 @@ pub struct UiArgs {
     /// Serve on a non-loopback address too (plain HTTP: put it behind a TLS proxy).
     #[arg(long)]
     pub allow_remote: bool,
+    /// The address users open through a TLS proxy (e.g. https://dash.example): writes from
+    /// that origin are taken, and its host is taken as the Host of a loopback listener.
+    #[arg(long, value_name = "URL", value_parser = parse_public_origin)]
+    pub public_origin: Option<PublicOrigin>,
     /// How often the page reads again.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
     pub refresh: Duration,
     /// Serve the libraries' metrics for Prometheus at /metrics beside the pages.
     #[arg(long)]
     pub metrics: bool,
+}
+
+fn parse_public_origin(text: &str) -> Result<PublicOrigin, String> {
+    PublicOrigin::parse(text)
+}
+
+/// Whether `token` can be a write token: at least [`MIN_TOKEN_LEN`] characters, each
+/// visible ASCII (`!` to `~`), so it is typed and sent in a header as it is.
+fn token_ok(token: &str) -> bool {
+    token.len() >= MIN_TOKEN_LEN && token.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
 /// The flags checked before anything is sent: the listen address, the token, the refresh
@@ -81,11 +98,12 @@ fn check(args: &UiArgs) -> Result<(), CliError> {
         )));
     }
     if let Some(token) = &args.write_token
-        && (token.len() < MIN_TOKEN_LEN || token.chars().any(|c| c.is_control() || c == ' '))
+        && !token_ok(token)
     {
         return Err(CliError::usage(format!(
-            "--write-token: at least {MIN_TOKEN_LEN} characters, no spaces or control \
-             characters (e.g. `openssl rand -hex 16`)"
+            "--write-token: at least {MIN_TOKEN_LEN} characters, each visible ASCII (letters, \
+             digits, punctuation; no spaces, control or non-ASCII characters), e.g. \
+             `openssl rand -hex 16`"
         )));
     }
     if args.refresh < REFRESH.0 || args.refresh > REFRESH.1 {
@@ -158,10 +176,11 @@ pub async fn run(
     };
     let cost = watched.overview_cost();
     let state = Arc::new(UiState {
-        sources: Sources::new(watched, leases, queues),
+        sources: Sources::new(watched, leases, queues, args.refresh / 2),
         token: args.write_token.clone(),
         refresh: args.refresh,
         loopback: args.listen.ip().is_loopback(),
+        public_origin: args.public_origin.clone(),
         metrics,
     });
     let local = listener
@@ -170,7 +189,7 @@ pub async fn run(
     println!("http://{local}/");
     eprintln!(
         "cqlcoord: dashboard on http://{local}/ ({}), refreshing every {}: at most {cost} \
-         requests to the cluster per refresh of an open overview",
+         requests to the cluster per read of the overview (open pages share reads)",
         if args.write_token.is_some() {
             "Requeue and Purge need the write token"
         } else {

@@ -11,6 +11,7 @@ use futures::future::join_all;
 use serde_json::{Value, json};
 
 use super::queues::{self, QUEUE_READS, Summary};
+use super::shared::Shared;
 
 /// The names shown, from the command line.
 #[derive(Debug, Clone, Default)]
@@ -42,7 +43,8 @@ impl Watched {
              SERIAL read per election ({}), lock ({}) and lease ({}), and at most \
              {QUEUE_READS} plain reads per queue ({}), whatever the queues hold. A queue's \
              page sends its queue's reads plus one item read per dead letter shown (at most \
-             {}).",
+             {}). Open pages share reads: a read answers every request for its page within \
+             half a refresh.",
             self.overview_cost(),
             self.elections.len(),
             self.locks.len(),
@@ -64,6 +66,10 @@ pub struct Sources {
     /// Per election, the term seen last and since when it has been seen (`None`: it was
     /// already there when the dashboard first looked).
     terms: Mutex<HashMap<String, (i64, Option<SystemTime>)>>,
+    /// The overview's last read, shared by the requests that want it meanwhile.
+    overview: Shared<Value>,
+    /// Per queue, its page's last read, shared the same way.
+    pages: BTreeMap<String, Shared<Result<Value, String>>>,
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -76,23 +82,46 @@ fn secs(d: Duration) -> f64 {
 }
 
 impl Sources {
-    /// Sources for `watched`.
+    /// Sources for `watched`. A read answers every request for the same page that comes
+    /// within `reuse` of it, and every one that comes while it is in flight.
     pub fn new(
         watched: Watched,
         leases: Option<LeaseClient>,
         queues: BTreeMap<String, WorkQueue>,
+        reuse: Duration,
     ) -> Self {
+        let pages = queues
+            .keys()
+            .map(|name| (name.clone(), Shared::new(reuse)))
+            .collect();
         Sources {
             watched,
             leases,
             queues,
             terms: Mutex::default(),
+            overview: Shared::new(reuse),
+            pages,
+        }
+    }
+
+    /// The overview, read at most once per `reuse` whatever the number of requests (see
+    /// [`Sources::new`]).
+    pub async fn overview(&self) -> Value {
+        self.overview.get(|| self.read_overview()).await
+    }
+
+    /// Forgets the kept reads that show `queue` (after a write to it), so the next request
+    /// reads it again.
+    pub async fn forget(&self, queue: &str) {
+        self.overview.forget().await;
+        if let Some(page) = self.pages.get(queue) {
+            page.forget().await;
         }
     }
 
     /// The overview: every watched name, read concurrently. A failed read shows as that
     /// entry's `error`; the overview itself never fails.
-    pub async fn overview(&self) -> Value {
+    async fn read_overview(&self) -> Value {
         let w = &self.watched;
         let elections = join_all(w.elections.iter().map(|n| self.election(n)));
         let locks = join_all(
@@ -174,7 +203,6 @@ impl Sources {
                 "name": name,
                 "kind": kind,
                 "holder": h.owner,
-                "holder_id": h.holder_id,
                 "token": h.token.get().to_string(),
                 "value": h.value,
                 "expires_within_secs": secs(h.expires_within),
@@ -182,29 +210,31 @@ impl Sources {
         }
     }
 
-    /// A watched queue's counts and its first dead letters, or `None` when it is not watched.
+    /// A watched queue's counts and its first dead letters, or `None` when it is not watched;
+    /// read at most once per `reuse` whatever the number of requests (see [`Sources::new`]).
     ///
     /// # Errors
     /// A read failed (one line).
     pub async fn queue(&self, name: &str) -> Option<Result<Value, String>> {
-        let queue = self.queues.get(name)?;
-        let read = async {
-            let summary = queues::summary(queue).await.map_err(|e| one_line(&e))?;
-            let letters = queues::letters(queue, &summary.dead_ids)
-                .await
-                .map_err(|e| one_line(&e))?;
-            let mut value = queue_json(name, &summary);
-            value["dead_letters"] = letters
-                .iter()
-                .map(|l| {
-                    json!({"id": l.id.as_str(), "attempts": l.attempts,
-                           "last_error": l.last_error, "payload": l.payload})
-                })
-                .collect();
-            value["now_ms"] = json!(unix_ms(SystemTime::now()));
-            Ok(value)
-        };
-        Some(read.await)
+        let (queue, page) = (self.queues.get(name)?, self.pages.get(name)?);
+        Some(page.get(|| Self::read_queue(name, queue)).await)
+    }
+
+    async fn read_queue(name: &str, queue: &WorkQueue) -> Result<Value, String> {
+        let summary = queues::summary(queue).await.map_err(|e| one_line(&e))?;
+        let letters = queues::letters(queue, &summary.dead_ids)
+            .await
+            .map_err(|e| one_line(&e))?;
+        let mut value = queue_json(name, &summary);
+        value["dead_letters"] = letters
+            .iter()
+            .map(|l| {
+                json!({"id": l.id.as_str(), "attempts": l.attempts,
+                       "last_error": l.last_error, "payload": l.payload})
+            })
+            .collect();
+        value["now_ms"] = json!(unix_ms(SystemTime::now()));
+        Ok(value)
     }
 }
 
@@ -216,6 +246,7 @@ fn queue_json(name: &str, s: &Summary) -> Value {
         "running": s.running,
         "dead": s.dead,
         "oldest_available_age_secs": s.oldest_available_age.map(secs),
+        "cursor_lag_secs": s.cursor_lag.map(secs),
         "complete": s.complete,
     })
 }

@@ -2,10 +2,14 @@
 //! per refresh whatever the queue holds.
 //!
 //! [`WorkQueue::stats`] reads the whole live index, page after page: exact, but its cost
-//! grows with the queue. The dashboard reads at most [`INDEX_READS`] index pages of
-//! [`INDEX_PAGE`] entries each, oldest bucket first from the queue's cursor (never a bucket
-//! from its start below the cursor), and at most [`DEAD_PAGE`] dead-letter ids; past those
-//! the counts are shown as lower bounds ("≥").
+//! grows with the queue. The dashboard reads the index buckets from the queue's cursor to the
+//! next one (never a bucket from its start below the cursor) and the far-ahead buckets the
+//! bucket directory records: first the current and next buckets and the far ones (where new
+//! and delayed items go), then the buckets from the cursor on, oldest first (where a backlog
+//! waits when the workers are behind or down). Reads that find entries are capped at
+//! [`INDEX_READS`] pages of [`INDEX_PAGE`] entries, reads of empty buckets (a cursor left
+//! behind by workers that stopped) at [`EMPTY_READS`], and the dead-letter ids at
+//! [`DEAD_PAGE`]; past those the counts are shown as lower bounds ("≥").
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -14,8 +18,11 @@ use cql_workqueue::{ItemId, JobState, QueueError, QueueStats, WorkQueue};
 
 /// Index entries read per request.
 pub const INDEX_PAGE: u32 = 2_000;
-/// Index pages read per queue and refresh at most.
+/// Index reads that return entries, per queue and refresh at most.
 pub const INDEX_READS: usize = 16;
+/// Index reads that find a bucket empty, per queue and refresh at most: a cursor up to an
+/// hour behind (60 buckets of the default 60 s) is read through to its newest bucket.
+pub const EMPTY_READS: usize = 60;
 /// Far buckets (recorded in the bucket directory) looked up per refresh.
 const FAR_BUCKETS: u32 = 8;
 /// Dead-letter ids read per refresh (one request).
@@ -23,8 +30,8 @@ pub const DEAD_PAGE: u32 = 1_000;
 /// Dead letters shown on a queue's page (one item read each).
 pub const DEAD_SHOWN: usize = 50;
 /// Requests one queue's counts cost at most: the cursor, the bucket directory, the dead
-/// letters' ids and [`INDEX_READS`] index pages.
-pub const QUEUE_READS: usize = 3 + INDEX_READS;
+/// letters' ids, [`INDEX_READS`] index pages with entries and [`EMPTY_READS`] empty ones.
+pub const QUEUE_READS: usize = 3 + INDEX_READS + EMPTY_READS;
 
 /// A queue's counts; `complete` is false when a bound stopped the reading (the counts are
 /// then lower bounds).
@@ -38,8 +45,13 @@ pub struct Summary {
     pub running: u64,
     /// Dead letters.
     pub dead: u64,
-    /// How long the oldest available item has waited.
+    /// How long the oldest available item read has waited (a lower bound when the counts
+    /// are).
     pub oldest_available_age: Option<Duration>,
+    /// How far the queue's cursor is behind now, `None` when it was never written (no
+    /// worker scanned yet). Workers that keep up keep it seconds behind; more means a backlog
+    /// holds it, or they are down.
+    pub cursor_lag: Option<Duration>,
     /// Every index entry and dead letter was read.
     pub complete: bool,
     /// The first dead letters' ids (oldest first).
@@ -73,6 +85,15 @@ fn store_error(operation: &'static str) -> impl Fn(cql_lease::StoreError) -> Que
     move |source| QueueError::Store { operation, source }
 }
 
+/// The index buckets to read, in the order read: the current and next buckets (from the
+/// cursor's when it is ahead), the far-ahead ones the directory records, then those from the
+/// cursor's to the one before the current (none when the cursor is not behind).
+fn bucket_order(cursor: i64, now: i64, width: i64, far: Vec<i64>) -> Vec<i64> {
+    let (first, current) = (cursor / width, now / width);
+    let near = (first.max(current)..=current + 1).chain(far);
+    near.chain(first..current).collect()
+}
+
 /// Reads `queue`'s counts with at most [`QUEUE_READS`] requests.
 ///
 /// # Errors
@@ -91,33 +112,35 @@ pub async fn summary(queue: &WorkQueue) -> Result<Summary, QueueError> {
     } else {
         now - micros(config.cold_start)
     };
-    let near = now / width + 1;
     let far = store
-        .list_buckets(name, near, FAR_BUCKETS)
+        .list_buckets(name, now / width + 1, FAR_BUCKETS)
         .await
         .map_err(store_error("list index buckets"))?;
     let mut complete = far.len() < FAR_BUCKETS as usize;
-    let mut budget = INDEX_READS;
+    let (mut pages, mut empty) = (INDEX_READS, EMPTY_READS);
     let mut entries: Vec<IndexEntry> = Vec::new();
-    'buckets: for bucket in (cursor / width..=near).chain(far) {
+    'buckets: for bucket in bucket_order(cursor, now, width, far) {
         let mut after = if bucket == cursor / width {
             IndexEntry::seq_floor(cursor)
         } else {
             String::new()
         };
         loop {
-            if budget == 0 {
+            if pages == 0 || empty == 0 {
                 complete = false;
                 break 'buckets;
             }
-            budget -= 1;
             let page = store
                 .scan_index(name, bucket, &after, "~", INDEX_PAGE)
                 .await
                 .map_err(store_error("scan index"))?;
             let full = page.len() == INDEX_PAGE as usize;
-            if let Some(last) = page.last() {
-                after = last.seq.clone();
+            match page.last() {
+                Some(last) => {
+                    pages -= 1;
+                    after = last.seq.clone();
+                }
+                None => empty -= 1,
             }
             entries.extend(page);
             if !full {
@@ -137,6 +160,8 @@ pub async fn summary(queue: &WorkQueue) -> Result<Summary, QueueError> {
         running: counts.running,
         dead: dead_ids.len() as u64,
         oldest_available_age: counts.oldest_available_age,
+        cursor_lag: (stored > 0)
+            .then(|| Duration::from_micros(u64::try_from(now - stored).unwrap_or(0))),
         complete,
         dead_ids,
     })

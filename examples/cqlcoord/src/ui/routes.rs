@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use super::model::{Sources, one_line};
+use super::origin::PublicOrigin;
 use super::queues::well_formed_id;
 
 /// The page shell (both pages; its script tells them apart by the path).
@@ -41,8 +42,11 @@ pub struct UiState {
     /// How often the page refreshes.
     pub refresh: Duration,
     /// Listening on a loopback address: requests must then name a loopback host (no DNS
-    /// rebinding).
+    /// rebinding), or the public origin's.
     pub loopback: bool,
+    /// `--public-origin`: where users reach the dashboard through a proxy. Writes whose
+    /// `Origin` is this one are the page's own, and its host is taken as `Host`.
+    pub public_origin: Option<PublicOrigin>,
     /// The Prometheus exposition, with `--metrics`.
     pub metrics: Option<PrometheusHandle>,
 }
@@ -90,7 +94,29 @@ fn escape(text: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// The router, with the Host guard on every route.
+/// Headers on every answer: no page of another site may frame the dashboard (no
+/// clickjacking of its buttons), the page loads nothing from elsewhere, content types are
+/// taken as sent, and no address leaks in `Referer`.
+pub const SECURITY_HEADERS: [(&str, &str); 4] = [
+    ("x-frame-options", "DENY"),
+    (
+        "content-security-policy",
+        "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    ),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+];
+
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    for (name, value) in SECURITY_HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// The router, with the Host guard on every route and [`SECURITY_HEADERS`] on every answer.
 pub fn router(state: Arc<UiState>) -> Router {
     let mut router = Router::new()
         .route("/", get(|| async { Html(PAGE) }))
@@ -112,6 +138,7 @@ pub fn router(state: Arc<UiState>) -> Router {
     router
         .fallback(|| async { UiError::new(StatusCode::NOT_FOUND, "no such page", false) })
         .layer(middleware::from_fn_with_state(state.clone(), host_guard))
+        .layer(middleware::from_fn(security_headers))
         .with_state(state)
 }
 
@@ -131,25 +158,29 @@ fn host_name(host: &str) -> &str {
     }
 }
 
-/// On a loopback listener, a request must name a loopback host: a page of another site
-/// whose name was made to resolve to 127.0.0.1 (DNS rebinding) is refused.
+/// On a loopback listener, a request must name a loopback host, or the `--public-origin`'s
+/// host (and port): a page of another site whose name was made to resolve to 127.0.0.1
+/// (DNS rebinding) is refused.
 async fn host_guard(State(state): State<Arc<UiState>>, request: Request, next: Next) -> Response {
     if state.loopback {
         let host = request
             .headers()
             .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .map(host_name);
-        let local = host.is_some_and(|h| {
-            h == "localhost"
-                || h.parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        });
+            .and_then(|h| h.to_str().ok());
+        let public =
+            host.is_some_and(|h| state.public_origin.as_ref().is_some_and(|p| p.is_host(h)));
+        let local = public
+            || host.map(host_name).is_some_and(|h| {
+                h == "localhost"
+                    || h.parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            });
         if !local {
             let json = request.uri().path().starts_with("/api/");
             return UiError::new(
                 StatusCode::FORBIDDEN,
-                "the Host header must name this machine (localhost or a loopback address)",
+                "the Host header must name this machine (localhost or a loopback address) \
+                 or the --public-origin's host",
                 json,
             )
             .into_response();
@@ -221,7 +252,8 @@ async fn metrics(State(state): State<Arc<UiState>>) -> Response {
 
 /// The guards of a write, in order: the dashboard takes writes at all (started with a token),
 /// the request comes from the page itself (the custom header, and `Origin`, when sent, naming
-/// the `Host`), and it carries the token (header or form field; compared in constant time).
+/// the `Host` or being the `--public-origin`), and it carries the token (header or form
+/// field; compared in constant time).
 fn allow_write(
     state: &UiState,
     headers: &HeaderMap,
@@ -239,7 +271,11 @@ fn allow_write(
         let host = text(header::HOST.as_str()).unwrap_or_default();
         let own = origin
             .strip_prefix("http://")
-            .is_some_and(|authority| authority == host);
+            .is_some_and(|authority| authority == host)
+            || state
+                .public_origin
+                .as_ref()
+                .is_some_and(|p| p.is_origin(origin));
         if !own {
             return refuse("cross-site request refused: the Origin is not this dashboard");
         }
@@ -290,6 +326,7 @@ async fn write(
             return Err(UiError::new(StatusCode::NOT_FOUND, message, true));
         }
     };
+    state.sources.forget(&name).await;
     match done {
         Ok(true) => Ok(Json(json!({"id": id.as_str(), "outcome": verb}))),
         Ok(false) => Err(UiError::new(

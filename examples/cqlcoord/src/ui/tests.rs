@@ -1,5 +1,6 @@
 //! The dashboard's routes called in-process (no socket) on the embedded stores: the write
-//! guards, and the 4xx answers to bad input.
+//! guards, the 4xx answers to bad input, the headers of every answer, and queue counts
+//! behind a lagging cursor.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
@@ -10,18 +11,49 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use cql_lease::{LeaseClient, MemoryStore, Timing};
 use cql_workqueue::memory::MemoryQueueStore;
+use cql_workqueue::store::QueueStore;
 use cql_workqueue::{ItemId, QueueConfig, WorkQueue};
+use serde_json::Value;
 use tower::ServiceExt;
 
-use super::routes::{CSRF_HEADER, TOKEN_HEADER};
-use super::{Sources, UiState, Watched, router};
+use super::routes::{CSRF_HEADER, SECURITY_HEADERS, TOKEN_HEADER};
+use super::{PublicOrigin, Sources, UiState, Watched, router};
 
 const TOKEN: &str = "0123456789abcdef-test-token";
 const HOST: &str = "127.0.0.1:8080";
 
+/// A loopback dashboard showing `watched` (its queues from `queues`), started with `token`
+/// and `public_origin`, refreshing every 2 s.
+fn ui(
+    watched: Watched,
+    leases: Option<LeaseClient>,
+    queues: BTreeMap<String, WorkQueue>,
+    token: Option<&str>,
+    public_origin: Option<&str>,
+) -> Router {
+    let state = UiState {
+        sources: Sources::new(watched, leases, queues, Duration::from_secs(1)),
+        token: token.map(str::to_owned),
+        refresh: Duration::from_secs(2),
+        loopback: true,
+        public_origin: public_origin.map(|o| PublicOrigin::parse(o).unwrap()),
+        metrics: None,
+    };
+    router(Arc::new(state))
+}
+
 /// A dashboard showing the queue `jobs`, which holds one dead letter (returned).
 async fn dashboard(token: Option<&str>) -> (Router, WorkQueue, ItemId) {
+    dashboard_at(token, None).await
+}
+
+/// [`dashboard`] with `--public-origin`.
+async fn dashboard_at(
+    token: Option<&str>,
+    public_origin: Option<&str>,
+) -> (Router, WorkQueue, ItemId) {
     let store = Arc::new(MemoryQueueStore::new());
     let config = QueueConfig {
         max_attempts: 1,
@@ -44,14 +76,8 @@ async fn dashboard(token: Option<&str>) -> (Router, WorkQueue, ItemId) {
         ..Watched::default()
     };
     let queues = BTreeMap::from([("jobs".to_owned(), queue.clone())]);
-    let state = UiState {
-        sources: Sources::new(watched, None, queues),
-        token: token.map(str::to_owned),
-        refresh: Duration::from_secs(2),
-        loopback: true,
-        metrics: None,
-    };
-    (router(Arc::new(state)), queue, id)
+    let router = ui(watched, None, queues, token, public_origin);
+    (router, queue, id)
 }
 
 async fn dead(queue: &WorkQueue) -> Vec<ItemId> {
@@ -59,17 +85,21 @@ async fn dead(queue: &WorkQueue) -> Vec<ItemId> {
     letters.into_iter().map(|l| l.id).collect()
 }
 
-/// A POST to `path` with the given headers; the status and body.
+/// A request to `path` with the given headers (`Host` is [`HOST`] unless one is given); the
+/// status and body.
 async fn send(
     router: &Router,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
 ) -> (StatusCode, String) {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", HOST);
+    let mut request = Request::builder().method(method).uri(path);
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        request = request.header("host", HOST);
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -242,4 +272,128 @@ async fn the_token_as_a_form_field_with_the_csrf_header_purges_a_dead_letter() {
         queue.claim("w").await.unwrap().is_none(),
         "a purged item was claimed"
     );
+}
+
+/// The JSON of `GET path`, which must answer 200.
+async fn get_json(router: &Router, path: &str) -> Value {
+    let (status, body) = send(router, "GET", path, &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Jobs pushed while the queue's cursor is half an hour behind (workers down for longer than
+/// the 16 index reads' worth of one-minute buckets) are all counted, with their age and how
+/// far the cursor lags: the empty buckets between the cursor and now do not use up the reads.
+#[tokio::test]
+async fn jobs_pushed_while_the_cursor_is_half_an_hour_behind_are_all_counted() {
+    let store = Arc::new(MemoryQueueStore::new());
+    let half_an_hour_ago = cql_workqueue::clock::now_micros() - 30 * 60 * 1_000_000;
+    store
+        .advance_cursor("jobs", half_an_hour_ago)
+        .await
+        .unwrap();
+    let queue = WorkQueue::new(store, "jobs", QueueConfig::default()).unwrap();
+    for job in ["a", "b", "c"] {
+        queue.enqueue(job).await.unwrap();
+    }
+    let watched = Watched {
+        queues: vec!["jobs".to_owned()],
+        ..Watched::default()
+    };
+    let queues = BTreeMap::from([("jobs".to_owned(), queue)]);
+    let router = ui(watched, None, queues, None, None);
+    let overview = get_json(&router, "/api/overview").await;
+    let jobs = &overview["queues"][0];
+    assert_eq!(jobs["available"], 3, "{jobs}");
+    assert_eq!(jobs["complete"], true, "{jobs}");
+    assert!(
+        jobs["oldest_available_age_secs"].as_f64().unwrap() < 60.0,
+        "{jobs}"
+    );
+    let lag = jobs["cursor_lag_secs"].as_f64().unwrap();
+    assert!((1800.0..1860.0).contains(&lag), "{jobs}");
+}
+
+/// Behind a TLS proxy at `--public-origin https://dash.example` that keeps the Host, a write
+/// from that origin is taken; without the flag the same request is refused (403), and the
+/// flag does not let in another origin.
+#[tokio::test]
+async fn a_write_through_a_tls_proxy_is_taken_only_from_the_public_origin() {
+    let from = |host, origin| {
+        [
+            ("host", host),
+            ("origin", origin),
+            (CSRF_HEADER, "1"),
+            (TOKEN_HEADER, TOKEN),
+        ]
+    };
+    let proxied = from("dash.example", "https://dash.example");
+    let (router, queue, id) = dashboard(Some(TOKEN)).await;
+    let (status, body) = send(&router, "POST", &requeue_path(&id), &proxied).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // A proxy that sets the Host to the dashboard's own address.
+    let rewritten = from(HOST, "https://dash.example");
+    let (status, body) = send(&router, "POST", &requeue_path(&id), &rewritten).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(dead(&queue).await, vec![id]);
+
+    for headers in [proxied, rewritten] {
+        let (router, _queue, id) = dashboard_at(Some(TOKEN), Some("https://dash.example")).await;
+        let (status, body) = send(&router, "POST", &requeue_path(&id), &headers).await;
+        assert_eq!(status, StatusCode::OK, "{headers:?}: {body}");
+        let (status, _) = send(&router, "GET", "/", &[("host", "dash.example")]).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (router, _queue, id) = dashboard_at(Some(TOKEN), Some("https://dash.example")).await;
+    let other = from("dash.example", "https://evil.example");
+    let (status, body) = send(&router, "POST", &requeue_path(&id), &other).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, _) = send(&router, "GET", "/", &[("host", "evil.example")]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+/// Every answer (the page, its JSON, a refusal) forbids framing and content sniffing and
+/// sends no referrer.
+#[tokio::test]
+async fn every_answer_forbids_framing_and_sniffing_and_sends_no_referrer() {
+    let (router, _queue, _id) = dashboard(None).await;
+    for (path, host) in [
+        ("/", HOST),
+        ("/api/overview", HOST),
+        ("/api/overview", "attacker.example"),
+    ] {
+        let request = Request::builder()
+            .uri(path)
+            .header("host", host)
+            .body(Body::empty())
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        for (name, value) in SECURITY_HEADERS {
+            assert_eq!(response.headers()[name], value, "{path} ({host}): {name}");
+        }
+    }
+    let csp = SECURITY_HEADERS[1].1;
+    assert!(
+        csp.contains("frame-ancestors 'none'") && csp.contains("default-src 'self'"),
+        "{csp}"
+    );
+}
+
+/// A lease's holder shows by its declared owner; the holder id (what `lease release
+/// --holder-id` takes) is not served.
+#[tokio::test]
+async fn the_overview_shows_a_holder_without_its_holder_id() {
+    let client = LeaseClient::new(Arc::new(MemoryStore::new()), Timing::default()).unwrap();
+    let lease = client.acquire("slot", "alice", None, None).await.unwrap();
+    let watched = Watched {
+        leases: vec!["slot".to_owned()],
+        ..Watched::default()
+    };
+    let router = ui(watched, Some(client), BTreeMap::new(), None, None);
+    let overview = get_json(&router, "/api/overview").await;
+    let slot = &overview["leases"][0];
+    assert_eq!(slot["holder"], "alice", "{slot}");
+    let text = overview.to_string();
+    assert!(!text.contains("holder_id"), "{text}");
+    assert!(!text.contains(lease.holder_id()), "{text}");
 }

@@ -1,13 +1,16 @@
 //! `cqlcoord ui` as a process: where it may listen, what it serves, and what one refresh
 //! costs the cluster.
 
+use std::time::Duration;
+
 use cql_test_server::{CqlTestServer, Flavor};
 
 use crate::common::{http, run, server, start_ui, text};
 
 /// Per-queue request bound of one overview refresh (the dashboard's `QUEUE_READS`: the
-/// cursor, the bucket directory, the dead letters and at most 16 index pages).
-const QUEUE_READS: u64 = 19;
+/// cursor, the bucket directory, the dead letters, at most 16 index pages with entries and
+/// at most 60 reads of empty buckets).
+const QUEUE_READS: u64 = 79;
 
 /// Requests the stores sent (the driver's own metadata queries are not counted).
 fn store_requests(server: &CqlTestServer) -> u64 {
@@ -46,11 +49,14 @@ async fn a_non_loopback_listen_address_is_refused_without_allow_remote() {
 }
 
 /// One overview refresh showing E elections, L locks and Q queues sends at most
-/// E + L + 19·Q requests, and the same number with 1,000 items in a queue as with none.
+/// E + L + 79·Q requests, and the same number with 1,000 items in a queue as with none.
 #[tokio::test]
 async fn one_overview_refresh_costs_a_bounded_number_of_requests_whatever_a_queue_holds() {
     let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    // A read answers the requests of the next half refresh (250 ms): the test waits that out.
     let args = [
+        "--refresh",
+        "500ms",
         "--election",
         "primary",
         "--election",
@@ -81,6 +87,7 @@ async fn one_overview_refresh_costs_a_bounded_number_of_requests_whatever_a_queu
     let items: String = (0..1000).map(|i| format!("job {i}\n")).collect();
     let out = run(&hosts, &["queue", "push", "jobs"], Some(&items)).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let full = one_refresh(&server, &addr).await;
     assert_eq!(full, empty, "1,000 items changed the cost of a refresh");
     let (_, body) = http(&addr, "GET", "/api/overview", &[]).await;
@@ -90,6 +97,51 @@ async fn one_overview_refresh_costs_a_bounded_number_of_requests_whatever_a_queu
         "{body}"
     );
     eprintln!("one overview refresh: {empty} requests (bound {bound})");
+}
+
+/// Fifty pages refreshing the overview at once cost the cluster at most two refreshes'
+/// requests: they wait for the read in flight and share its answer.
+#[tokio::test]
+async fn fifty_concurrent_overview_requests_cost_at_most_two_refreshes() {
+    let (server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let args = ["--election", "primary", "--lock", "db", "--queue", "jobs"];
+    let (_ui, addr) = start_ui(&hosts, &args).await;
+    let one = one_refresh(&server, &addr).await;
+    assert!(one > 0);
+    // Past the half refresh (1 s of the default 2 s) that one read answers.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let before = store_requests(&server);
+    let requests = (0..50).map(|_| async {
+        let (status, body) = http(&addr, "GET", "/api/overview", &[]).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("\"queues\""), "{body}");
+    });
+    futures::future::join_all(requests).await;
+    let fifty = store_requests(&server) - before;
+    assert!(
+        fifty <= 2 * one,
+        "50 concurrent requests: {fifty}, one refresh: {one}"
+    );
+    eprintln!("50 concurrent overview requests: {fifty} requests (one refresh: {one})");
+}
+
+/// A write token of six CJK characters (18 bytes) is refused at start (exit 2), saying that
+/// a token is at least 16 visible ASCII characters.
+#[tokio::test]
+async fn a_write_token_of_six_cjk_characters_is_refused_at_start() {
+    let out = run(
+        "127.0.0.1:1",
+        &["ui", "--write-token", "秘密合言葉鍵"],
+        None,
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--write-token")
+            && stderr.contains("at least 16 characters, each visible ASCII"),
+        "{stderr}"
+    );
 }
 
 /// With `--metrics` the dashboard also serves the libraries' metrics for Prometheus at
