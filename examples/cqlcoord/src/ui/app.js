@@ -167,12 +167,16 @@ function showError(message) {
 }
 
 let timer = null;
+let readFailed = false;
 async function refresh() {
   clearTimeout(timer);
   try {
     const answer = await fetch(api, { headers: { Accept: "application/json" } });
     const data = await answer.json();
     if (!answer.ok) throw new Error(data.error || answer.statusText);
+    // Every row failing is the cluster out of reach, not news about each row.
+    const rows = [...(data.elections || []), ...(data.leases || []), ...(data.queues || [])];
+    if (!queueName && rows.length > 0 && rows.every((row) => row.error)) throw new Error(rows[0].error);
     refreshMs = data.refresh_ms;
     if (queueName) renderQueue(data, data.writable); else renderOverview(data);
     document.getElementById("cost").textContent = data.cost;
@@ -180,8 +184,16 @@ async function refresh() {
     document.getElementById("refreshed").textContent = new Date().toLocaleTimeString();
     document.getElementById("status").textContent = data.writable ? "writes need the token" : "read-only";
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
+    document.getElementById("main").classList.remove("stale");
+    if (readFailed) showError(null);
+    readFailed = false;
   } catch (e) {
-    document.getElementById("status").textContent = "cannot read: " + e.message;
+    document.getElementById("status").textContent = "cannot read";
+    // What is on screen is from the last good read: say so, and grey it out.
+    document.getElementById("main").classList.add("stale");
+    readFailed = true;
+    showError("Cannot read from the dashboard or the cluster (" + e.message + "); the figures shown are from " +
+      document.getElementById("refreshed").textContent + ". Trying again every " + duration(refreshMs / 1000) + ".");
   }
   timer = setTimeout(() => refresh(), refreshMs);
 }

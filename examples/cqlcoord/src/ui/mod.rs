@@ -36,7 +36,13 @@ const REFRESH: (Duration, Duration) = (Duration::from_millis(500), Duration::fro
 #[derive(Debug, Clone, Args)]
 pub struct UiArgs {
     /// Address to serve the dashboard on (port 0: any free port; the URL is printed).
-    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    /// Non-loopback addresses need --allow-remote.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        default_value = "127.0.0.1:8080",
+        value_parser = parse_listen
+    )]
     pub listen: SocketAddr,
     /// An election to show (repeat for more).
     #[arg(long = "election", value_name = "NAME", value_parser = text_of("election name"))]
@@ -51,7 +57,8 @@ pub struct UiArgs {
     #[arg(long = "queue", value_name = "NAME", value_parser = text_of("queue name"))]
     pub queues: Vec<String>,
     /// Enables the Requeue and Purge buttons: each write must carry this token (at least 16
-    /// visible ASCII characters). Without it the dashboard is read-only.
+    /// visible ASCII characters; prefer the environment variable, which `ps` does not
+    /// show). Without it, or when it is empty, the dashboard is read-only.
     #[arg(
         long,
         value_name = "TOKEN",
@@ -66,12 +73,25 @@ pub struct UiArgs {
     /// that origin are taken, and its host is taken as the Host of a loopback listener.
     #[arg(long, value_name = "URL", value_parser = parse_public_origin)]
     pub public_origin: Option<PublicOrigin>,
-    /// How often the page reads again.
+    /// How often the page reads again (500ms to 1h).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
     pub refresh: Duration,
-    /// Serve the libraries' metrics for Prometheus at /metrics beside the pages.
+    /// Serve the libraries' metrics for Prometheus at /metrics beside the pages (not with
+    /// --metrics-addr).
     #[arg(long)]
     pub metrics: bool,
+}
+
+/// An IP address and port; `localhost:PORT` is 127.0.0.1.
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Some(port) = text.strip_prefix("localhost:") {
+        return format!("127.0.0.1:{port}")
+            .parse()
+            .map_err(|_| format!("{text:?}: the port must be a number"));
+    }
+    text.parse().map_err(|_| {
+        format!("{text:?}: an IP address and a port, e.g. 127.0.0.1:8080 or [::1]:8080")
+    })
 }
 
 fn parse_public_origin(text: &str) -> Result<PublicOrigin, String> {
@@ -101,9 +121,9 @@ fn check(args: &UiArgs) -> Result<(), CliError> {
         && !token_ok(token)
     {
         return Err(CliError::usage(format!(
-            "--write-token: at least {MIN_TOKEN_LEN} characters, each visible ASCII (letters, \
-             digits, punctuation; no spaces, control or non-ASCII characters), e.g. \
-             `openssl rand -hex 16`"
+            "--write-token (or CQLCOORD_UI_TOKEN): at least {MIN_TOKEN_LEN} characters, each \
+             visible ASCII (letters, digits, punctuation; no spaces, control or non-ASCII \
+             characters), e.g. `openssl rand -hex 16`"
         )));
     }
     if args.refresh < REFRESH.0 || args.refresh > REFRESH.1 {
@@ -125,7 +145,9 @@ fn check(args: &UiArgs) -> Result<(), CliError> {
         }
     }
     for name in &args.queues {
-        cql_lease::check_name(name).map_err(|e| CliError::usage(format!("--queue: {e}")))?;
+        cql_lease::check_name(name).map_err(|e| {
+            CliError::usage(format!("--queue: {}", routes::queue_words(&e.to_string())))
+        })?;
     }
     Ok(())
 }
@@ -139,7 +161,21 @@ pub async fn run(
     args: UiArgs,
     metrics_addr: Option<SocketAddr>,
 ) -> Result<i32, CliError> {
+    let mut args = args;
+    // `CQLCOORD_UI_TOKEN=` (set but empty) means no token, as an unset variable does.
+    if args.write_token.as_deref() == Some("") {
+        args.write_token = None;
+    }
     check(&args)?;
+    if [&args.elections, &args.locks, &args.leases, &args.queues]
+        .iter()
+        .all(|names| names.is_empty())
+    {
+        eprintln!(
+            "cqlcoord: nothing to show yet: name what to watch with --election, --lock, \
+             --lease or --queue (each may be repeated)"
+        );
+    }
     if args.metrics && metrics_addr.is_some() {
         return Err(CliError::usage(
             "ui --metrics serves /metrics beside the pages: drop --metrics-addr",

@@ -36,7 +36,19 @@ impl Watched {
             + QUEUE_READS * self.queues.len()
     }
 
-    /// The cost as the page footer and the docs state it.
+    /// A queue page's cost, as its footer states it.
+    pub fn queue_cost_text() -> String {
+        format!(
+            "Each refresh of this page sends at most {} requests to the cluster: at most \
+             {QUEUE_READS} plain reads for the queue's counts and one item read per dead letter \
+             shown (at most {}), whatever the queue holds. Open pages share reads: a read \
+             answers every request for its page within half a refresh.",
+            QUEUE_READS + queues::DEAD_SHOWN,
+            queues::DEAD_SHOWN
+        )
+    }
+
+    /// The overview's cost as the page footer and the docs state it.
     pub fn cost_text(&self) -> String {
         format!(
             "Each refresh of the overview sends at most {} requests to the cluster: one \

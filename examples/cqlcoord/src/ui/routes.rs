@@ -11,12 +11,13 @@ use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+
 use cql_workqueue::ItemId;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
-use super::model::{Sources, one_line};
+use super::model::{Sources, Watched, one_line};
 use super::origin::PublicOrigin;
 use super::queues::well_formed_id;
 
@@ -194,7 +195,7 @@ fn watched_queue(state: &UiState, name: &str, json: bool) -> Result<(), UiError>
     if let Err(e) = cql_lease::check_name(name) {
         return Err(UiError::new(
             StatusCode::BAD_REQUEST,
-            format!("bad queue name: {e}"),
+            format!("bad queue name: {}", queue_words(&e.to_string())),
             json,
         ));
     }
@@ -217,15 +218,16 @@ async fn queue_page(
 }
 
 /// The settings every JSON answer carries for the page.
-fn page_settings(state: &UiState, mut value: Value) -> Value {
+fn page_settings(state: &UiState, mut value: Value, cost: String) -> Value {
     value["refresh_ms"] = json!(u64::try_from(state.refresh.as_millis()).unwrap_or(u64::MAX));
     value["writable"] = json!(state.token.is_some());
-    value["cost"] = json!(state.sources.watched.cost_text());
+    value["cost"] = json!(cost);
     value
 }
 
 async fn overview(State(state): State<Arc<UiState>>) -> Json<Value> {
-    Json(page_settings(&state, state.sources.overview().await))
+    let cost = state.sources.watched.cost_text();
+    Json(page_settings(&state, state.sources.overview().await, cost))
 }
 
 async fn queue_json(
@@ -234,7 +236,11 @@ async fn queue_json(
 ) -> Result<Json<Value>, UiError> {
     watched_queue(&state, &name, true)?;
     match state.sources.queue(&name).await {
-        Some(Ok(value)) => Ok(Json(page_settings(&state, value))),
+        Some(Ok(value)) => Ok(Json(page_settings(
+            &state,
+            value,
+            Watched::queue_cost_text(),
+        ))),
         Some(Err(e)) => Err(UiError::new(StatusCode::BAD_GATEWAY, e, true)),
         None => Err(UiError::new(StatusCode::NOT_FOUND, "no such queue", true)),
     }
@@ -265,7 +271,10 @@ fn allow_write(
     };
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if text(CSRF_HEADER) != Some("1") {
-        return refuse("cross-site request refused: writes come from the dashboard's own page");
+        return refuse(
+            "cross-site request refused: writes come from the dashboard's own page \
+             (header X-CQLCOORD-CSRF: 1)",
+        );
     }
     if let Some(origin) = text(header::ORIGIN.as_str()) {
         let host = text(header::HOST.as_str()).unwrap_or_default();
@@ -284,7 +293,9 @@ fn allow_write(
         text(TOKEN_HEADER).or_else(|| form.and_then(|f| f.get("token").map(String::as_str)));
     let matches = given.is_some_and(|g| bool::from(g.as_bytes().ct_eq(expected.as_bytes())));
     if !matches {
-        return refuse("wrong or missing write token");
+        return refuse(
+            "wrong or missing write token (header X-CQLCOORD-TOKEN, or form field token)",
+        );
     }
     Ok(())
 }
@@ -336,4 +347,9 @@ async fn write(
         )),
         Err(e) => Err(UiError::new(StatusCode::BAD_GATEWAY, one_line(&e), true)),
     }
+}
+
+/// A name check's message about a queue: the library checks every name as a lease's.
+pub(super) fn queue_words(message: &str) -> String {
+    message.replacen("lease name", "queue name", 1)
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use cql_test_server::{CqlTestServer, Flavor};
 
-use crate::common::{http, run, server, start_ui, text};
+use crate::common::{http, run, run_env, server, start_ui, text};
 
 /// Per-queue request bound of one overview refresh (the dashboard's `QUEUE_READS`: the
 /// cursor, the bucket directory, the dead letters, at most 16 index pages with entries and
@@ -161,4 +161,72 @@ async fn with_metrics_the_dashboard_serves_prometheus_metrics_beside_the_pages()
     );
     let (_plain, plain) = start_ui(&hosts, &["--queue", "jobs"]).await;
     assert_eq!(http(&plain, "GET", "/metrics", &[]).await.0, 404);
+}
+
+/// Refusals name what the user gave and what to give: a queue name too long is a "queue
+/// name", a listen address that is no IP address gets an example, and a bad token from the
+/// environment names the variable; an empty `CQLCOORD_UI_TOKEN` is no token (read-only).
+#[tokio::test]
+async fn refusals_at_start_name_what_was_given() {
+    let long = "q".repeat(10_000);
+    let refusals = [
+        (
+            vec!["ui", "--queue", long.as_str()],
+            vec![],
+            "--queue: queue name",
+        ),
+        (
+            vec!["ui", "--listen", "dash:8080"],
+            vec![],
+            "e.g. 127.0.0.1:8080",
+        ),
+        (
+            vec!["ui", "--queue", "jobs"],
+            vec![("CQLCOORD_UI_TOKEN", "short")],
+            "CQLCOORD_UI_TOKEN",
+        ),
+    ];
+    for (args, env, says) in refusals {
+        let out = run_env("127.0.0.1:1", &args, &env, None).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // Past the flags: an empty token is taken as none, and only the cluster is missing.
+    let out = run_env(
+        "127.0.0.1:1",
+        &["ui", "--listen", "localhost:0", "--queue", "jobs"],
+        &[("CQLCOORD_UI_TOKEN", "")],
+        None,
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("token"), "{stderr}");
+}
+
+/// A refused write says which header (or form field) it lacked, and a queue's page states
+/// its own cost per refresh.
+#[tokio::test]
+async fn a_refused_write_names_what_it_lacked_and_a_queue_page_states_its_cost() {
+    let (_server, hosts) = server(Flavor::Cassandra, "simple:1").await;
+    let token = "0123456789abcdef0123";
+    let (_ui, addr) = start_ui(&hosts, &["--write-token", token, "--queue", "jobs"]).await;
+    let path =
+        "/api/queues/jobs/dead/00001795768910821178-c04f6595f9fe49c88a8c9e11bf428f58/requeue";
+    let (status, body) = http(&addr, "POST", path, &[]).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("X-CQLCOORD-CSRF: 1"), "{body}");
+    let (status, body) = http(&addr, "POST", path, &[("X-CQLCOORD-CSRF", "1")]).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("X-CQLCOORD-TOKEN") && body.contains("form field token"),
+        "{body}"
+    );
+    let (status, body) = http(&addr, "GET", "/api/queues/jobs", &[]).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("Each refresh of this page sends at most"),
+        "{body}"
+    );
 }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use cql_test_server::{CqlTestServer, Flavor};
+use cql_test_server::{CqlTestServer, Flavor, NodeFault};
 use fantoccini::{Client, ClientBuilder, Locator};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -286,6 +286,38 @@ async fn the_overview_shows_a_locks_holder_and_fencing_token() {
         .await;
     assert_eq!(shown.as_deref(), Some(token.as_str()));
     browser.screenshot("lock.png").await;
+    browser.close().await;
+}
+
+/// With the cluster out of reach, the overview keeps its last figures, greyed out, under a
+/// banner that says when they were read; once it is back, the banner goes.
+#[tokio::test]
+async fn the_overview_greys_out_its_last_figures_when_the_cluster_is_gone() {
+    let _one = ONE_BROWSER.lock().await;
+    let (server, _hosts, _ui, url) = dashboard(&["--lock", "db-migration"]).await;
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    browser.client.goto(&url).await.expect("open the overview");
+    let holder = r#"[data-lease="lock/db-migration"] .holder"#;
+    browser.wait_text(holder, |t| t == "free").await;
+    assert!(browser.text("#main.stale").await.is_none());
+    server.node_fault(0, NodeFault::Down);
+    browser
+        .wait_text("#error", |t| t.starts_with("Cannot read"))
+        .await;
+    assert!(
+        browser.text("#main.stale").await.is_some(),
+        "not greyed out"
+    );
+    assert_eq!(browser.text(holder).await.as_deref(), Some("free"));
+    // Back: the banner goes and the figures are live again.
+    server.heal(0);
+    browser.wait_text("#error", str::is_empty).await;
+    assert!(
+        browser.text("#main.stale").await.is_none(),
+        "still greyed out"
+    );
     browser.close().await;
 }
 
