@@ -69,7 +69,7 @@ pub struct UiArgs {
     /// Serve on a non-loopback address too (plain HTTP: put it behind a TLS proxy).
     #[arg(long)]
     pub allow_remote: bool,
-    /// The address users open through a TLS proxy (e.g. https://dash.example): writes from
+    /// The address users open through a TLS proxy (e.g. `https://dash.example`): writes from
     /// that origin are taken, and its host is taken as the Host of a loopback listener.
     #[arg(long, value_name = "URL", value_parser = parse_public_origin)]
     pub public_origin: Option<PublicOrigin>,

@@ -1,5 +1,8 @@
 //! Tests of the schema options: validation, scope checks and the tablets fallback.
 
+use scylla::errors::{DbError, ExecutionError, RequestAttemptError};
+
+use super::create::is_unknown_tablets_option;
 use super::*;
 
 #[test]
