@@ -35,6 +35,7 @@ use tracing::{debug, instrument, warn};
 use crate::client::{LeaseClient, TryAcquire};
 use crate::config::check_claim;
 use crate::error::{InvalidArgument, LeaseError, StoreError};
+use crate::hand_over::{Answer, Granted, Posted};
 use crate::lease::Lease;
 use crate::lock::MAX_LOCK_TIMEOUT;
 use crate::shared_looks::Registry;
@@ -53,7 +54,7 @@ pub(crate) const PLACES_READ: usize = 32;
 #[derive(Debug)]
 pub(crate) struct LeaseSeen {
     lease: Result<Option<StoredLease>, StoreError>,
-    line: Option<Vec<String>>,
+    pub(crate) line: Option<Vec<String>>,
 }
 
 /// This process's waiters' looks at leases, shared by lease.
@@ -161,6 +162,8 @@ impl LeaseClient {
         let mut woken_by_release = false;
         // How long this waiter last paused between looks.
         let mut paused = Duration::ZERO;
+        // This waiter's offer to take the lease from a holder of this process in one LWT.
+        let mut posted: Option<Posted> = None;
         loop {
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
@@ -175,6 +178,9 @@ impl LeaseClient {
                         warn!(lease = name, %error, "joining the waiting line failed; waiting without it");
                     }
                 }
+            }
+            if let (Some(ticket), None) = (&ticket, &posted) {
+                posted = self.offer(name, key, ticket.cell(), owner, value);
             }
             let released_free = woken_by_release && last_place == Some(0);
             let (free, place) = if released_free {
@@ -253,6 +259,9 @@ impl LeaseClient {
             };
             last_place = Some(place);
             woken_by_release = false;
+            if let Some(lease) = self.answered(&mut posted, &mut ticket, false) {
+                return Ok(lease);
+            }
             if let Some(ticket) = ticket.as_mut() {
                 ticket
                     .keep_fresh(Instant::now() + self.config().resolve_timeout)
@@ -261,6 +270,11 @@ impl LeaseClient {
             let now = Instant::now();
             if free && watch.may_propose(place, patience, now) {
                 debug!(lease = name, place, "the lease reads free; proposing");
+                // No hand-over to this waiter while it proposes itself (one under way
+                // gives its claim back).
+                if let Some(lease) = self.answered(&mut posted, &mut ticket, true) {
+                    return Ok(lease);
+                }
                 match self.try_acquire(name, owner, value).await {
                     Ok(TryAcquire::Acquired(lease)) => {
                         if let Some(ticket) = ticket.take() {
@@ -309,17 +323,83 @@ impl LeaseClient {
             // would make that a busy loop, and a paused clock would never move.
             if delay < TICK && watch.look >= Duration::from_micros(20) {
                 tokio::task::yield_now().await;
-            } else if place <= 1 || behind_here {
-                tokio::select! {
-                    // A release that lands with the timer wins: it saves a look.
-                    biased;
-                    () = released => woken_by_release = true,
-                    () = tokio::time::sleep(delay.max(TICK)) => {}
+                continue;
+            }
+            let answer = async {
+                match posted.as_mut() {
+                    Some(posted) => posted.answer().await,
+                    None => std::future::pending().await,
                 }
-            } else {
-                tokio::time::sleep(delay.max(TICK)).await;
+            };
+            let wake = place <= 1 || behind_here;
+            let answer = tokio::select! {
+                // A hand-over first; a release that lands with the timer wins: it saves a look.
+                biased;
+                answer = answer => Some(answer),
+                () = released, if wake => {
+                    woken_by_release = true;
+                    None
+                }
+                () = tokio::time::sleep(delay.max(TICK)) => None,
+            };
+            // A hand-over under way answers within one request: better than a look.
+            let answer = match (answer, posted.as_mut()) {
+                (None, Some(offer)) if offer.taken() => Some(offer.answer().await),
+                (answer, _) => answer,
+            };
+            match answer {
+                Some(Answer::Granted(granted)) => {
+                    if let Some(lease) = self.take_granted(&mut posted, &mut ticket, granted) {
+                        return Ok(lease);
+                    }
+                }
+                Some(_) => posted = None,
+                None => {}
             }
         }
+    }
+}
+
+impl LeaseClient {
+    /// The lease handed to this waiter's offer, if it was; `withdraw` also withdraws the
+    /// offer. An offer answered otherwise is dropped, to be posted again.
+    fn answered(
+        &self,
+        posted: &mut Option<Posted>,
+        ticket: &mut Option<Ticket>,
+        withdraw: bool,
+    ) -> Option<Lease> {
+        let answer = posted.as_mut()?.poll();
+        let granted = match answer {
+            Answer::Granted(granted) => granted,
+            Answer::Declined => {
+                *posted = None;
+                return None;
+            }
+            Answer::Waiting => {
+                if withdraw {
+                    *posted = None;
+                }
+                return None;
+            }
+        };
+        self.take_granted(posted, ticket, granted)
+    }
+
+    /// Takes the lease handed to `posted`, leaving the line; `None` (the offer dropped, the
+    /// claim given back) when its deadline has passed.
+    fn take_granted(
+        &self,
+        posted: &mut Option<Posted>,
+        ticket: &mut Option<Ticket>,
+        granted: Granted,
+    ) -> Option<Lease> {
+        let offer = posted.take()?;
+        let lease = self.handed_over(&offer, granted)?;
+        if let Some(ticket) = ticket.take() {
+            ticket.leave();
+        }
+        Some(lease)
     }
 }
 

@@ -1,0 +1,304 @@
+//! Handing a lease to the next waiter of this process in the release's own LWT.
+//!
+//! A release followed by the next waiter's claim costs two Paxos rounds per hand-over, one
+//! after the other. When the first in line waits in the same process as the holder, it
+//! posts an offer here (a claim of its own, with a fresh holder id) and the holder's
+//! release writes that claim in place of its own, conditionally on still holding the lease
+//! with its token ([`LeaseStore::hand_over`](crate::LeaseStore::hand_over)): one round per
+//! hand-over, and a token above the last.
+//!
+//! Safety does not rest on this module: the LWT's condition decides. The holder has
+//! stopped acting before it sends the release (the hold machine tells it first); the
+//! waiter's deadline counts from when the hand-over was sent, which precedes the write
+//! its TTL counts from, as an acquisition's does. The offered claim stays under an armed
+//! [`AttemptGuard`] from before the LWT is sent until the waiter has it: a waiter gone by
+//! then (timed out, dropped), a lost answer, or a releaser dropped mid-flight gives the
+//! claim back in the background (conditionally on its holder id, and remembered for
+//! release on sight), as an abandoned acquisition is.
+//!
+//! Every waiter of the process posts an offer once it stands in line, keyed by its ticket;
+//! a release takes the offer of the earliest ticket, and only when the latest look at the
+//! line (shared by the process's waiters) shows no ticket of another process ahead of it:
+//! the line's order across processes is kept, and waiters of other processes are never
+//! passed over. Otherwise, or when no look shows the ticket yet, it releases the plain way.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use tokio::sync::oneshot;
+use tokio::sync::oneshot::error::TryRecvError;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::client::{LeaseClient, new_holder_id};
+use crate::fencing::FencingToken;
+use crate::hold::{AttemptGuard, HoldTiming};
+use crate::lease::Lease;
+use crate::shared_looks::StoreId;
+use crate::store::Claim;
+use crate::target::LeaseTarget;
+
+/// Leases with offers remembered before those without a standing offer are forgotten.
+const SWEEP_AT: usize = 1024;
+
+type Slot = (StoreId, String);
+
+/// The offers of this process's waiters, by store and stored row.
+static OFFERS: LazyLock<Mutex<HashMap<Slot, Offers>>> = LazyLock::new(Mutex::default);
+
+/// Offers posted so far: tells a waiter's own offer from a later one under its ticket.
+static POSTED: AtomicU64 = AtomicU64::new(0);
+
+/// The offers at one lease.
+#[derive(Default)]
+struct Offers {
+    /// The standing offers, by ticket (the line's order).
+    by_ticket: BTreeMap<String, Offer>,
+    /// Every ticket of this process that posted, until the line's head has moved past it:
+    /// tickets ahead of an offer that are ours do not keep it from being taken.
+    ours: BTreeSet<String>,
+}
+
+/// A waiter's standing offer to take the lease over.
+pub(crate) struct Offer {
+    id: u64,
+    /// Set when a release takes it.
+    taken: Arc<AtomicBool>,
+    /// The claim the waiter would hold: its own client's store, name, owner, value, TTL.
+    pub target: Arc<LeaseTarget>,
+    /// The waiter's timing, for the guard that gives the claim back.
+    pub timing: HoldTiming,
+    reply: oneshot::Sender<Granted>,
+}
+
+/// What a waiter receives when the lease was handed to its claim.
+pub(crate) struct Granted {
+    /// The claim's new token.
+    pub token: FencingToken,
+    /// When the hand-over was sent: the claim's deadline counts from here.
+    pub sent_at: Instant,
+    /// The claim's armed guard, until the waiter takes it or, should the waiter not be
+    /// polled within `retry_interval` (its future kept but not awaited), a watchdog drops
+    /// it, which gives the claim back.
+    guard: Arc<Mutex<Option<AttemptGuard>>>,
+}
+
+impl Granted {
+    /// The armed guard of the claim handed over, unless the watchdog gave it back already.
+    pub(crate) fn take_guard(&self) -> Option<AttemptGuard> {
+        self.guard.lock().ok()?.take()
+    }
+}
+
+/// Where a waiter's offer stands.
+pub(crate) enum Answer {
+    /// The lease was handed to it.
+    Granted(Granted),
+    /// Taken and not granted (the holder no longer held it, or released the plain way):
+    /// post again to stand again.
+    Declined,
+    /// Standing.
+    Waiting,
+}
+
+/// A waiter's side of its offer. Dropping it withdraws the offer (a hand-over already under
+/// way then gives the claim back, through its guard).
+pub(crate) struct Posted {
+    slot: Slot,
+    ticket: String,
+    id: u64,
+    taken: Arc<AtomicBool>,
+    /// The claim offered.
+    target: Arc<LeaseTarget>,
+    answer: oneshot::Receiver<Granted>,
+}
+
+impl Posted {
+    /// Waits for the holder's answer: [`Answer::Granted`] or [`Answer::Declined`]. Call it
+    /// no more once it has answered.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: an answer stays in the channel until taken or the offer is dropped.
+    pub(crate) async fn answer(&mut self) -> Answer {
+        match (&mut self.answer).await {
+            Ok(granted) => Answer::Granted(granted),
+            Err(_) => Answer::Declined,
+        }
+    }
+
+    /// Whether a release took the offer: its answer comes within one request.
+    pub(crate) fn taken(&self) -> bool {
+        self.taken.load(Ordering::Acquire)
+    }
+
+    /// The answer, if there is one, without waiting.
+    pub(crate) fn poll(&mut self) -> Answer {
+        match self.answer.try_recv() {
+            Ok(granted) => Answer::Granted(granted),
+            Err(TryRecvError::Closed) => Answer::Declined,
+            Err(TryRecvError::Empty) => Answer::Waiting,
+        }
+    }
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        if let Ok(mut offers) = OFFERS.lock()
+            && let Some(at) = offers.get_mut(&self.slot)
+            && at
+                .by_ticket
+                .get(&self.ticket)
+                .is_some_and(|offer| offer.id == self.id)
+        {
+            at.by_ticket.remove(&self.ticket);
+        }
+    }
+}
+
+/// Posts `target` (a fresh claim of the waiter whose ticket is `ticket`) as its offer for
+/// `row` on `store`.
+fn post(
+    store: StoreId,
+    row: &str,
+    ticket: &str,
+    target: Arc<LeaseTarget>,
+    timing: HoldTiming,
+) -> Option<Posted> {
+    let mut offers = OFFERS.lock().ok()?;
+    if offers.len() >= SWEEP_AT {
+        offers.retain(|_, at| !at.by_ticket.is_empty());
+    }
+    let slot = (store, row.to_owned());
+    let id = POSTED.fetch_add(1, Ordering::Relaxed);
+    let (reply, answer) = oneshot::channel();
+    let at = offers.entry(slot.clone()).or_default();
+    at.ours.insert(ticket.to_owned());
+    let taken = Arc::new(AtomicBool::new(false));
+    let offer = Offer {
+        id,
+        taken: Arc::clone(&taken),
+        target: Arc::clone(&target),
+        timing,
+        reply,
+    };
+    at.by_ticket.insert(ticket.to_owned(), offer);
+    Some(Posted {
+        slot,
+        ticket: ticket.to_owned(),
+        id,
+        taken,
+        target,
+        answer,
+    })
+}
+
+/// Takes the offer of the earliest ticket posted for `row` on `store`, if `line` (the first
+/// tickets of the line, in order, as last read) shows it and no ticket of another process
+/// ahead of it.
+pub(crate) fn take(store: StoreId, row: &str, line: &[String]) -> Option<Offer> {
+    let mut offers = OFFERS.lock().ok()?;
+    let at = offers.get_mut(&(store, row.to_owned()))?;
+    let head = line.first()?;
+    // Tickets before the head have left the line.
+    at.ours = at.ours.split_off(head);
+    at.by_ticket.retain(|_, offer| !offer.reply.is_closed());
+    let (ticket, _) = at.by_ticket.first_key_value()?;
+    let seen = line.binary_search(ticket).is_ok() || ticket < head;
+    let ours_ahead = line
+        .iter()
+        .take_while(|cell| *cell < ticket)
+        .all(|cell| at.ours.contains(cell));
+    if !(seen && ours_ahead) {
+        debug!(
+            lease = row,
+            "the first offer here is not first in line; no hand-over"
+        );
+        return None;
+    }
+    let ticket = ticket.clone();
+    let offer = at.by_ticket.remove(&ticket)?;
+    offer.taken.store(true, Ordering::Release);
+    Some(offer)
+}
+
+impl Offer {
+    /// Hands the claim, written with `token` by a hand-over sent at `sent_at`, to the
+    /// waiter. `guard` (armed) gives it back if the waiter is gone by now, or does not take
+    /// it within `retry_interval`.
+    pub(crate) fn grant(self, token: FencingToken, sent_at: Instant, guard: AttemptGuard) {
+        let guard = Arc::new(Mutex::new(Some(guard)));
+        let granted = Granted {
+            token,
+            sent_at,
+            guard: Arc::clone(&guard),
+        };
+        if let Err(granted) = self.reply.send(granted) {
+            debug!(claim = %self.target.name, "the waiter left before the hand-over; giving the claim back");
+            drop(granted.take_guard());
+            return;
+        }
+        let (name, patience) = (self.target.name.clone(), self.timing.retry_interval);
+        tokio::spawn(async move {
+            tokio::time::sleep(patience).await;
+            let unclaimed = guard.lock().ok().and_then(|mut guard| guard.take());
+            if let Some(unclaimed) = unclaimed {
+                warn!(lease = %name, "the waiter did not take the lease handed to it; giving it back");
+                drop(unclaimed);
+            }
+        });
+    }
+}
+
+impl LeaseClient {
+    /// Posts the offer of a waiter for `name` (stored as `key`) standing in line with
+    /// `ticket`: a fresh claim of its own, which a release in this process may hand the
+    /// lease to.
+    pub(crate) fn offer(
+        &self,
+        name: &str,
+        key: &str,
+        ticket: &str,
+        owner: &str,
+        value: Option<&str>,
+    ) -> Option<Posted> {
+        let holder_id = new_holder_id();
+        let claim = Claim {
+            name: key,
+            holder_id: &holder_id,
+            owner,
+            value,
+            ttl: self.config().store_ttl(),
+        };
+        let target = Arc::new(LeaseTarget::new(
+            Arc::clone(self.store()),
+            self.store_id(),
+            name,
+            claim,
+            Arc::clone(self.orphans()),
+        ));
+        let timing = HoldTiming::from(self.config());
+        post(self.store_id(), key, ticket, target, timing)
+    }
+
+    /// The lease handed to `posted`, unless its deadline has passed (then it is given back
+    /// in the background, and the waiter waits on).
+    pub(crate) fn handed_over(&self, posted: &Posted, granted: Granted) -> Option<Lease> {
+        let Some(guard) = granted.take_guard() else {
+            debug!(lease = %posted.target.name, "the lease handed over was given back already");
+            return None;
+        };
+        let (token, sent_at) = (granted.token, granted.sent_at);
+        let must_stop_by = sent_at + self.config().renew_deadline();
+        if Instant::now() >= must_stop_by {
+            warn!(lease = %posted.target.name, "handed over after its deadline; giving it back");
+            return None;
+        }
+        let target = Arc::clone(&posted.target);
+        target.held_here(token);
+        info!(lease = %target.name, owner = %target.owner, %token, "lease acquired (handed over)");
+        let lease = Lease::new(self.clone(), target, token, must_stop_by);
+        guard.disarm();
+        Some(lease)
+    }
+}
