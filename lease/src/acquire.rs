@@ -24,7 +24,9 @@
 //! crowd in one process reads about as much as its first two waiters. A release made in
 //! the process wakes the first two at once, and the first claims without reading; behind
 //! a holder of their own process, waiters wait for that wake instead of reading (every
-//! `retry_period` at most, should the lease be lost without a release).
+//! `retry_period` at most, should the lease be lost without a release), and each posts an
+//! offer: that holder's release hands the lease to the first of them in one LWT
+//! (`hand_over.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +37,7 @@ use tracing::{debug, instrument, warn};
 use crate::client::{LeaseClient, TryAcquire};
 use crate::config::check_claim;
 use crate::error::{InvalidArgument, LeaseError, StoreError};
-use crate::hand_over::{Answer, Granted, Posted};
+use crate::hand_over::{Answer, Posted};
 use crate::lease::Lease;
 use crate::lock::MAX_LOCK_TIMEOUT;
 use crate::shared_looks::Registry;
@@ -44,7 +46,7 @@ use crate::waiting_line::Ticket;
 
 #[path = "acquire_watch.rs"]
 mod watch;
-use watch::{TICK, Watch};
+use watch::{TICK, Watch, place_in};
 
 /// How many tickets a waiter reads to learn its place: places beyond are paced alike.
 pub(crate) const PLACES_READ: usize = 32;
@@ -78,7 +80,8 @@ impl LeaseClient {
     /// in line read back to back while a hold is young, less often as it ages (at most
     /// every `retry_period`); the others less often the further back they stand. Behind a
     /// holder in the same process, waiters read every `retry_period` only: its release
-    /// wakes them.
+    /// wakes them, or hands the lease straight to the first of them in its one LWT (when no
+    /// waiter of another process stands ahead in line; see [`LeaseStore::hand_over`](crate::LeaseStore::hand_over)).
     ///
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call (a bad name, owner or value, or
@@ -360,95 +363,7 @@ impl LeaseClient {
     }
 }
 
-impl LeaseClient {
-    /// The lease handed to this waiter's offer, if it was; `withdraw` also withdraws the
-    /// offer. An offer answered otherwise is dropped, to be posted again.
-    fn answered(
-        &self,
-        posted: &mut Option<Posted>,
-        ticket: &mut Option<Ticket>,
-        withdraw: bool,
-    ) -> Option<Lease> {
-        let answer = posted.as_mut()?.poll();
-        let granted = match answer {
-            Answer::Granted(granted) => granted,
-            Answer::Declined => {
-                *posted = None;
-                return None;
-            }
-            Answer::Waiting => {
-                if withdraw {
-                    *posted = None;
-                }
-                return None;
-            }
-        };
-        self.take_granted(posted, ticket, granted)
-    }
-
-    /// Takes the lease handed to `posted`, leaving the line; `None` (the offer dropped, the
-    /// claim given back) when its deadline has passed.
-    fn take_granted(
-        &self,
-        posted: &mut Option<Posted>,
-        ticket: &mut Option<Ticket>,
-        granted: Granted,
-    ) -> Option<Lease> {
-        let offer = posted.take()?;
-        let lease = self.handed_over(&offer, granted)?;
-        if let Some(ticket) = ticket.take() {
-            ticket.leave();
-        }
-        Some(lease)
-    }
-}
-
-/// The place of the ticket `mine` in a line whose first tickets (at most [`PLACES_READ`])
-/// are `tickets`: counted by order, not by finding the ticket, so a ticket that sorts before
-/// where the read started (a hint moved past it) stands first, as the line orders it; one
-/// after every ticket read stands that far back, `PLACES_READ` meaning "at least".
-fn place_in(tickets: &[String], mine: &str) -> usize {
-    let ahead = tickets.partition_point(|cell| cell.as_str() < mine);
-    if ahead == tickets.len() && ahead >= PLACES_READ {
-        PLACES_READ
-    } else {
-        ahead
-    }
-}
-
 /// A store error that cannot be retried (a missing table, a refused request) ends the wait.
 fn is_final(error: &StoreError) -> bool {
     matches!(error, StoreError::Rejected(_))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tickets(names: &[&str]) -> Vec<String> {
-        names.iter().map(|name| (*name).to_owned()).collect()
-    }
-
-    /// A ticket that sorts before every ticket read (the read started at a head hint that
-    /// had moved past it) stands first, as the line orders it, not last.
-    #[test]
-    fn a_ticket_before_where_the_read_started_stands_first() {
-        assert_eq!(place_in(&tickets(&["b", "c", "d"]), "a"), 0);
-    }
-
-    /// A ticket among those read stands where it sorts; one after them all, that far back.
-    #[test]
-    fn a_ticket_stands_where_it_sorts_among_those_read() {
-        let read = tickets(&["b", "c", "d"]);
-        assert_eq!(place_in(&read, "b"), 0);
-        assert_eq!(place_in(&read, "d"), 2);
-        assert_eq!(place_in(&read, "e"), 3);
-    }
-
-    /// A ticket after a full read of [`PLACES_READ`] tickets stands at least that far back.
-    #[test]
-    fn a_ticket_after_a_full_read_stands_at_least_that_far_back() {
-        let read: Vec<String> = (0..PLACES_READ).map(|i| format!("{i:04}")).collect();
-        assert_eq!(place_in(&read, "9999"), PLACES_READ);
-    }
 }

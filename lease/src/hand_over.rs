@@ -38,6 +38,7 @@ use crate::lease::Lease;
 use crate::shared_looks::StoreId;
 use crate::store::Claim;
 use crate::target::LeaseTarget;
+use crate::waiting_line::Ticket;
 
 /// Leases with offers remembered before those without a standing offer are forgotten.
 const SWEEP_AT: usize = 1024;
@@ -299,6 +300,49 @@ impl LeaseClient {
         info!(lease = %target.name, owner = %target.owner, %token, "lease acquired (handed over)");
         let lease = Lease::new(self.clone(), target, token, must_stop_by);
         guard.disarm();
+        Some(lease)
+    }
+}
+
+impl LeaseClient {
+    /// The lease handed to this waiter's offer, if it was; `withdraw` also withdraws the
+    /// offer. An offer answered otherwise is dropped, to be posted again.
+    pub(crate) fn answered(
+        &self,
+        posted: &mut Option<Posted>,
+        ticket: &mut Option<Ticket>,
+        withdraw: bool,
+    ) -> Option<Lease> {
+        let answer = posted.as_mut()?.poll();
+        let granted = match answer {
+            Answer::Granted(granted) => granted,
+            Answer::Declined => {
+                *posted = None;
+                return None;
+            }
+            Answer::Waiting => {
+                if withdraw {
+                    *posted = None;
+                }
+                return None;
+            }
+        };
+        self.take_granted(posted, ticket, granted)
+    }
+
+    /// Takes the lease handed to `posted`, leaving the line; `None` (the offer dropped, the
+    /// claim given back) when its deadline has passed.
+    pub(crate) fn take_granted(
+        &self,
+        posted: &mut Option<Posted>,
+        ticket: &mut Option<Ticket>,
+        granted: Granted,
+    ) -> Option<Lease> {
+        let offer = posted.take()?;
+        let lease = self.handed_over(&offer, granted)?;
+        if let Some(ticket) = ticket.take() {
+            ticket.leave();
+        }
         Some(lease)
     }
 }
