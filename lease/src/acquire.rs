@@ -37,7 +37,7 @@ use tracing::{debug, instrument, warn};
 use crate::client::{LeaseClient, TryAcquire};
 use crate::config::check_claim;
 use crate::error::{InvalidArgument, LeaseError, StoreError};
-use crate::hand_over::{Answer, Posted};
+use crate::hand_over::{Answer, InLine, Posted};
 use crate::lease::Lease;
 use crate::lock::MAX_LOCK_TIMEOUT;
 use crate::shared_looks::Registry;
@@ -165,8 +165,12 @@ impl LeaseClient {
         let mut woken_by_release = false;
         // How long this waiter last paused between looks.
         let mut paused = Duration::ZERO;
-        // This waiter's offer to take the lease from a holder of this process in one LWT.
+        // This waiter's offer to take the lease from a holder of this process in one LWT,
+        // while it stands in line.
         let mut posted: Option<Posted> = None;
+        let mut in_line: Option<InLine> = None;
+        // A hand-over under way answers within one request (the store call is bounded).
+        let answer_within = self.config().effective_request_timeout() + retry;
         loop {
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
@@ -174,6 +178,7 @@ impl LeaseClient {
                 let give_up_at = Instant::now() + self.config().resolve_timeout;
                 match line.join(key, give_up_at).await {
                     Ok(joined) => {
+                        in_line = Some(InLine::new(self.store_id(), key, joined.cell()));
                         ticket = Some(joined);
                         seen = Some(Instant::now());
                     }
@@ -181,9 +186,6 @@ impl LeaseClient {
                         warn!(lease = name, %error, "joining the waiting line failed; waiting without it");
                     }
                 }
-            }
-            if let (Some(ticket), None) = (&ticket, &posted) {
-                posted = self.offer(name, key, ticket.cell(), owner, value);
             }
             let released_free = woken_by_release && last_place == Some(0);
             let (free, place) = if released_free {
@@ -273,8 +275,16 @@ impl LeaseClient {
             let now = Instant::now();
             if free && watch.may_propose(place, patience, now) {
                 debug!(lease = name, place, "the lease reads free; proposing");
-                // No hand-over to this waiter while it proposes itself (one under way
-                // gives its claim back).
+                // A hand-over to this waiter under way is awaited; otherwise the offer is
+                // withdrawn while it proposes itself.
+                if let Some(offer) = posted.as_mut().filter(|offer| offer.taken())
+                    && let Ok(Answer::Granted(granted)) =
+                        tokio::time::timeout(answer_within, offer.answer()).await
+                {
+                    if let Some(lease) = self.take_granted(&mut posted, &mut ticket, granted) {
+                        return Ok(lease);
+                    }
+                }
                 if let Some(lease) = self.answered(&mut posted, &mut ticket, true) {
                     return Ok(lease);
                 }
@@ -296,6 +306,9 @@ impl LeaseClient {
                         continue;
                     }
                 }
+            }
+            if let (Some(in_line), None) = (&in_line, &posted) {
+                posted = self.offer(name, key, in_line, owner, value);
             }
             let mut delay = watch.delay(place, retry, Instant::now());
             // Behind a holder of this process, waiters wait for its release to wake them
@@ -347,7 +360,11 @@ impl LeaseClient {
             };
             // A hand-over under way answers within one request: better than a look.
             let answer = match (answer, posted.as_mut()) {
-                (None, Some(offer)) if offer.taken() => Some(offer.answer().await),
+                (None, Some(offer)) if offer.taken() => {
+                    tokio::time::timeout(answer_within, offer.answer())
+                        .await
+                        .ok()
+                }
                 (answer, _) => answer,
             };
             match answer {

@@ -17,10 +17,12 @@
 //! release on sight), as an abandoned acquisition is.
 //!
 //! Every waiter of the process posts an offer once it stands in line, keyed by its ticket;
-//! a release takes the offer of the earliest ticket, and only when the latest look at the
-//! line (shared by the process's waiters) shows no ticket of another process ahead of it:
-//! the line's order across processes is kept, and waiters of other processes are never
-//! passed over. Otherwise, or when no look shows the ticket yet, it releases the plain way.
+//! a release takes the offer of the earliest ticket, and only when no waiter of this
+//! process ahead of it is without an offer (one proposing, say) and the latest look at the
+//! line (shared by the process's waiters) shows it with no ticket of another process ahead.
+//! Otherwise it releases the plain way, which wakes the line. So the line's order is kept
+//! as far as that look is current: like the line itself, a stale look costs fairness,
+//! never safety.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,9 +58,12 @@ static POSTED: AtomicU64 = AtomicU64::new(0);
 struct Offers {
     /// The standing offers, by ticket (the line's order).
     by_ticket: BTreeMap<String, Offer>,
-    /// Every ticket of this process that posted, until the line's head has moved past it:
-    /// tickets ahead of an offer that are ours do not keep it from being taken.
-    ours: BTreeSet<String>,
+    /// The tickets of this process's waiters still in line, offering or not.
+    waiting: BTreeSet<String>,
+    /// The tickets of this process's waiters that left the line, until the line's head
+    /// has moved past them (or many more left): a look may still show them, and they do
+    /// not keep an offer behind them from being taken.
+    left: BTreeSet<String>,
 }
 
 /// A waiter's standing offer to take the lease over.
@@ -145,6 +150,10 @@ impl Posted {
 
 impl Drop for Posted {
     fn drop(&mut self) {
+        // A hand-over that reached the waiter too late: given back now, not by the watchdog.
+        if let Ok(granted) = self.answer.try_recv() {
+            drop(granted.take_guard());
+        }
         if let Ok(mut offers) = OFFERS.lock()
             && let Some(at) = offers.get_mut(&self.slot)
             && at
@@ -157,24 +166,59 @@ impl Drop for Posted {
     }
 }
 
-/// Posts `target` (a fresh claim of the waiter whose ticket is `ticket`) as its offer for
-/// `row` on `store`.
-fn post(
-    store: StoreId,
-    row: &str,
-    ticket: &str,
-    target: Arc<LeaseTarget>,
-    timing: HoldTiming,
-) -> Option<Posted> {
-    let mut offers = OFFERS.lock().ok()?;
-    if offers.len() >= SWEEP_AT {
-        offers.retain(|_, at| !at.by_ticket.is_empty());
+/// Tickets that left remembered per lease at most: beyond, the oldest are forgotten (which
+/// only makes a hand-over behind them fall back to a plain release).
+const MAX_LEFT: usize = 512;
+
+/// A waiter of this process standing in a lease's line, from its joining to its leaving
+/// (however it ends: dropped with the waiter).
+pub(crate) struct InLine {
+    slot: Slot,
+    ticket: String,
+}
+
+impl InLine {
+    /// The waiter with `ticket` stands in the line of `row` on `store`.
+    pub(crate) fn new(store: StoreId, row: &str, ticket: &str) -> InLine {
+        let slot = (store, row.to_owned());
+        if let Ok(mut offers) = OFFERS.lock() {
+            if offers.len() >= SWEEP_AT {
+                offers.retain(|_, at| !(at.by_ticket.is_empty() && at.waiting.is_empty()));
+            }
+            offers
+                .entry(slot.clone())
+                .or_default()
+                .waiting
+                .insert(ticket.to_owned());
+        }
+        InLine {
+            slot,
+            ticket: ticket.to_owned(),
+        }
     }
-    let slot = (store, row.to_owned());
+}
+
+impl Drop for InLine {
+    fn drop(&mut self) {
+        if let Ok(mut offers) = OFFERS.lock()
+            && let Some(at) = offers.get_mut(&self.slot)
+        {
+            at.waiting.remove(&self.ticket);
+            at.left.insert(self.ticket.clone());
+            while at.left.len() > MAX_LEFT {
+                at.left.pop_first();
+            }
+        }
+    }
+}
+
+/// Posts `target` (a fresh claim of the waiter standing `in_line`) as its offer.
+fn post(in_line: &InLine, target: Arc<LeaseTarget>, timing: HoldTiming) -> Option<Posted> {
+    let mut offers = OFFERS.lock().ok()?;
+    let (slot, ticket) = (in_line.slot.clone(), in_line.ticket.as_str());
     let id = POSTED.fetch_add(1, Ordering::Relaxed);
     let (reply, answer) = oneshot::channel();
     let at = offers.entry(slot.clone()).or_default();
-    at.ours.insert(ticket.to_owned());
     let taken = Arc::new(AtomicBool::new(false));
     let offer = Offer {
         id,
@@ -194,23 +238,25 @@ fn post(
     })
 }
 
-/// Takes the offer of the earliest ticket posted for `row` on `store`, if `line` (the first
-/// tickets of the line, in order, as last read) shows it and no ticket of another process
-/// ahead of it.
+/// Takes the offer of the earliest ticket posted for `row` on `store`, if no waiter of this
+/// process stands ahead of it without an offer, and `line` (the first tickets of the line,
+/// in order, as last read) shows it with no ticket ahead but those of waiters here that
+/// left.
 pub(crate) fn take(store: StoreId, row: &str, line: &[String]) -> Option<Offer> {
     let mut offers = OFFERS.lock().ok()?;
     let at = offers.get_mut(&(store, row.to_owned()))?;
     let head = line.first()?;
     // Tickets before the head have left the line.
-    at.ours = at.ours.split_off(head);
+    at.left = at.left.split_off(head);
     at.by_ticket.retain(|_, offer| !offer.reply.is_closed());
     let (ticket, _) = at.by_ticket.first_key_value()?;
     let seen = line.binary_search(ticket).is_ok() || ticket < head;
-    let ours_ahead = line
+    let none_here_ahead = at.waiting.range::<String, _>(..ticket).next().is_none();
+    let only_left_ahead = line
         .iter()
         .take_while(|cell| *cell < ticket)
-        .all(|cell| at.ours.contains(cell));
-    if !(seen && ours_ahead) {
+        .all(|cell| at.left.contains(cell));
+    if !(seen && none_here_ahead && only_left_ahead) {
         debug!(
             lease = row,
             "the first offer here is not first in line; no hand-over"
@@ -252,14 +298,14 @@ impl Offer {
 }
 
 impl LeaseClient {
-    /// Posts the offer of a waiter for `name` (stored as `key`) standing in line with
-    /// `ticket`: a fresh claim of its own, which a release in this process may hand the
+    /// Posts the offer of a waiter for `name` (stored as `key`) standing `in_line`: a fresh
+    /// claim of its own, which a release in this process may hand the
     /// lease to.
     pub(crate) fn offer(
         &self,
         name: &str,
         key: &str,
-        ticket: &str,
+        in_line: &InLine,
         owner: &str,
         value: Option<&str>,
     ) -> Option<Posted> {
@@ -279,7 +325,7 @@ impl LeaseClient {
             Arc::clone(self.orphans()),
         ));
         let timing = HoldTiming::from(self.config());
-        post(self.store_id(), key, ticket, target, timing)
+        post(in_line, target, timing)
     }
 
     /// The lease handed to `posted`, unless its deadline has passed (then it is given back

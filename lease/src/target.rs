@@ -74,54 +74,61 @@ impl LeaseTarget {
 
     /// Hands the lease to the offer of a waiter of this process, if one is posted and this
     /// acquisition was handed to its user: `None` when nothing was written (no offer, or a
-    /// definite failure: release the plain way), else the release's outcome. After a lost
-    /// answer the offered claim is given back by its guard; whether this one still holds
-    /// is for the caller's read-back.
+    /// definite failure: release the plain way), else the release's outcome. The LWT, and
+    /// the grant or give-back that follows it, run in a task of their own, so a caller
+    /// dropped or no longer polled leaves neither the waiter waiting nor the claim untended.
+    /// After a lost answer the offered claim is given back by its guard; whether this one
+    /// still holds is for the caller's read-back.
     async fn hand_over(&self) -> Option<Result<CasOutcome, StoreError>> {
         let from_token = *self.token.get()?;
         // The latest look of this process's waiters: the first tickets of the line.
         let look = self.here.get()?.latest()?;
         let line = look.seen.line.as_deref()?;
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
         let offer = crate::hand_over::take(self.store_id, &self.key, line)?;
-        let next = Arc::clone(&offer.target);
-        let mut guard = AttemptGuard::new(next.clone(), offer.timing);
-        let request = {
-            let (store, from, next) = (
-                Arc::clone(&self.store),
-                self.holder_id.clone(),
-                next.clone(),
-            );
-            async move {
-                let value = next.value();
-                let claim = Claim {
-                    name: &next.key,
-                    holder_id: &next.holder_id,
-                    owner: &next.owner,
-                    value: value.as_deref(),
-                    ttl: next.ttl,
-                };
-                store.hand_over(&from, from_token, claim).await
+        let (store, name, from) = (
+            Arc::clone(&self.store),
+            self.name.clone(),
+            self.holder_id.clone(),
+        );
+        let task = runtime.spawn(async move {
+            let next = Arc::clone(&offer.target);
+            // Armed from before the LWT: whatever happens next, the claim is never left.
+            let guard = AttemptGuard::new(next.clone(), offer.timing);
+            let value = next.value();
+            let claim = Claim {
+                name: &next.key,
+                holder_id: &next.holder_id,
+                owner: &next.owner,
+                value: value.as_deref(),
+                ttl: next.ttl,
+            };
+            let sent_at = Instant::now();
+            let outcome = store.hand_over(&from, from_token, claim).await;
+            match &outcome {
+                Ok(Some(token)) => {
+                    info!(lease = %name, %from, to = %next.holder_id, %token, "lease handed over");
+                    offer.grant(*token, sent_at, guard);
+                }
+                Err(error) if error.is_unknown() => {
+                    warn!(lease = %name, %error, "hand-over answer lost; giving the offered claim back");
+                    drop(guard);
+                }
+                Ok(None) | Err(_) => guard.disarm(),
             }
-        };
-        let sent_at = Instant::now();
-        match guard.send(request).await {
-            Ok(Some(token)) => {
-                info!(lease = %self.name, from = %self.holder_id, to = %next.holder_id, %token, "lease handed over");
-                offer.grant(token, sent_at, guard);
-                Some(Ok(CasOutcome::Applied))
-            }
-            Ok(None) => {
-                guard.disarm();
-                Some(Ok(CasOutcome::NotApplied))
-            }
-            Err(error) if error.is_unknown() => {
-                warn!(lease = %self.name, %error, "hand-over answer lost; giving the offered claim back");
-                drop(guard);
-                Some(Err(error))
-            }
+            outcome
+        });
+        let outcome = task.await.unwrap_or_else(|error| {
+            Err(StoreError::Unknown(format!(
+                "hand-over task failed: {error}"
+            )))
+        });
+        match outcome {
+            Ok(Some(_)) => Some(Ok(CasOutcome::Applied)),
+            Ok(None) => Some(Ok(CasOutcome::NotApplied)),
+            Err(error) if error.is_unknown() => Some(Err(error)),
             Err(error) => {
                 debug!(lease = %self.name, %error, "hand-over failed; releasing");
-                guard.disarm();
                 None
             }
         }

@@ -130,6 +130,7 @@ async fn a_waiter_gone_before_the_hand_over_lands_leaves_the_lease_free() {
     let memory = Arc::new(MemoryStore::new());
     let client = LeaseClient::new(memory.clone(), timing()).unwrap();
     let held = client.acquire("x", "holder", None, None).await.unwrap();
+    let first_token = held.token();
     let waiter = wait_for(&client, "gone");
     tokio::time::sleep(Duration::from_secs(2)).await;
     // The hand-over's answer takes a second; the waiter is dropped meanwhile.
@@ -146,6 +147,12 @@ async fn a_waiter_gone_before_the_hand_over_lands_leaves_the_lease_free() {
     assert!(
         client.holder("x").await.unwrap().is_none(),
         "the claim handed to the gone waiter was given back"
+    );
+    let next = client.acquire("x", "next", None, None).await.unwrap();
+    assert_eq!(
+        next.token().get(),
+        first_token.get() + 2,
+        "the lease was handed over (one token), then given back"
     );
 }
 
@@ -167,12 +174,42 @@ async fn a_lost_hand_over_answer_leaves_the_waiter_to_claim_it() {
         .expect("the waiter gets the lease soon")
         .unwrap()
         .unwrap();
-    assert!(next.token() > first_token);
+    assert_eq!(
+        next.token().get(),
+        first_token.get() + 2,
+        "the hand-over applied (one token), was given back, and the waiter claimed anew"
+    );
     assert_eq!(
         client.holder("x").await.unwrap().unwrap().holder_id,
         next.holder_id()
     );
     next.release().await.unwrap();
+}
+
+/// A release whose future is polled once (the hand-over sent) and then never again still
+/// completes the hand-over: the waiter gets the lease.
+#[tokio::test(start_paused = true)]
+async fn a_release_no_longer_polled_still_hands_the_lease_over() {
+    let memory = Arc::new(MemoryStore::new());
+    let client = LeaseClient::new(memory.clone(), timing()).unwrap();
+    let held = client.acquire("x", "holder", None, None).await.unwrap();
+    let waiter = wait_for(&client, "waiter");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    memory.inject(
+        Some(Op::Release),
+        Fault::Latency(Duration::from_millis(100)),
+        Times::Next(1),
+    );
+    let mut release = Box::pin(held.release());
+    let polled = tokio::time::timeout(Duration::from_millis(10), release.as_mut()).await;
+    assert!(polled.is_err(), "the hand-over is under way");
+    let next = tokio::time::timeout(Duration::from_secs(1), waiter)
+        .await
+        .expect("the waiter gets the lease without the releaser being polled")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.owner(), "waiter");
+    drop(release);
 }
 
 /// A waiter whose future is kept but no longer polled does not keep the lease handed to it:

@@ -262,7 +262,13 @@ impl LeaseStore for ScyllaLeaseStore {
         to: Claim<'_>,
     ) -> Result<Option<FencingToken>, StoreError> {
         let ttl = ttl_secs(to.ttl);
-        let token = (self.proposal_clock)().max(from_token.get().saturating_add(1));
+        let Some(above) = from_token.get().checked_add(1) else {
+            return Err(StoreError::Rejected(format!(
+                "lease {:?}: no token above {from_token}",
+                to.name
+            )));
+        };
+        let token = (self.proposal_clock)().max(above);
         let values = (
             (
                 ttl,
