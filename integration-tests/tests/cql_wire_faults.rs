@@ -159,7 +159,8 @@ async fn every_backend_statement_is_known_and_exercised() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Long enough for the waiter to join, look and post its offer on a busy machine.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     lease.release().await.expect("hand-over");
     let next = waiter.await.expect("waiter").expect("handed over");
     next.release().await.expect("release");

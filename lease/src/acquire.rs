@@ -166,9 +166,9 @@ impl LeaseClient {
         // How long this waiter last paused between looks.
         let mut paused = Duration::ZERO;
         // This waiter's offer to take the lease from a holder of this process in one LWT,
-        // while it stands in line.
-        let mut posted: Option<Posted> = None;
+        // while it stands in line (declared after `in_line`, so it is dropped first).
         let mut in_line: Option<InLine> = None;
+        let mut posted: Option<Posted> = None;
         // A hand-over under way answers within one request (the store call is bounded).
         let answer_within = self.config().effective_request_timeout() + retry;
         loop {
@@ -176,9 +176,10 @@ impl LeaseClient {
             // instead of proposing together. A line that cannot be joined is waited without.
             if let (Some(line), None) = (&line, &ticket) {
                 let give_up_at = Instant::now() + self.config().resolve_timeout;
-                match line.join(key, give_up_at).await {
-                    Ok(joined) => {
-                        in_line = Some(InLine::new(self.store_id(), key, joined.cell()));
+                let stand = |cell: &str| InLine::new(self.store_id(), key, cell);
+                match line.join(key, give_up_at, stand).await {
+                    Ok((joined, standing)) => {
+                        in_line = Some(standing);
                         ticket = Some(joined);
                         seen = Some(Instant::now());
                     }
@@ -264,7 +265,7 @@ impl LeaseClient {
             };
             last_place = Some(place);
             woken_by_release = false;
-            if let Some(lease) = self.answered(&mut posted, &mut ticket, false) {
+            if let Some(lease) = self.answered(&mut posted, &mut ticket) {
                 return Ok(lease);
             }
             if let Some(ticket) = ticket.as_mut() {
@@ -275,19 +276,17 @@ impl LeaseClient {
             let now = Instant::now();
             if free && watch.may_propose(place, patience, now) {
                 debug!(lease = name, place, "the lease reads free; proposing");
-                // A hand-over to this waiter under way is awaited; otherwise the offer is
-                // withdrawn while it proposes itself.
-                if let Some(offer) = posted.as_mut().filter(|offer| offer.taken())
+                // The offer is withdrawn while this waiter proposes itself; one a release
+                // took already is answered within one request: awaited instead.
+                if let Some(offer) = posted.as_mut()
+                    && !offer.withdraw()
                     && let Ok(Answer::Granted(granted)) =
                         tokio::time::timeout(answer_within, offer.answer()).await
+                    && let Some(lease) = self.take_granted(&mut posted, &mut ticket, granted)
                 {
-                    if let Some(lease) = self.take_granted(&mut posted, &mut ticket, granted) {
-                        return Ok(lease);
-                    }
-                }
-                if let Some(lease) = self.answered(&mut posted, &mut ticket, true) {
                     return Ok(lease);
                 }
+                posted = None;
                 match self.try_acquire(name, owner, value).await {
                     Ok(TryAcquire::Acquired(lease)) => {
                         if let Some(ticket) = ticket.take() {

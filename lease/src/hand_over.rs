@@ -31,16 +31,12 @@ use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::oneshot;
 use tokio::sync::oneshot::error::TryRecvError;
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
-use crate::client::{LeaseClient, new_holder_id};
 use crate::fencing::FencingToken;
 use crate::hold::{AttemptGuard, HoldTiming};
-use crate::lease::Lease;
 use crate::shared_looks::StoreId;
-use crate::store::Claim;
 use crate::target::LeaseTarget;
-use crate::waiting_line::Ticket;
 
 /// Leases with offers remembered before those without a standing offer are forgotten.
 const SWEEP_AT: usize = 1024;
@@ -90,6 +86,13 @@ pub(crate) struct Granted {
     guard: Arc<Mutex<Option<AttemptGuard>>>,
 }
 
+impl Drop for Granted {
+    /// A grant dropped untaken (its offer gone, its waiter too late) gives the claim back.
+    fn drop(&mut self) {
+        drop(self.take_guard());
+    }
+}
+
 impl Granted {
     /// The armed guard of the claim handed over, unless the watchdog gave it back already.
     pub(crate) fn take_guard(&self) -> Option<AttemptGuard> {
@@ -133,6 +136,19 @@ impl Posted {
         }
     }
 
+    /// Withdraws the offer: `true` when it was still standing, `false` when a release took
+    /// it already (its answer then comes within one request).
+    pub(crate) fn withdraw(&mut self) -> bool {
+        let Ok(mut offers) = OFFERS.lock() else {
+            return !self.taken();
+        };
+        let standing = offers.get_mut(&self.slot).and_then(|at| {
+            let ours = at.by_ticket.get(&self.ticket)?.id == self.id;
+            ours.then(|| at.by_ticket.remove(&self.ticket))
+        });
+        standing.is_some() || !self.taken()
+    }
+
     /// Whether a release took the offer: its answer comes within one request.
     pub(crate) fn taken(&self) -> bool {
         self.taken.load(Ordering::Acquire)
@@ -150,10 +166,9 @@ impl Posted {
 
 impl Drop for Posted {
     fn drop(&mut self) {
-        // A hand-over that reached the waiter too late: given back now, not by the watchdog.
-        if let Ok(granted) = self.answer.try_recv() {
-            drop(granted.take_guard());
-        }
+        // No grant can land from here on; one that did is dropped with the channel, which
+        // gives its claim back (`Granted`'s drop).
+        self.answer.close();
         if let Ok(mut offers) = OFFERS.lock()
             && let Some(at) = offers.get_mut(&self.slot)
             && at
@@ -204,6 +219,11 @@ impl Drop for InLine {
             && let Some(at) = offers.get_mut(&self.slot)
         {
             at.waiting.remove(&self.ticket);
+            if at.waiting.is_empty() && at.by_ticket.is_empty() {
+                // Nobody of this process waits: nothing to hand over to, nothing to keep.
+                offers.remove(&self.slot);
+                return;
+            }
             at.left.insert(self.ticket.clone());
             while at.left.len() > MAX_LEFT {
                 at.left.pop_first();
@@ -280,9 +300,9 @@ impl Offer {
             sent_at,
             guard: Arc::clone(&guard),
         };
-        if let Err(granted) = self.reply.send(granted) {
+        if self.reply.send(granted).is_err() {
+            // The returned grant was dropped: its guard gives the claim back.
             debug!(claim = %self.target.name, "the waiter left before the hand-over; giving the claim back");
-            drop(granted.take_guard());
             return;
         }
         let (name, patience) = (self.target.name.clone(), self.timing.retry_interval);
@@ -297,98 +317,9 @@ impl Offer {
     }
 }
 
-impl LeaseClient {
-    /// Posts the offer of a waiter for `name` (stored as `key`) standing `in_line`: a fresh
-    /// claim of its own, which a release in this process may hand the
-    /// lease to.
-    pub(crate) fn offer(
-        &self,
-        name: &str,
-        key: &str,
-        in_line: &InLine,
-        owner: &str,
-        value: Option<&str>,
-    ) -> Option<Posted> {
-        let holder_id = new_holder_id();
-        let claim = Claim {
-            name: key,
-            holder_id: &holder_id,
-            owner,
-            value,
-            ttl: self.config().store_ttl(),
-        };
-        let target = Arc::new(LeaseTarget::new(
-            Arc::clone(self.store()),
-            self.store_id(),
-            name,
-            claim,
-            Arc::clone(self.orphans()),
-        ));
-        let timing = HoldTiming::from(self.config());
-        post(in_line, target, timing)
-    }
+#[path = "hand_over_waiter.rs"]
+mod waiter;
 
-    /// The lease handed to `posted`, unless its deadline has passed (then it is given back
-    /// in the background, and the waiter waits on).
-    pub(crate) fn handed_over(&self, posted: &Posted, granted: Granted) -> Option<Lease> {
-        let Some(guard) = granted.take_guard() else {
-            debug!(lease = %posted.target.name, "the lease handed over was given back already");
-            return None;
-        };
-        let (token, sent_at) = (granted.token, granted.sent_at);
-        let must_stop_by = sent_at + self.config().renew_deadline();
-        if Instant::now() >= must_stop_by {
-            warn!(lease = %posted.target.name, "handed over after its deadline; giving it back");
-            return None;
-        }
-        let target = Arc::clone(&posted.target);
-        target.held_here(token);
-        info!(lease = %target.name, owner = %target.owner, %token, "lease acquired (handed over)");
-        let lease = Lease::new(self.clone(), target, token, must_stop_by);
-        guard.disarm();
-        Some(lease)
-    }
-}
-
-impl LeaseClient {
-    /// The lease handed to this waiter's offer, if it was; `withdraw` also withdraws the
-    /// offer. An offer answered otherwise is dropped, to be posted again.
-    pub(crate) fn answered(
-        &self,
-        posted: &mut Option<Posted>,
-        ticket: &mut Option<Ticket>,
-        withdraw: bool,
-    ) -> Option<Lease> {
-        let answer = posted.as_mut()?.poll();
-        let granted = match answer {
-            Answer::Granted(granted) => granted,
-            Answer::Declined => {
-                *posted = None;
-                return None;
-            }
-            Answer::Waiting => {
-                if withdraw {
-                    *posted = None;
-                }
-                return None;
-            }
-        };
-        self.take_granted(posted, ticket, granted)
-    }
-
-    /// Takes the lease handed to `posted`, leaving the line; `None` (the offer dropped, the
-    /// claim given back) when its deadline has passed.
-    pub(crate) fn take_granted(
-        &self,
-        posted: &mut Option<Posted>,
-        ticket: &mut Option<Ticket>,
-        granted: Granted,
-    ) -> Option<Lease> {
-        let offer = posted.take()?;
-        let lease = self.handed_over(&offer, granted)?;
-        if let Some(ticket) = ticket.take() {
-            ticket.leave();
-        }
-        Some(lease)
-    }
-}
+#[cfg(test)]
+#[path = "hand_over_tests.rs"]
+mod tests;
