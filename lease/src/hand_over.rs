@@ -65,6 +65,9 @@ struct Offers {
 /// A waiter's standing offer to take the lease over.
 pub(crate) struct Offer {
     id: u64,
+    /// Which lease, and the waiter's ticket.
+    slot: Slot,
+    ticket: String,
     /// Set when a release takes it.
     taken: Arc<AtomicBool>,
     /// The claim the waiter would hold: its own client's store, name, owner, value, TTL.
@@ -242,6 +245,8 @@ fn post(in_line: &InLine, target: Arc<LeaseTarget>, timing: HoldTiming) -> Optio
     let taken = Arc::new(AtomicBool::new(false));
     let offer = Offer {
         id,
+        slot: slot.clone(),
+        ticket: ticket.to_owned(),
         taken: Arc::clone(&taken),
         target: Arc::clone(&target),
         timing,
@@ -289,6 +294,17 @@ pub(crate) fn take(store: StoreId, row: &str, line: &[String]) -> Option<Offer> 
     Some(offer)
 }
 
+/// Counts the waiter with `ticket` as gone from the line of `slot` (it stays so: a waiter
+/// that comes back may be served after those behind it).
+fn step_aside(slot: &Slot, ticket: &str) {
+    if let Ok(mut offers) = OFFERS.lock()
+        && let Some(at) = offers.get_mut(slot)
+        && at.waiting.remove(ticket)
+    {
+        at.left.insert(ticket.to_owned());
+    }
+}
+
 impl Offer {
     /// Hands the claim, written with `token` by a hand-over sent at `sent_at`, to the
     /// waiter. `guard` (armed) gives it back if the waiter is gone by now, or does not take
@@ -306,11 +322,15 @@ impl Offer {
             return;
         }
         let (name, patience) = (self.target.name.clone(), self.timing.retry_interval);
+        let (slot, ticket) = (self.slot, self.ticket);
         tokio::spawn(async move {
             tokio::time::sleep(patience).await;
             let unclaimed = guard.lock().ok().and_then(|mut guard| guard.take());
             if let Some(unclaimed) = unclaimed {
                 warn!(lease = %name, "the waiter did not take the lease handed to it; giving it back");
+                // A waiter not polled for this long steps aside: the give-back may hand the
+                // lease to the next offer rather than leave the line to wait on it.
+                step_aside(&slot, &ticket);
                 drop(unclaimed);
             }
         });

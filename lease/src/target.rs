@@ -108,6 +108,9 @@ impl LeaseTarget {
             match &outcome {
                 Ok(Some(token)) => {
                     info!(lease = %name, %from, to = %next.holder_id, %token, "lease handed over");
+                    // Held here from now on: a give-back (waiter gone or not polled) may hand
+                    // it on to the next waiter in turn.
+                    next.held_here(*token);
                     offer.grant(*token, sent_at, guard);
                 }
                 Err(error) if error.is_unknown() => {

@@ -234,3 +234,26 @@ async fn a_waiter_not_polled_gives_back_the_lease_handed_to_it() {
     );
     drop(stalled);
 }
+
+/// A waiter of the process that is no longer polled holds the line up for about a
+/// `retry_period`: the lease handed to it goes on to the next waiter in line.
+#[tokio::test(start_paused = true)]
+async fn a_waiter_not_polled_holds_up_the_next_for_about_a_retry_period() {
+    let client = LeaseClient::new(Arc::new(MemoryStore::new()), timing()).unwrap();
+    let held = client.acquire("x", "holder", None, None).await.unwrap();
+    let mut stalled = Box::pin(client.acquire("x", "stalled", None, None));
+    let waited = tokio::time::timeout(Duration::from_millis(100), stalled.as_mut()).await;
+    assert!(waited.is_err(), "the lease is held");
+    let next = wait_for(&client, "next");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let released = tokio::time::Instant::now();
+    held.release().await.unwrap();
+    let next = next.await.unwrap().unwrap();
+    let waited = released.elapsed();
+    assert!(
+        waited <= timing().retry_period + Duration::from_millis(100),
+        "the next waiter waited {waited:?} behind one not polled"
+    );
+    assert_eq!(next.owner(), "next");
+    drop(stalled);
+}
