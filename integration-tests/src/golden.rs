@@ -40,6 +40,10 @@ pub const LEASE: &[(&str, &str)] = &[
         "DELETE holder, owner, value, lease_ttl FROM {keyspace}.{table} WHERE name = ? IF holder = ?",
     ),
     (
+        "lease.release",
+        "UPDATE {keyspace}.{table} USING TTL ? SET holder = ?, owner = ?, value = ?, lease_ttl = ? WHERE name = ? IF holder = ? AND fence = ?",
+    ),
+    (
         "lease.read",
         "SELECT holder, owner, value, fence, TTL(holder) FROM {keyspace}.{table} WHERE name = ?",
     ),

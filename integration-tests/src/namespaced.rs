@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cql_lease::cells::{Cell, CellRef, CellStore};
-use cql_lease::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoreError, StoredLease};
+use cql_lease::{
+    AcquireOutcome, CasOutcome, Claim, FencingToken, LeaseStore, StoreError, StoredLease,
+};
 use cql_workqueue::bakery::{BakeryParts, PlainItemStore};
 use cql_workqueue::store::{
     ClaimOutcome, IndexEntry, ItemClaim, NewRow, QueueStore, Reschedule, Seal,
@@ -100,6 +102,17 @@ impl<S: LeaseStore + ?Sized> LeaseStore for Namespaced<S> {
     }
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
         self.inner.release(&self.name(name), holder_id).await
+    }
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        let name = self.name(to.name);
+        self.inner
+            .hand_over(from_holder_id, from_token, Claim { name: &name, ..to })
+            .await
     }
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.inner.read(&self.name(name)).await

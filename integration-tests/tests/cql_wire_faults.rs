@@ -3,6 +3,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
+use std::time::Duration;
+
 use cql_lease::memory::{Op, Times};
 use cql_lease::scylla::cql;
 use cql_lease::{LeaseError, TryAcquire};
@@ -149,7 +151,19 @@ async fn every_backend_statement_is_known_and_exercised() {
     lease.renew().await.expect("renew");
     c.holder("all").await.expect("read");
     c.peek("all").await.expect("peek");
-    lease.release().await.expect("release");
+    // A waiter of this process in line: the release hands the lease to it (HAND_OVER).
+    let waiter = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.acquire("all", "carol", None, Some(Duration::from_secs(10)))
+                .await
+        })
+    };
+    // Long enough for the waiter to join, look and post its offer on a busy machine.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    lease.release().await.expect("hand-over");
+    let next = waiter.await.expect("waiter").expect("handed over");
+    next.release().await.expect("release");
     b.after_scenario();
     let executed = b.server.executed();
     for template in cql::ALL {
@@ -161,6 +175,41 @@ async fn every_backend_statement_is_known_and_exercised() {
         );
     }
     assert!(executed.len() >= cql::ALL.len());
+}
+
+/// A release that hands the lease to a waiter of its process writes a token above its own,
+/// even with the proposer's clock stuck far in the past, and the waiter holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_overs_grow_the_token_even_when_the_proposer_clock_is_behind() {
+    let b =
+        WireBackend::start_with(Flavor::Cassandra, |store| store.with_proposal_clock(|| 1)).await;
+    let c = client(&b);
+    let mut held = must_acquire(&c, "handed", "first").await;
+    for i in 0..3 {
+        let waiter = {
+            let c = c.clone();
+            let owner = format!("w{i}");
+            tokio::spawn(async move {
+                c.acquire("handed", &owner, None, Some(Duration::from_secs(10)))
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (before, paxos) = (held.token(), b.server.paxos().total_rounds());
+        held.release().await.expect("hand-over");
+        held = waiter.await.expect("waiter").expect("handed over");
+        assert!(held.token() > before, "{:?} after {before:?}", held.token());
+        assert_eq!(
+            b.server.paxos().total_rounds() - paxos,
+            1,
+            "one Paxos round: the release's"
+        );
+        let stored = c.holder("handed").await.expect("read").expect("held");
+        assert_eq!(stored.holder_id, held.holder_id());
+        assert_eq!(stored.token, held.token());
+    }
+    held.release().await.expect("release");
+    b.after_scenario();
 }
 
 /// Token order comes from the LWT condition on the stored token, not from the proposer's

@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use cql_lease::cells::CellStore;
 use cql_lease::lock::{LeaseLock, Lock, LockError};
 use cql_lease::{
-    AcquireOutcome, CasOutcome, Claim, LeaseClient, LeaseError, LeaseStore, MemoryStore,
-    StoreError, StoredLease, Timing,
+    AcquireOutcome, CasOutcome, Claim, FencingToken, LeaseClient, LeaseError, LeaseStore,
+    MemoryStore, StoreError, StoredLease, Timing,
 };
 use integration_tests::conformance::lock::lock_options;
 use tokio::time::Instant;
@@ -41,6 +41,14 @@ impl LeaseStore for ReadBackRefused {
     }
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
         self.inner.release(name, holder_id).await
+    }
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        self.inner.hand_over(from_holder_id, from_token, to).await
     }
     async fn read(&self, _: &str) -> Result<Option<StoredLease>, StoreError> {
         Err(StoreError::Rejected("SERIAL reads are not served".into()))

@@ -24,7 +24,9 @@
 //! crowd in one process reads about as much as its first two waiters. A release made in
 //! the process wakes the first two at once, and the first claims without reading; behind
 //! a holder of their own process, waiters wait for that wake instead of reading (every
-//! `retry_period` at most, should the lease be lost without a release).
+//! `retry_period` at most, should the lease be lost without a release), and each posts an
+//! offer: that holder's release hands the lease to the first of them in one LWT
+//! (`hand_over.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +37,7 @@ use tracing::{debug, instrument, warn};
 use crate::client::{LeaseClient, TryAcquire};
 use crate::config::check_claim;
 use crate::error::{InvalidArgument, LeaseError, StoreError};
+use crate::hand_over::{Answer, InLine, Posted};
 use crate::lease::Lease;
 use crate::lock::MAX_LOCK_TIMEOUT;
 use crate::shared_looks::Registry;
@@ -43,7 +46,7 @@ use crate::waiting_line::Ticket;
 
 #[path = "acquire_watch.rs"]
 mod watch;
-use watch::{TICK, Watch};
+use watch::{TICK, Watch, place_in};
 
 /// How many tickets a waiter reads to learn its place: places beyond are paced alike.
 pub(crate) const PLACES_READ: usize = 32;
@@ -53,7 +56,7 @@ pub(crate) const PLACES_READ: usize = 32;
 #[derive(Debug)]
 pub(crate) struct LeaseSeen {
     lease: Result<Option<StoredLease>, StoreError>,
-    line: Option<Vec<String>>,
+    pub(crate) line: Option<Vec<String>>,
 }
 
 /// This process's waiters' looks at leases, shared by lease.
@@ -77,7 +80,8 @@ impl LeaseClient {
     /// in line read back to back while a hold is young, less often as it ages (at most
     /// every `retry_period`); the others less often the further back they stand. Behind a
     /// holder in the same process, waiters read every `retry_period` only: its release
-    /// wakes them.
+    /// wakes them, or hands the lease straight to the first of them in its one LWT (when no
+    /// waiter of another process stands ahead in line; see [`LeaseStore::hand_over`](crate::LeaseStore::hand_over)).
     ///
     /// # Errors
     /// [`LeaseError::InvalidArgument`] before any store call (a bad name, owner or value, or
@@ -161,13 +165,21 @@ impl LeaseClient {
         let mut woken_by_release = false;
         // How long this waiter last paused between looks.
         let mut paused = Duration::ZERO;
+        // This waiter's offer to take the lease from a holder of this process in one LWT,
+        // while it stands in line (declared after `in_line`, so it is dropped first).
+        let mut in_line: Option<InLine> = None;
+        let mut posted: Option<Posted> = None;
+        // A hand-over under way answers within one request (the store call is bounded).
+        let answer_within = self.config().effective_request_timeout() + retry;
         loop {
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
             if let (Some(line), None) = (&line, &ticket) {
                 let give_up_at = Instant::now() + self.config().resolve_timeout;
-                match line.join(key, give_up_at).await {
-                    Ok(joined) => {
+                let stand = |cell: &str| InLine::new(self.store_id(), key, cell);
+                match line.join(key, give_up_at, stand).await {
+                    Ok((joined, standing)) => {
+                        in_line = Some(standing);
                         ticket = Some(joined);
                         seen = Some(Instant::now());
                     }
@@ -253,6 +265,9 @@ impl LeaseClient {
             };
             last_place = Some(place);
             woken_by_release = false;
+            if let Some(lease) = self.answered(&mut posted, &mut ticket) {
+                return Ok(lease);
+            }
             if let Some(ticket) = ticket.as_mut() {
                 ticket
                     .keep_fresh(Instant::now() + self.config().resolve_timeout)
@@ -261,6 +276,17 @@ impl LeaseClient {
             let now = Instant::now();
             if free && watch.may_propose(place, patience, now) {
                 debug!(lease = name, place, "the lease reads free; proposing");
+                // The offer is withdrawn while this waiter proposes itself; one a release
+                // took already is answered within one request: awaited instead.
+                if let Some(offer) = posted.as_mut()
+                    && !offer.withdraw()
+                    && let Ok(Answer::Granted(granted)) =
+                        tokio::time::timeout(answer_within, offer.answer()).await
+                    && let Some(lease) = self.take_granted(&mut posted, &mut ticket, granted)
+                {
+                    return Ok(lease);
+                }
+                posted = None;
                 match self.try_acquire(name, owner, value).await {
                     Ok(TryAcquire::Acquired(lease)) => {
                         if let Some(ticket) = ticket.take() {
@@ -279,6 +305,9 @@ impl LeaseClient {
                         continue;
                     }
                 }
+            }
+            if let (Some(in_line), None) = (&in_line, &posted) {
+                posted = self.offer(name, key, in_line, owner, value);
             }
             let mut delay = watch.delay(place, retry, Instant::now());
             // Behind a holder of this process, waiters wait for its release to wake them
@@ -309,66 +338,48 @@ impl LeaseClient {
             // would make that a busy loop, and a paused clock would never move.
             if delay < TICK && watch.look >= Duration::from_micros(20) {
                 tokio::task::yield_now().await;
-            } else if place <= 1 || behind_here {
-                tokio::select! {
-                    // A release that lands with the timer wins: it saves a look.
-                    biased;
-                    () = released => woken_by_release = true,
-                    () = tokio::time::sleep(delay.max(TICK)) => {}
+                continue;
+            }
+            let answer = async {
+                match posted.as_mut() {
+                    Some(posted) => posted.answer().await,
+                    None => std::future::pending().await,
                 }
-            } else {
-                tokio::time::sleep(delay.max(TICK)).await;
+            };
+            let wake = place <= 1 || behind_here;
+            let answer = tokio::select! {
+                // A hand-over first; a release that lands with the timer wins: it saves a look.
+                biased;
+                answer = answer => Some(answer),
+                () = released, if wake => {
+                    woken_by_release = true;
+                    None
+                }
+                () = tokio::time::sleep(delay.max(TICK)) => None,
+            };
+            // A hand-over under way answers within one request: better than a look.
+            let answer = match (answer, posted.as_mut()) {
+                (None, Some(offer)) if offer.taken() => {
+                    tokio::time::timeout(answer_within, offer.answer())
+                        .await
+                        .ok()
+                }
+                (answer, _) => answer,
+            };
+            match answer {
+                Some(Answer::Granted(granted)) => {
+                    if let Some(lease) = self.take_granted(&mut posted, &mut ticket, granted) {
+                        return Ok(lease);
+                    }
+                }
+                Some(_) => posted = None,
+                None => {}
             }
         }
-    }
-}
-
-/// The place of the ticket `mine` in a line whose first tickets (at most [`PLACES_READ`])
-/// are `tickets`: counted by order, not by finding the ticket, so a ticket that sorts before
-/// where the read started (a hint moved past it) stands first, as the line orders it; one
-/// after every ticket read stands that far back, `PLACES_READ` meaning "at least".
-fn place_in(tickets: &[String], mine: &str) -> usize {
-    let ahead = tickets.partition_point(|cell| cell.as_str() < mine);
-    if ahead == tickets.len() && ahead >= PLACES_READ {
-        PLACES_READ
-    } else {
-        ahead
     }
 }
 
 /// A store error that cannot be retried (a missing table, a refused request) ends the wait.
 fn is_final(error: &StoreError) -> bool {
     matches!(error, StoreError::Rejected(_))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tickets(names: &[&str]) -> Vec<String> {
-        names.iter().map(|name| (*name).to_owned()).collect()
-    }
-
-    /// A ticket that sorts before every ticket read (the read started at a head hint that
-    /// had moved past it) stands first, as the line orders it, not last.
-    #[test]
-    fn a_ticket_before_where_the_read_started_stands_first() {
-        assert_eq!(place_in(&tickets(&["b", "c", "d"]), "a"), 0);
-    }
-
-    /// A ticket among those read stands where it sorts; one after them all, that far back.
-    #[test]
-    fn a_ticket_stands_where_it_sorts_among_those_read() {
-        let read = tickets(&["b", "c", "d"]);
-        assert_eq!(place_in(&read, "b"), 0);
-        assert_eq!(place_in(&read, "d"), 2);
-        assert_eq!(place_in(&read, "e"), 3);
-    }
-
-    /// A ticket after a full read of [`PLACES_READ`] tickets stands at least that far back.
-    #[test]
-    fn a_ticket_after_a_full_read_stands_at_least_that_far_back() {
-        let read: Vec<String> = (0..PLACES_READ).map(|i| format!("{i:04}")).collect();
-        assert_eq!(place_in(&read, "9999"), PLACES_READ);
-    }
 }

@@ -148,3 +148,48 @@ impl Watch {
         delay.min(retry_interval)
     }
 }
+
+/// The place of the ticket `mine` in a line whose first tickets (at most [`PLACES_READ`])
+/// are `tickets`: counted by order, not by finding the ticket, so a ticket that sorts before
+/// where the read started (a hint moved past it) stands first, as the line orders it; one
+/// after every ticket read stands that far back, `PLACES_READ` meaning "at least".
+pub(super) fn place_in(tickets: &[String], mine: &str) -> usize {
+    let ahead = tickets.partition_point(|cell| cell.as_str() < mine);
+    if ahead == tickets.len() && ahead >= PLACES_READ {
+        PLACES_READ
+    } else {
+        ahead
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tickets(names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    /// A ticket that sorts before every ticket read (the read started at a head hint that
+    /// had moved past it) stands first, as the line orders it, not last.
+    #[test]
+    fn a_ticket_before_where_the_read_started_stands_first() {
+        assert_eq!(place_in(&tickets(&["b", "c", "d"]), "a"), 0);
+    }
+
+    /// A ticket among those read stands where it sorts; one after them all, that far back.
+    #[test]
+    fn a_ticket_stands_where_it_sorts_among_those_read() {
+        let read = tickets(&["b", "c", "d"]);
+        assert_eq!(place_in(&read, "b"), 0);
+        assert_eq!(place_in(&read, "d"), 2);
+        assert_eq!(place_in(&read, "e"), 3);
+    }
+
+    /// A ticket after a full read of [`PLACES_READ`] tickets stands at least that far back.
+    #[test]
+    fn a_ticket_after_a_full_read_stands_at_least_that_far_back() {
+        let read: Vec<String> = (0..PLACES_READ).map(|i| format!("{i:04}")).collect();
+        assert_eq!(place_in(&read, "9999"), PLACES_READ);
+    }
+}

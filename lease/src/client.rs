@@ -134,6 +134,11 @@ impl LeaseClient {
         self.line.as_ref()
     }
 
+    /// The acquisitions this client gave up on (see [`LeaseClient::release_on_sight`]).
+    pub(crate) fn orphans(&self) -> &Arc<Orphans> {
+        &self.orphans
+    }
+
     /// The timing configuration.
     pub fn config(&self) -> &Timing {
         &self.config
@@ -206,7 +211,7 @@ impl LeaseClient {
     }
 }
 
-fn new_holder_id() -> String {
+pub(crate) fn new_holder_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 

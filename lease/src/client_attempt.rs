@@ -162,7 +162,7 @@ impl LeaseClient {
                 AcquireOutcome::Held(current) => current.token,
             };
             info!(lease = name, owner, %token, "lease acquired");
-            target.held_here();
+            target.held_here(token);
             let lease = Lease::new(
                 self.clone(),
                 target,

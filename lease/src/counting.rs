@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::cells::{Cell, CellRef, CellStore};
 use crate::error::StoreError;
+use crate::fencing::FencingToken;
 use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
 
 /// Counts of store calls by operation; each is one round trip on a real store.
@@ -118,6 +119,15 @@ impl<S: LeaseStore + ?Sized> LeaseStore for CountingStore<S> {
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
         self.count(2);
         self.inner.release(name, holder_id).await
+    }
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        self.count(2); // the release's LWT
+        self.inner.hand_over(from_holder_id, from_token, to).await
     }
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.count(3);

@@ -61,6 +61,7 @@ mod counting;
 mod error;
 pub mod fencing;
 pub mod global_time;
+mod hand_over;
 pub mod hold;
 mod keepalive;
 mod lease;

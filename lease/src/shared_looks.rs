@@ -291,6 +291,11 @@ impl<T> SharedLooks<T> {
         self.wake.notified()
     }
 
+    /// The latest look, if any was made.
+    pub(crate) fn latest(&self) -> Option<Arc<Look<T>>> {
+        self.latest_after(None)
+    }
+
     fn latest_after(&self, after: Option<Instant>) -> Option<Arc<Look<T>>> {
         let last = self.last.lock().ok()?.clone()?;
         after.is_none_or(|after| last.sent > after).then_some(last)

@@ -104,6 +104,26 @@ pub trait LeaseStore: Send + Sync + 'static {
     /// holder id, so sending it again is safe.
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError>;
 
+    /// Hands the lease from `from_holder_id`, which holds it with `from_token`, straight to
+    /// `to` in one conditional write: the release and the next claim at once, with a token
+    /// above `from_token`. Returns the new token, or `None` when `from_holder_id` no longer
+    /// holds it with that token (nothing was written). Counted and faulted as a release:
+    /// it is the release's one LWT.
+    ///
+    /// # Errors
+    /// As [`LeaseStore::try_acquire`]: after [`StoreError::Unknown`] either holder may hold
+    /// it ([`LeaseStore::read`] tells, by holder id).
+    ///
+    /// # Cancel safety
+    /// Dropping the future leaves the outcome unknown: `to` may hold the lease. Callers keep
+    /// `to` under an armed [`crate::hold::AttemptGuard`] until it is handed to its waiter.
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError>;
+
     /// Linearizable read of the current holder; `None` when free.
     ///
     /// # Errors

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use tracing::warn;
 
 use crate::error::StoreError;
+use crate::fencing::FencingToken;
 use crate::store::{AcquireOutcome, CasOutcome, Claim, LeaseStore, StoredLease};
 
 /// Wraps a store so that no call waits longer than `timeout` (what
@@ -128,6 +129,17 @@ impl LeaseStore for TimedStore {
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
         let call = || self.inner.release(name, holder_id);
         self.metered("release", Call::Conditional, call, applied)
+            .await
+    }
+
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        let call = || self.inner.hand_over(from_holder_id, from_token, to);
+        self.metered("hand_over", Call::Conditional, call, Option::is_some)
             .await
     }
 

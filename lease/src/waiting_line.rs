@@ -179,7 +179,16 @@ impl Line {
     /// # Errors
     /// The write's last error once `give_up_at` passed; the ticket may still land: it is
     /// deleted with a later timestamp (the dropped ticket does it), or expires within the TTL.
-    pub(crate) async fn join(&self, name: &str, give_up_at: Instant) -> Result<Ticket, StoreError> {
+    ///
+    /// `before_write` gets the ticket's cell before it is written (the waiter registers it
+    /// in this process first, so no release here can pass it over while the write is under
+    /// way); what it returns comes back with the ticket.
+    pub(crate) async fn join<R>(
+        &self,
+        name: &str,
+        give_up_at: Instant,
+        before_write: impl FnOnce(&str) -> R,
+    ) -> Result<(Ticket, R), StoreError> {
         let micros = ClientClock::next().max(0);
         let sequence = ARRIVALS.fetch_add(1, Ordering::Relaxed);
         let id = uuid::Uuid::new_v4().simple();
@@ -190,9 +199,10 @@ impl Line {
             written_at: Instant::now(),
             left: false,
         };
+        let registered = before_write(&ticket.cell);
         ticket.write(give_up_at).await?;
         debug!(lease = name, ticket = %ticket.cell, "joined the waiting line");
-        Ok(ticket)
+        Ok((ticket, registered))
     }
 }
 

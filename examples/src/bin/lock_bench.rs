@@ -62,8 +62,8 @@ use cql_lease::lock::{
 use cql_lease::memory::{Fault, Times};
 use cql_lease::scylla::{Replication, ScyllaLeaseStore, ScyllaOptions};
 use cql_lease::{
-    AcquireOutcome, CallCounts, CasOutcome, Claim, CountingStore, Lease, LeaseClient, LeaseStore,
-    MemoryStore, StoreError, StoredLease, Timing,
+    AcquireOutcome, CallCounts, CasOutcome, Claim, CountingStore, FencingToken, Lease, LeaseClient,
+    LeaseStore, MemoryStore, StoreError, StoredLease, Timing,
 };
 use cql_test_server::{CqlTestServer, Flavor, NodeFault, ServerOptions};
 use examples::Flags;
@@ -203,6 +203,19 @@ impl LeaseStore for WindowGate {
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.inner.read(name).await
     }
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(StoreError::Rejected(
+                "the measuring window has closed".into(),
+            ));
+        }
+        self.inner.hand_over(from_holder_id, from_token, to).await
+    }
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.inner.peek(name).await
     }
@@ -228,6 +241,14 @@ impl LeaseStore for Apart {
     }
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.0.read(name).await
+    }
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        self.0.hand_over(from_holder_id, from_token, to).await
     }
     async fn peek(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.0.peek(name).await

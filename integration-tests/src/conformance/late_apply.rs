@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use cql_election::{Election, ElectionEvent};
 use cql_lease::memory::{Fault, Op, Times};
 use cql_lease::{
-    AcquireOutcome, CasOutcome, Claim, LeaseClient, LeaseError, LeaseStore, StoreError,
-    StoredLease, Timing, TryAcquire,
+    AcquireOutcome, CasOutcome, Claim, FencingToken, LeaseClient, LeaseError, LeaseStore,
+    StoreError, StoredLease, Timing, TryAcquire,
 };
 use futures::StreamExt;
 use tokio::sync::Notify;
@@ -99,6 +99,14 @@ impl LeaseStore for LateApply {
     }
     async fn release(&self, name: &str, holder_id: &str) -> Result<CasOutcome, StoreError> {
         self.inner.release(name, holder_id).await
+    }
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        self.inner.hand_over(from_holder_id, from_token, to).await
     }
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.inner.read(name).await

@@ -21,8 +21,9 @@
 //! - A waiter that crashed holds the line up for `retry_period` after the lease frees
 //!   (the second in line then proposes too) and leaves it within the TTL.
 //! - A hand-over costs a release, a read and a claim: about `1 / (2 LWTs + 1 read)`
-//!   acquisitions per second, whatever the number of contenders; within one process the
-//!   waiters share their reads and a release wakes the first at once (a release and a claim).
+//!   acquisitions per second, whatever the number of contenders. From a holder to the next
+//!   in line of the same process it is one LWT: the release writes the waiter's claim
+//!   (see `LeaseClient::acquire`).
 
 use async_trait::async_trait;
 use tokio::time::Instant;

@@ -208,6 +208,32 @@ impl LeaseStore for MemoryStore {
         .await
     }
 
+    #[instrument(level = "debug", skip(self, to), fields(lease = to.name, owner = to.owner))]
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        self.call(Op::Release, |rows, now| {
+            let row = rows.get_mut(to.name)?;
+            let current = row.current(now)?;
+            if current.holder_id != from_holder_id || current.token != from_token {
+                return None;
+            }
+            row.last_token += 1;
+            row.held = Some(Held {
+                holder_id: to.holder_id.to_owned(),
+                owner: to.owner.to_owned(),
+                value: to.value.map(str::to_owned),
+                token: row.last_token,
+                expires_at: now + to.ttl,
+            });
+            Some(FencingToken::new(row.last_token))
+        })
+        .await
+    }
+
     #[instrument(level = "debug", skip(self))]
     async fn read(&self, name: &str) -> Result<Option<StoredLease>, StoreError> {
         self.call(Op::Read, |rows, now| {

@@ -64,6 +64,11 @@ pub const RENEW: &str = "UPDATE {keyspace}.{table} USING TTL ? SET holder = ?, o
 pub const RELEASE: &str =
     "DELETE holder, owner, value, lease_ttl FROM {keyspace}.{table} WHERE name = ? IF holder = ?";
 
+/// Hands the lease from its holder straight to the next one, batched with [`SET_FENCE`]
+/// (the new token). Binds: ttl, holder, owner, value, lease_ttl, name, the holder handing
+/// over, its token.
+pub const HAND_OVER: &str = "UPDATE {keyspace}.{table} USING TTL ? SET holder = ?, owner = ?, value = ?, lease_ttl = ? WHERE name = ? IF holder = ? AND fence = ?";
+
 /// Reads the holder; sent at SERIAL or LOCAL_SERIAL consistency. Binds: name.
 pub const READ: &str =
     "SELECT holder, owner, value, fence, TTL(holder) FROM {keyspace}.{table} WHERE name = ?";
@@ -93,6 +98,7 @@ pub const ALL: &[&str] = &[
     SET_FENCE,
     RENEW,
     RELEASE,
+    HAND_OVER,
     READ,
     PEEK,
 ];

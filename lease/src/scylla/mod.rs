@@ -63,6 +63,7 @@ pub struct ScyllaLeaseStore {
     claim_exact: Batch,
     renew: PreparedStatement,
     release: PreparedStatement,
+    hand_over: Batch,
     read: PreparedStatement,
     peek: PreparedStatement,
     waiting: Option<Arc<ScyllaCellStore>>,
@@ -108,6 +109,7 @@ impl ScyllaLeaseStore {
             claim_exact: claim_batch(prepare(cql::CLAIM_EXACT, Kind::Lwt).await?),
             renew: prepare(cql::RENEW, Kind::Lwt).await?,
             release: prepare(cql::RELEASE, Kind::Lwt).await?,
+            hand_over: claim_batch(prepare(cql::HAND_OVER, Kind::Lwt).await?),
             read,
             peek: prepare(cql::PEEK, Kind::Read).await?,
             waiting: waiting_line(&session, &options).await,
@@ -250,6 +252,44 @@ impl LeaseStore for ScyllaLeaseStore {
             .await
             .map_err(|e| classify(e, true))?;
         Ok(cas_outcome(LwtRow::parse(result)?))
+    }
+
+    #[instrument(level = "debug", skip(self, to), fields(lease = to.name, owner = to.owner))]
+    async fn hand_over(
+        &self,
+        from_holder_id: &str,
+        from_token: FencingToken,
+        to: Claim<'_>,
+    ) -> Result<Option<FencingToken>, StoreError> {
+        let ttl = ttl_secs(to.ttl);
+        let Some(above) = from_token.get().checked_add(1) else {
+            return Err(StoreError::Rejected(format!(
+                "lease {:?}: no token above {from_token}",
+                to.name
+            )));
+        };
+        let token = (self.proposal_clock)().max(above);
+        let values = (
+            (
+                ttl,
+                to.holder_id,
+                to.owner,
+                to.value,
+                ttl,
+                to.name,
+                from_holder_id,
+                from_token.get(),
+            ),
+            (token, to.name),
+        );
+        let result = self
+            .session
+            .batch(&self.hand_over, values)
+            .await
+            .map_err(|e| classify(e, true))?;
+        let row = LwtRow::parse(result)?;
+        debug!(applied = row.applied, token, "hand-over");
+        Ok(row.applied.then(|| FencingToken::new(token)))
     }
 
     #[instrument(level = "debug", skip(self))]
