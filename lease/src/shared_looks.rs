@@ -136,6 +136,21 @@ impl Tally {
     }
 }
 
+/// A waiter of this process in a fair lock's queue.
+#[derive(Debug)]
+struct Queued {
+    /// Its contender id.
+    id: String,
+    /// What lives as long as it waits or holds.
+    alive: Weak<dyn Send + Sync>,
+    /// When it left the main row as a holder, if it did.
+    left: Option<Instant>,
+}
+
+/// How long a departed holder's queue cell counts as this process's: its cell may still
+/// show in looks for a few round trips.
+const REMEMBER_LEFT: Duration = Duration::from_secs(1);
+
 /// The shared looks at one lease or lock.
 #[derive(Debug)]
 pub(crate) struct SharedLooks<T> {
@@ -157,6 +172,11 @@ pub(crate) struct SharedLooks<T> {
     /// How many times so far a contender of this process claimed the main row, came to
     /// hold the lock or left the main row.
     stirs: AtomicU64,
+    /// This process's waiters' queue cells on the lock, while the waiter is alive and for
+    /// a moment after it left: what the process knows of their claims is all there is to
+    /// know (a claim sent but not confirmed counts as not made). Keyed by queue cell, not
+    /// by id: an id is reused by the same contender's next acquisition.
+    ours: Mutex<HashMap<String, Queued>>,
 }
 
 impl<T> Default for SharedLooks<T> {
@@ -170,6 +190,7 @@ impl<T> Default for SharedLooks<T> {
             departures: AtomicU64::new(0),
             departed: Notify::new(),
             stirs: AtomicU64::new(0),
+            ours: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -191,6 +212,44 @@ impl<T> SharedLooks<T> {
         if let Ok(mut here) = self.in_main.lock() {
             here.remove(id);
         }
+    }
+
+    /// Contender `id` of this process waits in line under the queue cell `cell`, for as
+    /// long as `alive` lives and until it leaves the main row as a holder.
+    pub(crate) fn queued(&self, cell: &str, id: &str, alive: Weak<dyn Send + Sync>) {
+        if let Ok(mut ours) = self.ours.lock() {
+            ours.retain(|_, queued| match queued.left {
+                Some(left) => left.elapsed() < REMEMBER_LEFT,
+                None => queued.alive.strong_count() > 0,
+            });
+            let queued = Queued {
+                id: id.to_owned(),
+                alive,
+                left: None,
+            };
+            ours.insert(cell.to_owned(), queued);
+        }
+    }
+
+    /// Whether the queue cell `cell` is a waiter of this process that has not left: then
+    /// whether it has a claim in the main row and whether it holds the lock are known
+    /// here without a read.
+    pub(crate) fn ours(&self, cell: &str) -> bool {
+        self.ours.lock().is_ok_and(|ours| {
+            ours.get(cell)
+                .is_some_and(|queued| queued.left.is_none() && queued.alive.strong_count() > 0)
+        })
+    }
+
+    /// Whether the queue cell `cell` is a waiter of this process, or was one that left
+    /// the main row as a holder less than [`REMEMBER_LEFT`] ago.
+    pub(crate) fn ours_or_left(&self, cell: &str) -> bool {
+        self.ours.lock().is_ok_and(|ours| {
+            ours.get(cell).is_some_and(|queued| match queued.left {
+                Some(left) => left.elapsed() < REMEMBER_LEFT,
+                None => queued.alive.strong_count() > 0,
+            })
+        })
     }
 
     /// Holder `id` of this process holds the lease (its release wakes the waiters).
@@ -223,8 +282,15 @@ impl<T> SharedLooks<T> {
             .in_main
             .lock()
             .is_ok_and(|mut here| here.remove(id).unwrap_or(false));
-        // Only a holder's leaving moves the queue; a claim that gives way does not.
+        // Only a holder's leaving moves the queue; a claim that gives way does not. A
+        // holder that left is done: no longer a contender to wait on.
         if held {
+            if let Ok(mut ours) = self.ours.lock() {
+                let now = Instant::now();
+                for queued in ours.values_mut().filter(|queued| queued.id == id) {
+                    queued.left.get_or_insert(now);
+                }
+            }
             self.departures.fetch_add(1, Ordering::SeqCst);
             self.departed.notify_waiters();
         }

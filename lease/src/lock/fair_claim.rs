@@ -15,8 +15,11 @@
 //! not alone, and must never let two contenders wait on each other for ever:
 //!
 //! - a cell marked [`HELD`] is an owner's (an owner rewrites its cell with that mark once
-//!   it holds the lock, [`Cells::mark`](super::plain::Cells::mark)); owners wait for nobody,
-//!   so waiting on one makes no cycle;
+//!   it holds the lock, at once unless its next in line is of its own process, else once
+//!   it has held for a `poll_interval`, see [`mark_held`]), and so is a cell of a contender its
+//!   own process knows holds the lock, or held it last (a release not confirmed): such
+//!   cells are read as marked. Owners and former owners wait for nobody, so waiting on one
+//!   makes no cycle;
 //! - a [`CLAIM`] cell of a contender queued *behind* this one (by this contender's last
 //!   queue read) waits for this one: that contender finds this one's cell ahead of it and
 //!   not held, so it gives way;
@@ -139,11 +142,12 @@ impl Claim {
         }
     }
 
-    /// Records that the contender ahead has its claim in the main row, as this process
-    /// knows (it wrote it there and has not left): as good as a read that shows it.
-    pub(crate) fn ahead_in_main(&mut self) {
+    /// Records that the contender ahead holds the lock, as this process knows (it is one
+    /// of its own): as good as a read that shows its cell marked held.
+    pub(crate) fn ahead_holds(&mut self) {
         if self.ahead.is_some() {
             self.ahead_seen = true;
+            self.ahead_held = true;
         }
     }
 
@@ -259,12 +263,16 @@ impl Waiter {
     }
 }
 
-/// Marks the new owner's main cell [`HELD`], in the background: the next in line keeps its
-/// claim on a marked cell instead of giving way. The timestamp is taken now, before the
-/// guard exists, so the guard's rewrites and its release (later timestamps) always win over
-/// this write, whenever it lands; later rewrites carry the mark. A mark that fails only
-/// costs the next in line a slower hand-over.
-pub(crate) fn mark_held(cells: &Arc<Cells>) {
+/// Marks the new owner's main cell [`HELD`]: its later rewrites carry the mark, and it is
+/// written after `delay` (at once when zero) unless the owner let go by then, in the
+/// background, so that a next in line of another process keeps its claim on a marked cell
+/// instead of giving way, and a `try_lock` sees an owner. The timestamp is taken now, before
+/// the guard exists, so the guard's rewrites and its release (later timestamps) always win
+/// over this write, whenever it lands. Until the mark lands (a delay, a failed write), a
+/// next in line of another process gives way to the owner's claim and waits for the mark
+/// or the release before it claims again, and a `try_lock` of another process that sorts
+/// ahead (its clock behind) may poll for up to its few rounds' bound before it fails.
+pub(crate) fn mark_held(cells: &Arc<Cells>, delay: Duration) {
     let id = cells.id().to_owned();
     if !cells.set_value(MAIN, &id, HELD) {
         return;
@@ -275,6 +283,12 @@ pub(crate) fn mark_held(cells: &Arc<Cells>) {
     };
     let cells = Arc::clone(cells);
     runtime.spawn(async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+            if !cells.has(MAIN, &id) {
+                return;
+            }
+        }
         let give_up_at = Instant::now() + cells.validity();
         let at = cells.at(MAIN, &id);
         match cells

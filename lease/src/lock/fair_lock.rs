@@ -50,8 +50,9 @@
 //!   next in line's claim lands), which bounds the lock at roughly `1 / (2 × round trip)`
 //!   acquisitions per second whatever the number of contenders. Waiters of one process on
 //!   one store share their queue reads, and the next two in line behind a contender of
-//!   their own process are told when it holds and when it leaves instead of reading
-//!   (`fair_local.rs`); waiters further back look again at their pace's timer at the
+//!   their own process are told when it claims, holds and leaves instead of reading the
+//!   main row (`fair_local.rs`; an owner followed by a waiter of its own process writes
+//!   its held mark only once it has held for a `poll_interval`, see `fair_claim.rs`); waiters further back look again at their pace's timer at the
 //!   latest, and sooner once enough of the process's holders have left to bring them next
 //!   in line: that timer cannot wake sooner than its tick (1 ms, several hand-overs on a
 //!   fast store).
@@ -177,6 +178,8 @@ impl FairLock {
                 Err(error) => tokio::time::sleep_until(trouble.failed(error)?).await,
             }
         };
+        let alive: Arc<dyn Send + Sync> = Arc::clone(&cells) as _;
+        looks.queued(&mine, cells.id(), Arc::downgrade(&alive));
         let mut waiter = Waiter::new(mine.clone(), self.base.options.poll_interval);
         waiter.shared = Some(SharedQueue {
             looks,
@@ -222,7 +225,27 @@ impl FairLock {
                 shared.tally = shared.looks.tally();
             }
             let pause = match step {
-                Step::Owned if cells.keep_fresh().await => return Ok(self.granted(cells, attempt)),
+                Step::Owned if cells.keep_fresh().await => {
+                    // The next in line, if one of ours, learns that we hold from this
+                    // process: the mark in the store is for others (one of another
+                    // process that comes next, a `try_lock`), and waits a poll, since
+                    // most holds behind a crowd are over by then.
+                    let next = waiter
+                        .seen
+                        .iter()
+                        .position(|cell| *cell == mine)
+                        .and_then(|place| waiter.seen.get(place + 1));
+                    let next_here = waiter
+                        .shared
+                        .as_ref()
+                        .is_some_and(|shared| next.is_some_and(|next| shared.looks.ours(next)));
+                    let delay = if next_here {
+                        self.base.options.poll_interval
+                    } else {
+                        Duration::ZERO
+                    };
+                    return Ok(self.granted(cells, attempt, delay));
+                }
                 Step::Owned => Duration::ZERO,
                 Step::HoldingOn => waiter.hold_pause(),
                 // Jittered, so that waiters do not poll in step.
@@ -293,10 +316,12 @@ impl FairLock {
         }
     }
 
-    fn granted(&self, cells: Arc<Cells>, attempt: Attempt) -> LockGuard {
+    /// The lock is ours: tells this process's waiters, and marks our main cell held in
+    /// the store after `mark_after` ([`mark_held`]).
+    fn granted(&self, cells: Arc<Cells>, attempt: Attempt, mark_after: Duration) -> LockGuard {
         attempt.disarm();
         QUEUE_LOOKS.of(self.store_id, &cells.lock).holds(cells.id());
-        mark_held(&cells);
+        mark_held(&cells, mark_after);
         info!(lock = %cells.lock, id = cells.id(), "fair lock held");
         cells.into_guard("fair")
     }

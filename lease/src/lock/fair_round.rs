@@ -5,9 +5,11 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::{debug, instrument};
 
-use super::super::fair_claim::{CLAIM, Verdict, Waiter, contender_of};
+use super::super::fair_claim::{CLAIM, HELD, Verdict, Waiter, contender_of};
 use super::super::plain::Cells;
+use super::queue::QUEUE_LOOKS;
 use super::{FairLock, Step};
+use crate::cells::Cell;
 use crate::cells::rows::MAIN;
 use crate::lock::LockError;
 
@@ -24,30 +26,32 @@ impl FairLock {
     ) -> Result<Step, LockError> {
         let id = cells.id().to_owned();
         let claimed = cells.has(MAIN, &id);
+        // What this process knows of the main row: its own contenders' claims there
+        // (a `try_lock` shares no looks but knows them too).
+        let looks = waiter.shared.as_ref().map_or_else(
+            || QUEUE_LOOKS.of(self.store_id, &cells.lock),
+            |shared| Arc::clone(&shared.looks),
+        );
+        let held = |id: Option<&str>| id.is_some_and(|id| looks.held_here(id));
         if !claimed {
-            // What this process knows of the main row: its own contenders' claims there.
-            let looks = waiter
-                .shared
-                .as_ref()
-                .map(|shared| Arc::clone(&shared.looks));
-            let here = |id: Option<&str>| {
-                id.zip(looks.as_ref())
-                    .is_some_and(|(id, looks)| looks.in_main_here(id))
-            };
-            let held = |id: Option<&str>| {
-                id.zip(looks.as_ref())
-                    .is_some_and(|(id, looks)| looks.held_here(id))
-            };
+            let here = |id: Option<&str>| id.is_some_and(|id| looks.in_main_here(id));
             // The second in line reads the main row too only while it polls back to back
             // (short holds): then it is likely next in line by its next read.
-            let joint = waiter.place <= 1 || (waiter.place == 2 && waiter.fast);
-            // A head that is one of ours, now or next, needs no read of the main row.
+            let joint = early && (waiter.place <= 1 || (waiter.place == 2 && waiter.fast));
+            // A head that is one of ours, now or next, needs no read of the main row: one
+            // with its claim there ...
             let known = waiter
                 .seen
                 .iter()
                 .take(2)
                 .any(|cell| here(contender_of(cell)));
-            let place = if early && joint && !known {
+            // ... or one waiting in line here, whether it claimed or not (this process
+            // knows which). Should the head turn out to be another's, we read then.
+            let local = joint
+                && !known
+                && !waiter.seen.is_empty()
+                && waiter.seen.iter().take(2).all(|c| looks.ours_or_left(c));
+            let place = if joint && !known && !local {
                 // Next in line: read the main row with the queue, and claim only once the
                 // head's cell is there (it has claimed, so its read back is most likely
                 // done by the time ours lands, and ours does not make it collide).
@@ -57,19 +61,28 @@ impl FairLock {
                 )
                 .await;
                 let place = place?;
-                waiter.claim.saw_main(&main?);
+                waiter.claim.saw_main(&held_as_marked(main?, &held));
                 place
             } else {
                 let place = self.read_place(cells, waiter, true).await?;
-                if held(waiter.claim.ahead()) {
-                    waiter.claim.ahead_in_main();
-                } else if early && place == 1 && here(waiter.claim.ahead()) {
+                let ahead = waiter.claim.ahead();
+                if held(ahead) {
+                    waiter.claim.ahead_holds();
+                } else if early && place == 1 && here(ahead) {
                     // The head, one of ours, has claimed but does not hold yet: claiming
                     // now would make it wait on us. It tells us when it holds.
                     waiter.place = place;
                     return Ok(Step::Waiting);
-                } else if early && joint && place == 1 {
-                    waiter.claim.saw_main(&self.read_main(cells).await?);
+                } else if joint
+                    && place == 1
+                    && !waiter.seen.first().is_some_and(|c| looks.ours_or_left(c))
+                {
+                    // A head of ours needs no read: it has not claimed (a claim not yet
+                    // confirmed counts as none; it tells us when it does, and our pace's
+                    // timer covers one that never will), or it left the main row and its
+                    // queue cell goes next.
+                    let main = self.read_main(cells).await?;
+                    waiter.claim.saw_main(&held_as_marked(main, &held));
                 }
                 place
             };
@@ -86,7 +99,7 @@ impl FairLock {
             }
         }
         let sent = Instant::now();
-        let main = self.read_main(cells).await?;
+        let main = held_as_marked(self.read_main(cells).await?, &held);
         if claimed {
             // Polling the main row as the next in line.
             let now = Instant::now();
@@ -116,4 +129,16 @@ impl FairLock {
             }
         }
     }
+}
+
+/// A main-row read with the cells of this process's holders marked [`HELD`], as their
+/// mark reads once it lands: a holder here followed by a waiter of its own writes its mark
+/// only after a while (see `FairLock::granted`), and this process knows its owners.
+fn held_as_marked(mut main: Vec<Cell>, held: &impl Fn(Option<&str>) -> bool) -> Vec<Cell> {
+    for cell in &mut main {
+        if held(Some(&cell.name)) {
+            cell.value = HELD;
+        }
+    }
+    main
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
@@ -206,6 +207,178 @@ async fn next_in_line_is_claimed_before_the_release() {
         "hand-over took {:?}",
         granted - released
     );
+}
+
+/// Waiters of one process take what it knows of its own contenders' claims in place of
+/// reading the main row before they claim: with a crowd in line there, an acquisition
+/// reads the main row once (the read that decides), against twice when every claim is
+/// preceded by a read. On Cassandra
+/// every main-row read walks the row's dead cells, one per contender that claimed lately,
+/// so these reads cost more the larger the crowd.
+#[tokio::test(start_paused = true)]
+async fn waiters_of_one_process_skip_the_main_row_read_before_claiming() {
+    const WAITERS: usize = 12;
+    const ROUNDS: usize = 4;
+    let counted = Arc::new(MainReads {
+        inner: Arc::new(slow_memory()),
+        reads: AtomicU64::new(0),
+        refuse_marks: false,
+    });
+    let store: Arc<dyn CellStore> = Arc::clone(&counted) as _;
+    let lock = || FairLock::new(Arc::clone(&store), LockOptions::default()).unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..WAITERS {
+        let l = lock();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                let guard = l.lock("l", Some(Duration::from_secs(60))).await.unwrap();
+                guard.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let per_acquisition = counted.reads.load(Ordering::Relaxed) as f64 / (WAITERS * ROUNDS) as f64;
+    assert!(
+        per_acquisition <= 1.25,
+        "{per_acquisition} main-row reads per acquisition"
+    );
+}
+
+/// An owner whose next in line waits in its own process writes its held mark only once it
+/// has held for a `poll_interval` (most holds behind a crowd end sooner: a write saved
+/// per acquisition); one followed by nobody writes it at once.
+#[tokio::test(start_paused = true)]
+async fn an_owner_followed_by_its_own_process_marks_its_cell_after_a_poll() {
+    use super::super::fair_claim::HELD;
+
+    let store: Arc<dyn CellStore> = Arc::new(slow_memory());
+    let lock = || FairLock::new(Arc::clone(&store), LockOptions::default()).unwrap();
+    // The main row's cells marked held, of how many.
+    let marked = async || {
+        let main = store.read_row("l", MAIN, "", 10).await.unwrap();
+        let held = main.iter().filter(|c| c.value == HELD).count();
+        (held, main.len())
+    };
+    let first = lock()
+        .lock("l", Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(marked().await, (1, 1), "alone: marked at once");
+    // The owner to be and its next in line, both in line before the owner to be claims
+    // (it reads the queue no more once it claimed).
+    let (owner, next) = (lock(), lock());
+    let owner = tokio::spawn(async move { owner.lock("l", Some(Duration::from_secs(60))).await });
+    let waiter = tokio::spawn(async move {
+        let guard = next.lock("l", Some(Duration::from_secs(60))).await.unwrap();
+        guard.release().await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    first.release().await.unwrap();
+    let owner = owner.await.unwrap().unwrap();
+    let poll = LockOptions::default().poll_interval;
+    tokio::time::sleep(poll / 4).await;
+    assert_eq!(
+        marked().await,
+        (0, 2),
+        "the owner and its next in line's claim"
+    );
+    tokio::time::sleep(poll).await;
+    assert_eq!(marked().await, (1, 2));
+    owner.release().await.unwrap();
+    waiter.await.unwrap();
+}
+
+/// The next in line behind an owner of its own process knows that it holds: it keeps its
+/// claim beside the owner's cell even while the mark is missing from the store (not
+/// written yet, or its write failed), and owns on its first read after the release.
+#[tokio::test(start_paused = true)]
+async fn next_in_line_keeps_its_claim_beside_an_unmarked_owner_of_its_own_process() {
+    let counted = Arc::new(MainReads {
+        inner: Arc::new(slow_memory()),
+        reads: AtomicU64::new(0),
+        refuse_marks: true,
+    });
+    let store: Arc<dyn CellStore> = Arc::clone(&counted) as _;
+    let lock = || FairLock::new(Arc::clone(&store), LockOptions::default()).unwrap();
+    let holder = lock()
+        .lock("l", Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let next = lock();
+    let waiter = tokio::spawn(async move {
+        let guard = next.lock("l", Some(Duration::from_secs(60))).await.unwrap();
+        let granted = Instant::now();
+        guard.release().await.unwrap();
+        granted
+    });
+    // Long enough for the next in line to have claimed and to read the row many times.
+    let mut rows = Vec::new();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        rows.push(store.read_row("l", MAIN, "", 10).await.unwrap());
+    }
+    for main in &rows[1..] {
+        assert_eq!(main.len(), 2, "the next in line gave way: {main:?}");
+    }
+    let released = Instant::now();
+    holder.release().await.unwrap();
+    let granted = waiter.await.unwrap();
+    assert!(
+        granted - released <= LockOptions::default().poll_interval + Duration::from_millis(3),
+        "hand-over took {:?}",
+        granted - released
+    );
+}
+
+/// A cell store that counts main-row reads, and refuses held marks when told to.
+struct MainReads {
+    inner: Arc<dyn CellStore>,
+    reads: AtomicU64,
+    refuse_marks: bool,
+}
+
+#[async_trait]
+impl CellStore for MainReads {
+    async fn write(
+        &self,
+        at: crate::cells::CellRef<'_>,
+        value: i64,
+        ttl: Option<Duration>,
+        timestamp: i64,
+    ) -> Result<(), crate::error::StoreError> {
+        if self.refuse_marks && value == super::super::fair_claim::HELD {
+            return Err(crate::error::StoreError::Unavailable("no marks".into()));
+        }
+        self.inner.write(at, value, ttl, timestamp).await
+    }
+    async fn delete(
+        &self,
+        at: crate::cells::CellRef<'_>,
+        timestamp: i64,
+    ) -> Result<(), crate::error::StoreError> {
+        self.inner.delete(at, timestamp).await
+    }
+    async fn read_row(
+        &self,
+        lock: &str,
+        row: &str,
+        from: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::cells::Cell>, crate::error::StoreError> {
+        if row == MAIN {
+            self.reads.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.read_row(lock, row, from, limit).await
+    }
+    async fn read_cell(
+        &self,
+        at: crate::cells::CellRef<'_>,
+    ) -> Result<Option<i64>, crate::error::StoreError> {
+        self.inner.read_cell(at).await
+    }
 }
 
 /// An embedded cell store whose every call takes 1 ms (simulated time).

@@ -45,7 +45,7 @@ impl FairLock {
         while rounds < TRY_ROUNDS {
             match self.round(&cells, &mut waiter, false).await? {
                 Step::Owned if cells.keep_fresh().await => {
-                    return Ok(Some(self.granted(cells, attempt)));
+                    return Ok(Some(self.granted(cells, attempt, Duration::ZERO)));
                 }
                 // An owner's cell: the lock is held.
                 Step::HoldingOn if waiter.claim.owner_seen() => break,
