@@ -278,6 +278,10 @@ pub(crate) fn mark_held(cells: &Arc<Cells>, delay: Duration) {
         return;
     }
     let timestamp = ClientClock::next();
+    // Within the validity of the claim that won the lock, as the mark sent at once would
+    // be: a late mark must not keep a cell of a hold that ended (abandoned, lost) alive
+    // any longer than that.
+    let give_up_at = Instant::now() + cells.validity();
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -285,11 +289,10 @@ pub(crate) fn mark_held(cells: &Arc<Cells>, delay: Duration) {
     runtime.spawn(async move {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
-            if !cells.has(MAIN, &id) {
+            if !cells.has(MAIN, &id) || !cells.still_valid() || Instant::now() >= give_up_at {
                 return;
             }
         }
-        let give_up_at = Instant::now() + cells.validity();
         let at = cells.at(MAIN, &id);
         match cells
             .durable
