@@ -8,6 +8,7 @@
 use std::sync::Mutex;
 use std::sync::atomic::AtomicUsize;
 
+use super::test_store::Hooked;
 use super::*;
 use crate::cells::faulty::FaultyCellStore;
 use crate::cells::memory::{CellOp, MemoryCellStore};
@@ -489,60 +490,6 @@ async fn a_failed_queue_delete_on_release_is_sent_again() {
     );
 }
 
-/// A store whose row reads are sometimes answered late: served at once, delivered after
-/// `delay` (a process paused, or a reply stuck in a queue), as a real client can see.
-struct LateReads {
-    inner: Arc<dyn CellStore>,
-    delay: Duration,
-    every: usize,
-    count: AtomicUsize,
-}
-
-#[async_trait]
-impl CellStore for LateReads {
-    async fn write(
-        &self,
-        at: crate::cells::CellRef<'_>,
-        value: i64,
-        ttl: Option<Duration>,
-        timestamp: i64,
-    ) -> Result<(), crate::error::StoreError> {
-        self.inner.write(at, value, ttl, timestamp).await
-    }
-
-    async fn delete(
-        &self,
-        at: crate::cells::CellRef<'_>,
-        timestamp: i64,
-    ) -> Result<(), crate::error::StoreError> {
-        self.inner.delete(at, timestamp).await
-    }
-
-    async fn read_row(
-        &self,
-        lock: &str,
-        row: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<crate::cells::Cell>, crate::error::StoreError> {
-        let answer = self.inner.read_row(lock, row, from, limit).await;
-        let n = self
-            .count
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if n % self.every == self.every - 1 {
-            tokio::time::sleep(self.delay).await;
-        }
-        answer
-    }
-
-    async fn read_cell(
-        &self,
-        at: crate::cells::CellRef<'_>,
-    ) -> Result<Option<i64>, crate::error::StoreError> {
-        self.inner.read_cell(at).await
-    }
-}
-
 /// Probe: every 37th (38th, ...) row read of a contender is served at once but delivered
 /// 2.5 s late, past the validity (1.9 s). A late read that showed a contender alone must
 /// not make a held guard while another is held.
@@ -554,12 +501,18 @@ async fn probe_late_read_answers_make_no_second_owner() {
     let held = Arc::new(Holders::default());
     let mut tasks = Vec::new();
     for i in 0..N {
-        let view: Arc<dyn CellStore> = Arc::new(LateReads {
-            inner: Arc::clone(&store),
-            delay: Duration::from_millis(2_500),
-            every: 37 + i,
-            count: AtomicUsize::new(0),
-        });
+        // Row reads are sometimes answered late: served at once, delivered 2.5 s later
+        // (a process paused, or a reply stuck in a queue), as a real client can see.
+        let (count, every) = (AtomicUsize::new(0), 37 + i);
+        let view: Arc<dyn CellStore> =
+            Arc::new(Hooked::new(Arc::clone(&store)).on_read_row(move |_| {
+                let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if n % every == every - 1 {
+                    Duration::from_millis(2_500)
+                } else {
+                    Duration::ZERO
+                }
+            }));
         let lock = FairLock::new(view, options()).unwrap();
         let held = Arc::clone(&held);
         tasks.push(tokio::spawn(async move {
@@ -718,56 +671,6 @@ pub(super) async fn holder_on_own_view(store: &Arc<dyn CellStore>) -> (FaultyCel
     (view, guard)
 }
 
-/// A store whose main-row writes of one contender id are slow: sent, then applied and
-/// answered `delay` later (a coordinator stalled for that one request).
-struct SlowMainWrites {
-    inner: Arc<dyn CellStore>,
-    id: Mutex<Option<String>>,
-    delay: Duration,
-}
-
-#[async_trait]
-impl CellStore for SlowMainWrites {
-    async fn write(
-        &self,
-        at: crate::cells::CellRef<'_>,
-        value: i64,
-        ttl: Option<Duration>,
-        timestamp: i64,
-    ) -> Result<(), crate::error::StoreError> {
-        let slow = at.row == MAIN && self.id.lock().unwrap().as_deref() == Some(at.cell);
-        if slow {
-            tokio::time::sleep(self.delay).await;
-        }
-        self.inner.write(at, value, ttl, timestamp).await
-    }
-
-    async fn delete(
-        &self,
-        at: crate::cells::CellRef<'_>,
-        timestamp: i64,
-    ) -> Result<(), crate::error::StoreError> {
-        self.inner.delete(at, timestamp).await
-    }
-
-    async fn read_row(
-        &self,
-        lock: &str,
-        row: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<crate::cells::Cell>, crate::error::StoreError> {
-        self.inner.read_row(lock, row, from, limit).await
-    }
-
-    async fn read_cell(
-        &self,
-        at: crate::cells::CellRef<'_>,
-    ) -> Result<Option<i64>, crate::error::StoreError> {
-        self.inner.read_cell(at).await
-    }
-}
-
 /// A contender whose guard was abandoned (it never told this process that its claim is
 /// gone) does not leave its id marked as holding: the next acquisition under the same id is
 /// not taken for a holder by the waiter behind it, which waits for the head's claim and
@@ -786,12 +689,19 @@ async fn a_reused_id_of_a_released_holder_keeps_arrival_order() {
 
 async fn reused_slot_order(abandon: bool) -> Vec<&'static str> {
     let inner: Arc<dyn CellStore> = Arc::new(super::tests::slow_memory());
-    let store = Arc::new(SlowMainWrites {
-        inner: Arc::clone(&inner),
-        id: Mutex::new(None),
-        delay: Duration::from_millis(200),
-    });
-    let shared: Arc<dyn CellStore> = Arc::clone(&store) as Arc<dyn CellStore>;
+    // Main-row writes of one contender id (set below) are slow: sent, then applied and
+    // answered 200 ms later (a coordinator stalled for that one request).
+    let slow_id: Arc<Mutex<Option<String>>> = Arc::default();
+    let slow = Arc::clone(&slow_id);
+    let shared: Arc<dyn CellStore> =
+        Arc::new(Hooked::new(Arc::clone(&inner)).on_write(move |at, _| {
+            let slow = at.row == MAIN && slow.lock().unwrap().as_deref() == Some(at.cell);
+            Ok(if slow {
+                Duration::from_millis(200)
+            } else {
+                Duration::ZERO
+            })
+        }));
     let lock = FairLock::with_contenders(
         Arc::clone(&shared),
         options(),
@@ -822,7 +732,7 @@ async fn reused_slot_order(abandon: bool) -> Vec<&'static str> {
         first_holder.release().await.unwrap();
     }
     held_rx.await.unwrap();
-    *store.id.lock().unwrap() = Some(id.clone());
+    *slow_id.lock().unwrap() = Some(id.clone());
     let order = Arc::new(Mutex::new(Vec::new()));
     let contender = |who: &'static str| {
         let (lock, order) = (lock.clone(), Arc::clone(&order));

@@ -369,6 +369,10 @@ mod round;
 pub(super) mod queue;
 
 #[cfg(test)]
+#[path = "fair_test_store.rs"]
+mod test_store;
+
+#[cfg(test)]
 #[path = "fair_tests.rs"]
 mod tests;
 

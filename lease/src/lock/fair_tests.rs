@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
+use super::test_store::Hooked;
 use super::*;
 use crate::cells::memory::MemoryCellStore;
 use crate::cells::rows::MAIN;
@@ -219,12 +220,16 @@ async fn next_in_line_is_claimed_before_the_release() {
 async fn waiters_of_one_process_skip_the_main_row_read_before_claiming() {
     const WAITERS: usize = 12;
     const ROUNDS: usize = 4;
-    let counted = Arc::new(MainReads {
-        inner: Arc::new(slow_memory()),
-        reads: AtomicU64::new(0),
-        refuse_marks: false,
-    });
-    let store: Arc<dyn CellStore> = Arc::clone(&counted) as _;
+    let reads = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&reads);
+    let store: Arc<dyn CellStore> = Arc::new(Hooked::new(Arc::new(slow_memory())).on_read_row(
+        move |row| {
+            if row == MAIN {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+            Duration::ZERO
+        },
+    ));
     let lock = || FairLock::new(Arc::clone(&store), LockOptions::default()).unwrap();
     let mut tasks = Vec::new();
     for _ in 0..WAITERS {
@@ -239,7 +244,7 @@ async fn waiters_of_one_process_skip_the_main_row_read_before_claiming() {
     for t in tasks {
         t.await.unwrap();
     }
-    let per_acquisition = counted.reads.load(Ordering::Relaxed) as f64 / (WAITERS * ROUNDS) as f64;
+    let per_acquisition = reads.load(Ordering::Relaxed) as f64 / (WAITERS * ROUNDS) as f64;
     assert!(
         per_acquisition <= 1.25,
         "{per_acquisition} main-row reads per acquisition"
@@ -296,12 +301,14 @@ async fn an_owner_followed_by_its_own_process_marks_its_cell_after_a_poll() {
 /// written yet, or its write failed), and owns on its first read after the release.
 #[tokio::test(start_paused = true)]
 async fn next_in_line_keeps_its_claim_beside_an_unmarked_owner_of_its_own_process() {
-    let counted = Arc::new(MainReads {
-        inner: Arc::new(slow_memory()),
-        reads: AtomicU64::new(0),
-        refuse_marks: true,
-    });
-    let store: Arc<dyn CellStore> = Arc::clone(&counted) as _;
+    use super::super::fair_claim::HELD;
+    let store: Arc<dyn CellStore> =
+        Arc::new(Hooked::new(Arc::new(slow_memory())).on_write(|_, value| {
+            if value == HELD {
+                return Err(crate::error::StoreError::Unavailable("no marks".into()));
+            }
+            Ok(Duration::ZERO)
+        }));
     let lock = || FairLock::new(Arc::clone(&store), LockOptions::default()).unwrap();
     let holder = lock()
         .lock("l", Some(Duration::from_secs(60)))
@@ -331,54 +338,6 @@ async fn next_in_line_keeps_its_claim_beside_an_unmarked_owner_of_its_own_proces
         "hand-over took {:?}",
         granted - released
     );
-}
-
-/// A cell store that counts main-row reads, and refuses held marks when told to.
-struct MainReads {
-    inner: Arc<dyn CellStore>,
-    reads: AtomicU64,
-    refuse_marks: bool,
-}
-
-#[async_trait]
-impl CellStore for MainReads {
-    async fn write(
-        &self,
-        at: crate::cells::CellRef<'_>,
-        value: i64,
-        ttl: Option<Duration>,
-        timestamp: i64,
-    ) -> Result<(), crate::error::StoreError> {
-        if self.refuse_marks && value == super::super::fair_claim::HELD {
-            return Err(crate::error::StoreError::Unavailable("no marks".into()));
-        }
-        self.inner.write(at, value, ttl, timestamp).await
-    }
-    async fn delete(
-        &self,
-        at: crate::cells::CellRef<'_>,
-        timestamp: i64,
-    ) -> Result<(), crate::error::StoreError> {
-        self.inner.delete(at, timestamp).await
-    }
-    async fn read_row(
-        &self,
-        lock: &str,
-        row: &str,
-        from: &str,
-        limit: usize,
-    ) -> Result<Vec<crate::cells::Cell>, crate::error::StoreError> {
-        if row == MAIN {
-            self.reads.fetch_add(1, Ordering::Relaxed);
-        }
-        self.inner.read_row(lock, row, from, limit).await
-    }
-    async fn read_cell(
-        &self,
-        at: crate::cells::CellRef<'_>,
-    ) -> Result<Option<i64>, crate::error::StoreError> {
-        self.inner.read_cell(at).await
-    }
 }
 
 /// An embedded cell store whose every call takes 1 ms (simulated time).
