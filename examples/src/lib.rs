@@ -1,6 +1,8 @@
 //! Shared plumbing of the example programs: command-line backend selection.
 
 pub mod frozen;
+pub mod queue_steady;
+pub mod tombstones;
 
 use std::sync::Arc;
 

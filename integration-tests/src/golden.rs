@@ -156,6 +156,10 @@ pub const QUEUE: &[(&str, &str)] = &[
         "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq = ?",
     ),
     (
+        "queue.index_range",
+        "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq > ? AND seq < ?",
+    ),
+    (
         "queue.scan",
         "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE part = ? AND seq > ? AND seq < ? LIMIT ?",
     ),

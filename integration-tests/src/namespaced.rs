@@ -289,6 +289,18 @@ impl<S: QueueStore + ?Sized> QueueStore for Namespaced<S> {
             .delete_entry(&self.name(queue), bucket, seq, ts)
             .await
     }
+    async fn delete_range(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .delete_range(&self.name(queue), bucket, after, before, ts)
+            .await
+    }
     async fn scan_index(
         &self,
         queue: &str,

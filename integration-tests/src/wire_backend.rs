@@ -190,6 +190,7 @@ impl Backend for WireBackend {
     fn queue_counts(&self) -> Option<StoreCounts> {
         let calls = |label: &str| self.server.calls(label);
         let paxos = self.server.paxos();
+        let tombstones = self.server.tombstones();
         Some(StoreCounts {
             enqueue_lwts: calls("queue.enqueue") + calls("queue.revive"),
             claim_lwts: calls("queue.claim"),
@@ -201,8 +202,12 @@ impl Backend for WireBackend {
             peeks: calls("queue.read"),
             index_scans: calls("queue.scan"),
             other_reads: calls("queue.index_read"),
-            plain_writes: calls("queue.index"),
-            tombstones_scanned: self.server.tombstones().total,
+            plain_writes: calls("queue.index") + calls("queue.index_range"),
+            tombstones_scanned: tombstones.total,
+            max_tombstones_scanned: tombstones.max,
+            tombstone_warnings: tombstones.warnings.len() as u64,
+            range_deletes: calls("queue.index_range"),
+            live_entries_range_deleted: 0,
             hottest_partition_lwts: paxos.rounds.values().copied().max().unwrap_or(0),
             lwt_partitions: paxos.rounds.len() as u64,
         })

@@ -22,6 +22,7 @@ use crate::item::IndexEntry;
 use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
 use crate::slots::Slots;
+use ledger::Ledger;
 
 /// The shared scanning state of one process's handle on a queue.
 #[derive(Debug)]
@@ -43,6 +44,10 @@ pub(crate) struct Dispatcher {
     pub(crate) slots: Slots,
     /// Claims sent by this process (claim LWTs, or bakery draws).
     pub(crate) claim_attempts: std::sync::atomic::AtomicU64,
+    /// Where this process counted index entries (see `ledger`).
+    pub(crate) ledger: std::sync::Mutex<Ledger>,
+    /// Candidates handed out since the last rescan from the cursor.
+    pub(super) handed_out: AtomicUsize,
 }
 
 /// Counts one claim in progress while it lives.
@@ -67,6 +72,8 @@ impl Default for Dispatcher {
             far_buckets: std::sync::Mutex::default(),
             active: Arc::default(),
             claim_attempts: std::sync::atomic::AtomicU64::default(),
+            ledger: std::sync::Mutex::default(),
+            handed_out: AtomicUsize::default(),
         }
     }
 }
@@ -76,6 +83,15 @@ const READ_AHEAD: usize = 8;
 
 /// Most full index pages one refill reads.
 const MAX_PAGES: u32 = 8;
+
+/// Most index reads one refill makes (slices included): the next refill goes on from there.
+const MAX_READS: u32 = 64;
+
+/// Candidates the fleet hands out between two rescans from the cursor, shared out among the
+/// processes this one knows: each rescan range-deletes what died in the closed part of the
+/// index since the last one, so a process joining later walks about that many entries'
+/// tombstones where nobody counted for it.
+const RESCAN_AFTER: usize = 256;
 
 /// How long another process's entry waits, after this process first passed it over, before
 /// this process takes it when idle (its owner may be dead, or behind).
@@ -155,9 +171,11 @@ impl WorkQueue {
         let mut state = self.dispatcher.state.lock().await;
         if state.buffer.is_empty() {
             let slots = &self.dispatcher.slots;
+            let handed = self.dispatcher.handed_out.load(Ordering::Relaxed);
             let refresh_due = state
                 .last_restart
-                .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh);
+                .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh)
+                || handed * slots.processes() >= RESCAN_AFTER;
             // A rescan from the cursor takes what others left waiting, at most once per
             // `STEAL_AGE` (at once after one that took all it could): busy or not, entries
             // lagging behind this process's own work (a slower or dead owner); idle, any.
@@ -185,6 +203,7 @@ impl WorkQueue {
             .pick(&state.buffer, self.config.pick_among());
         let entry = state.buffer.remove(pick);
         if let Some(entry) = &entry {
+            self.dispatcher.handed_out.fetch_add(1, Ordering::Relaxed);
             self.dispatcher.slots.handed_out(entry);
             if let Ok(mut in_flight) = self.dispatcher.in_flight.lock() {
                 in_flight.insert(entry.seq.clone());
@@ -246,6 +265,8 @@ impl WorkQueue {
     }
 }
 
+mod compact;
+mod ledger;
 mod scan;
 #[cfg(test)]
 mod tests;

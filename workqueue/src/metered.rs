@@ -158,6 +158,18 @@ impl QueueStore for MeteredStore {
         timed(STORE, "delete_entry", call, answered).await
     }
 
+    async fn delete_range(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        let call = self.0.delete_range(queue, bucket, after, before, ts);
+        timed(STORE, "delete_range", call, answered).await
+    }
+
     async fn scan_index(
         &self,
         queue: &str,

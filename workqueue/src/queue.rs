@@ -241,6 +241,9 @@ impl WorkQueue {
     /// A check entry for an item just claimed (or seen held): at its claim's expiry.
     pub(crate) fn check_entry(&self, id: &ItemId, attempt: i32) -> IndexEntry {
         let pos = self.now() + micros(self.config.timing.store_ttl());
+        // Ahead of every scan, and usually deleted before one reaches it: counted here, as
+        // no read will count it (see `dispatch::ledger`).
+        self.dispatcher.placed_at(pos);
         self.entry(id, pos, EntryKind::Check, false, attempt)
     }
 

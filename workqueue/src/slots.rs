@@ -105,6 +105,11 @@ impl Slots {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Processes sharing the queue as far as this one knows: itself and those it met.
+    pub(crate) fn processes(&self) -> usize {
+        self.inner().others.len() + 1
+    }
+
     /// Whether `entry` lies in this process's share.
     pub(crate) fn owns(&self, entry: &IndexEntry) -> bool {
         self.inner().own[slot(entry)]

@@ -215,6 +215,24 @@ pub trait QueueStore: Send + Sync + 'static {
         ts: i64,
     ) -> Result<(), StoreError>;
 
+    /// Deletes every entry of one bucket with `after < seq < before` (client timestamp
+    /// `ts`) as one range deletion: a single tombstone that the rows under it merge into, so
+    /// a later read of the range walks two markers instead of a tombstone per row. Returns
+    /// `false`, having sent nothing, when this store cannot (the default): scans then walk
+    /// the rows' own tombstones. Sent only for ranges a scan found without live entries and
+    /// that no entry can land in any more (below its clock minus the cursor lag).
+    async fn delete_range(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        let _ = (queue, bucket, after, before, ts);
+        Ok(false)
+    }
+
     /// Up to `limit` live entries of one bucket with `after < seq < before`, in order.
     async fn scan_index(
         &self,

@@ -161,6 +161,18 @@ impl QueueStore for TimedQueueStore {
         bounded("delete_entry", Resendable, self.timeout, call).await
     }
 
+    async fn delete_range(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        let call = || self.inner.delete_range(queue, bucket, after, before, ts);
+        bounded("delete_range", Resendable, self.timeout, call).await
+    }
+
     async fn scan_index(
         &self,
         queue: &str,

@@ -10,6 +10,13 @@
 //! on the benchmark's runtime, as before). With `--scylla HOST:PORT` it runs against a cluster
 //! (throughput only: the driver does not see tombstones or Paxos rounds).
 //!
+//! Every run reports the most tombstones one index read walked and how many reads walked
+//! more than Cassandra's warning threshold (1,000): from the test server's counts, or on a
+//! node from `nodetool tablestats` polled through the run (`--nodetool "CMD ARGS"`).
+//!
+//! `--steady RATE --minutes M` enqueues RATE items a second while the same processes work
+//! them off, for M minutes, and prints the rates and the worst read minute by minute.
+//!
 //! `--claim-mode lwt|bakery` compares the claim modes instead: processed items/s, store
 //! round trips per item (every statement or call the store served during processing) and
 //! claim attempts per item (claim LWTs, or bakery draws), e.g.
@@ -21,7 +28,8 @@ use std::time::{Duration, Instant};
 
 use cql_workqueue::memory::StoreCounts;
 use cql_workqueue::{ClaimMode, NewItem, QueueConfig, WallClock, WorkQueue};
-use examples::{Flags, open_queue_store};
+use examples::tombstones::{self, NodetoolWatch};
+use examples::{Flags, open_queue_store, queue_steady};
 use futures::StreamExt;
 use integration_tests::backend::Backend;
 use integration_tests::wire_backend::WireBackend;
@@ -54,6 +62,15 @@ struct Cli {
     /// Width of one index bucket, in seconds [default: the queue's default].
     #[arg(long = "bucket-secs", value_name = "S")]
     bucket_secs: Option<u64>,
+    /// With `--scylla`: a nodetool command line, polled for the index table's worst read.
+    #[arg(long = "nodetool", value_name = "CMD")]
+    nodetool: Option<String>,
+    /// Steady state instead: enqueue this many items a second while processing them.
+    #[arg(long = "steady", value_name = "ITEMS_PER_SEC")]
+    steady: Option<u64>,
+    /// Minutes of steady state [default: 5].
+    #[arg(long = "minutes", value_name = "M", default_value_t = 5)]
+    minutes: u64,
 }
 
 impl Flags for Cli {
@@ -102,9 +119,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("|---|---|---|---|---|---|---|");
     } else {
         println!(
-            "| items | enqueue items/s | processed items/s | processed/enqueue | LWTs/item enqueue·claim·heartbeat·finish | reads/item | tombstones/claim pass | claim passes/item | hottest partition LWTs (share of all) |"
+            "| items | enqueue items/s | processed items/s | processed/enqueue | LWTs/item enqueue·claim·heartbeat·finish | reads/item | tombstones/claim pass | most tombstones in one read (reads over 1,000) | claim passes/item | hottest partition LWTs (share of all) |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
     }
     for (run, &n) in sizes.iter().enumerate() {
         let server = if wire {
@@ -144,6 +161,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(server) => server.queue_counts(),
             None => memory.as_ref().map(|m| m.counts()),
         };
+        let (keyspace, table) = ("cql_queue_demo", "work_items_index");
+        let nodetool = args.nodetool.clone();
+        let watch = nodetool.as_ref().map(|cmd| {
+            let every = Duration::from_secs(30);
+            NodetoolWatch::start(cmd.clone(), keyspace.into(), table.into(), every)
+        });
+        if let Some(rate) = args.steady {
+            let processes = (0..processes)
+                .map(|_| queue.with_clock(WallClock::system()))
+                .collect();
+            let mut seen_reads = 0;
+            // The test server's reads of this minute; a node's last five minutes; the
+            // embedded store's whole run.
+            let worst = || match (&server, &nodetool) {
+                (Some(server), _) => {
+                    let reads = server.server.tombstones().reads;
+                    let worst = reads[seen_reads.min(reads.len())..]
+                        .iter()
+                        .map(|r| r.1)
+                        .max();
+                    seen_reads = reads.len();
+                    Some(worst.unwrap_or(0))
+                }
+                (None, Some(cmd)) => tombstones::nodetool_max(cmd, keyspace, table).ok(),
+                _ => counts().map(|c| c.max_tombstones_scanned),
+            };
+            queue_steady::run(queue, processes, workers, rate, args.minutes, worst).await?;
+            continue;
+        }
         let started = Instant::now();
         // Each enqueue a task of its own, as each claimer is below: both phases' client side
         // runs on every worker thread of the runtime, not the enqueues on `main`'s alone.
@@ -290,7 +336,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 );
                 figures(n as f64, passes, &before, &after)
             }
-            _ => "n/a (cluster) | n/a | n/a | n/a | n/a".to_owned(),
+            _ => {
+                let worst = match (&watch, &nodetool) {
+                    (Some(watch), Some(cmd)) => {
+                        let max = watch.max(cmd, keyspace, table).await;
+                        format!("{max} (node, 5-minute windows)")
+                    }
+                    _ => "n/a".into(),
+                };
+                format!("n/a (cluster) | n/a | n/a | {worst} | n/a | n/a")
+            }
         };
         println!(
             "| {n} | {enqueue_rate:.0} | {process_rate:.0} | {:.0} % | {row} |",
@@ -304,13 +359,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn figures(n: f64, passes: f64, before: &StoreCounts, after: &StoreCounts) -> String {
     let per = |a: u64, b: u64| (a - b) as f64 / n;
     format!(
-        "{:.2}·{:.2}·{:.2}·{:.2} | {:.2} | {:.2} | {:.2} | {} ({:.5} %)",
+        "{:.2}·{:.2}·{:.2}·{:.2} | {:.2} | {:.2} | {} ({}) | {:.2} | {} ({:.5} %)",
         after.enqueue_lwts as f64 / n,
         per(after.claim_lwts, before.claim_lwts),
         per(after.heartbeat_lwts, before.heartbeat_lwts),
         per(after.finish_lwts, before.finish_lwts),
         after.reads() as f64 / n,
         (after.tombstones_scanned - before.tombstones_scanned) as f64 / passes,
+        after.max_tombstones_scanned,
+        after.tombstone_warnings,
         passes / n,
         after.hottest_partition_lwts,
         100.0 * after.hottest_partition_lwts as f64 / after.lwts().max(1) as f64,

@@ -40,6 +40,11 @@ impl Engine {
                 }
             }
             (Effect::Delete, Place::Range(slice)) => {
+                // Cassandra merges range tombstones: one that a newer one covers is no
+                // longer met by reads (nor counted towards the tombstone thresholds).
+                partition
+                    .ranges
+                    .retain(|r| !(r.deletion.timestamp <= timestamp && slice.covers(&r.slice)));
                 partition.ranges.push(RangeTombstone {
                     slice: slice.clone(),
                     deletion,

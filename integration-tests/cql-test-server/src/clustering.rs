@@ -79,6 +79,30 @@ impl Slice {
         };
         after_start && before_end
     }
+
+    /// Whether every key of `other` falls in this slice.
+    pub fn covers(&self, other: &Slice) -> bool {
+        use std::cmp::Ordering::*;
+        let starts_no_later = match (&self.start, &other.start) {
+            (Bound::Unbounded, _) => true,
+            (_, Bound::Unbounded) => false,
+            (Bound::Exclusive(a), Bound::Inclusive(b)) => compare_prefix(a, b) == Less,
+            (
+                Bound::Inclusive(a) | Bound::Exclusive(a),
+                Bound::Inclusive(b) | Bound::Exclusive(b),
+            ) => compare_prefix(a, b) != Greater,
+        };
+        let ends_no_earlier = match (&self.end, &other.end) {
+            (Bound::Unbounded, _) => true,
+            (_, Bound::Unbounded) => false,
+            (Bound::Exclusive(a), Bound::Inclusive(b)) => compare_prefix(a, b) == Greater,
+            (
+                Bound::Inclusive(a) | Bound::Exclusive(a),
+                Bound::Inclusive(b) | Bound::Exclusive(b),
+            ) => compare_prefix(a, b) != Less,
+        };
+        starts_no_later && ends_no_earlier
+    }
 }
 
 /// A range tombstone.

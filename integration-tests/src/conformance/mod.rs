@@ -35,6 +35,7 @@ pub mod queue_orphans;
 pub mod queue_parked;
 pub mod queue_periodic;
 pub mod queue_scale;
+pub mod queue_tombstones;
 pub mod queue_unique;
 pub mod queue_upkeep_races;
 pub mod stop_margin;
@@ -179,6 +180,7 @@ macro_rules! queue_suite {
             queue::failures_retry_with_backoff_then_discard,
             queue::claims_are_exclusive_under_contention,
             queue_scale::claim_passes_skip_tombstones,
+            queue_tombstones::no_index_read_walks_a_thousand_tombstones,
             queue_scale::skewed_enqueuer_clocks,
             queue_features::typed_and_raw_payloads,
             queue_features::dead_letters_list_requeue_purge,
@@ -208,6 +210,7 @@ macro_rules! queue_suite {
             queue::bad_queue_input_is_rejected,
             queue::claims_are_exclusive_under_contention,
             queue_scale::claim_passes_skip_tombstones,
+            queue_tombstones::no_index_read_walks_a_thousand_tombstones,
             queue_scale::no_convoy_with_64_claimers,
             queue_scale::resent_enqueue_after_completion_is_refused,
             queue_scale::skewed_enqueuer_clocks,

@@ -322,6 +322,19 @@ impl QueueStore for Tweaked {
         }
         self.inner.delete_entry(q, b, s, ts).await
     }
+    async fn delete_range(
+        &self,
+        q: &str,
+        b: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        if self.fail_deletes {
+            return Err(StoreError::Unavailable("replicas unreachable".into()));
+        }
+        self.inner.delete_range(q, b, after, before, ts).await
+    }
     async fn read_cursor(&self, q: &str) -> Result<i64, StoreError> {
         self.timed(self.inner.read_cursor(q)).await
     }

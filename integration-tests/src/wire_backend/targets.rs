@@ -103,7 +103,7 @@ pub fn register_queue(server: &CqlTestServer, keyspace: &str, table: &str) {
     crate::wire_lock_backend::register_cells(server, keyspace, &format!("{table}_cells"));
 }
 
-const QUEUE_OPS: [&str; 11] = [
+const QUEUE_OPS: [&str; 12] = [
     "queue.enqueue",
     "queue.revive",
     "queue.claim",
@@ -113,6 +113,7 @@ const QUEUE_OPS: [&str; 11] = [
     "queue.unclaim",
     "queue.read",
     "queue.index",
+    "queue.index_range",
     "queue.scan",
     "queue.index_read",
 ];
@@ -121,9 +122,14 @@ const QUEUE_OPS: [&str; 11] = [
 pub(super) fn queue_target(op: Option<QueueOp>) -> Target {
     match op {
         Some(QueueOp::Index) => Target::AnyLabel(
-            ["queue.index", "queue.scan", "queue.index_read"]
-                .map(str::to_owned)
-                .to_vec(),
+            [
+                "queue.index",
+                "queue.index_range",
+                "queue.scan",
+                "queue.index_read",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
         ),
         op => target(op.map(queue_label), &QUEUE_OPS),
     }
@@ -141,10 +147,16 @@ pub(super) fn bakery_target(op: Option<QueueOp>) -> Target {
             "queue.plain_write",
             "queue.plain_read",
             "queue.index",
+            "queue.index_range",
             "queue.scan",
             "queue.index_read",
         ],
-        Some(QueueOp::Index) => &["queue.index", "queue.scan", "queue.index_read"],
+        Some(QueueOp::Index) => &[
+            "queue.index",
+            "queue.index_range",
+            "queue.scan",
+            "queue.index_read",
+        ],
         Some(QueueOp::Claim | QueueOp::Heartbeat) => &["cells.write"],
         Some(QueueOp::Unclaim) => &["cells.delete"],
         Some(QueueOp::Read) => &["queue.plain_read"],

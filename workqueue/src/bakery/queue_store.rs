@@ -305,6 +305,19 @@ impl QueueStore for BakeryStore {
             .await
     }
 
+    async fn delete_range(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .delete_range(&index_name(queue), bucket, after, before, ts)
+            .await
+    }
+
     async fn scan_index(
         &self,
         queue: &str,

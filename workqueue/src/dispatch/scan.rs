@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::{MAX_PAGES, READ_AHEAD, STEAL_AGE, ScanState, scan_error};
+use super::compact::{ReadSpan, seq_pos};
+use super::ledger::BLIND_EXTRA;
+use super::{MAX_PAGES, MAX_READS, READ_AHEAD, STEAL_AGE, ScanState, scan_error};
 use crate::config::micros;
 use crate::error::QueueError;
 use crate::item::IndexEntry;
@@ -34,11 +36,18 @@ impl WorkQueue {
         };
         let last_bucket = horizon / width;
         let before = IndexEntry::seq_floor(horizon + 1);
+        // Stretches below this are closed: nothing lands there any more (see `compact`).
+        let closed = now - lag;
+        // Entries written from the first scan on are counted as reads return them.
+        let blind = lag + micros(BLIND_EXTRA);
+        self.dispatcher.ledger().start(now, blind);
         let (mut bucket, mut after, cursor) = match state.position.take() {
             Some((bucket, after)) => (bucket, after, None),
             None => {
                 let cursor = self.read_cursor().await?;
                 state.last_restart = Some(Instant::now());
+                self.dispatcher.handed_out.store(0, Ordering::Relaxed);
+                self.dispatcher.ledger().forget_below(cursor);
                 if state
                     .clock_noted
                     .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh / 2)
@@ -60,6 +69,7 @@ impl WorkQueue {
         let mut first_live: Option<i64> = None;
         let mut covered;
         let mut pages = 0;
+        let mut reads = 0;
         let slots = &self.dispatcher.slots;
         // Others' entries this pass saw (a pass from the cursor to the horizon forgets the
         // rest of what it passed over: they left the index).
@@ -67,12 +77,40 @@ impl WorkQueue {
         // Entries taken from others, oldest first; only the newest `target` are kept.
         let mut stolen = VecDeque::new();
         loop {
+            // A slice spanning a bounded number of the entries ever written (`ledger`).
+            let from = seq_pos(&after, bucket, width);
+            let (end, blind) = {
+                let ledger = self.dispatcher.ledger();
+                (ledger.slice_end(from, horizon + 1), ledger.blind(from))
+            };
+            // A slice ending past this bucket reads the bucket to its end.
+            let sliced = end <= horizon && end < (bucket + 1).saturating_mul(width);
+            let slice = if sliced {
+                IndexEntry::seq_floor(end)
+            } else {
+                before.clone()
+            };
             let page = self
                 .store
-                .scan_index(self.name(), bucket, &after, &before, limit)
+                .scan_index(self.name(), bucket, &after, &slice, limit)
                 .await
                 .map_err(scan_error)?;
+            // Blind slices are few (`cursor_lag + BLIND_EXTRA` in slices of `BLIND_SLICE`)
+            // and once per process: they do not cut a first scan short.
+            reads += u32::from(!blind);
             let full = page.len() == limit as usize;
+            self.dispatcher
+                .ledger()
+                .saw(bucket, page.iter().map(|e| (e.seq.as_str(), e.pos)));
+            self.compact(
+                &ReadSpan {
+                    bucket,
+                    after: &after,
+                    live: page.iter().map(|e| e.seq.clone()).collect(),
+                    reached: (!full).then_some(slice.as_str()),
+                },
+                closed,
+            );
             let mut blocked = false;
             for entry in page {
                 first_live.get_or_insert(entry.pos);
@@ -114,15 +152,28 @@ impl WorkQueue {
                     None => {}
                 }
             }
-            covered = blocked || (!full && bucket >= last_bucket);
+            covered = blocked || (!full && !sliced && bucket >= last_bucket);
             // Only full pages count: empty buckets between the cursor and now are cheap.
             pages += u32::from(full);
-            if blocked || state.buffer.len() >= target || covered || pages >= MAX_PAGES {
+            if blocked
+                || state.buffer.len() >= target
+                || covered
+                || pages >= MAX_PAGES
+                || reads >= MAX_READS
+            {
+                if !blocked && !full && sliced && slice > after {
+                    after = slice;
+                }
                 break;
             }
             // A full page of entries local claimers are still working on: read on in this
-            // bucket; an exhausted bucket: the next one.
-            if !full {
+            // bucket; a slice read to its end: the next slice; an exhausted bucket: the
+            // next one.
+            if !full && sliced {
+                if slice > after {
+                    after = slice;
+                }
+            } else if !full {
                 bucket += 1;
                 after = String::new();
             }

@@ -27,6 +27,17 @@ pub struct StoreCounts {
     pub plain_writes: u64,
     /// Deleted index rows passed over by scans (Cassandra's "tombstone cells read").
     pub tombstones_scanned: u64,
+    /// Most tombstones one scan passed over: the figure Cassandra warns about past its
+    /// `tombstone_warn_threshold` (1,000) and fails the read for past its failure threshold.
+    pub max_tombstones_scanned: u64,
+    /// Scans that passed over more than 1,000 tombstones (Cassandra's default warning
+    /// threshold): each would be a warning in a node's log.
+    pub tombstone_warnings: u64,
+    /// Range deletions of index entries (each one tombstone covering many rows).
+    pub range_deletes: u64,
+    /// Live index entries a range deletion deleted: a scanner range-deletes only ranges it
+    /// found dead that no entry can land in any more, so this stays zero.
+    pub live_entries_range_deleted: u64,
     /// LWTs on the partition that had the most.
     pub hottest_partition_lwts: u64,
     /// Partitions that had at least one LWT.

@@ -7,6 +7,7 @@
 
 mod calls;
 mod counts;
+mod index;
 mod plain;
 mod queue_store;
 mod seal;

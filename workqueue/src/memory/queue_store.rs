@@ -256,7 +256,7 @@ impl QueueStore for MemoryQueueStore {
                 .index
                 .entry((queue.to_owned(), entry.bucket))
                 .or_default();
-            write(bucket, entry.seq.clone(), Some(entry.clone()), ts);
+            bucket.write(entry.seq.clone(), Some(entry.clone()), ts);
         })
         .await
     }
@@ -277,8 +277,8 @@ impl QueueStore for MemoryQueueStore {
                 .index
                 .entry((queue.to_owned(), new.bucket))
                 .or_default();
-            write(bucket, new.seq.clone(), Some(new.clone()), ts);
-            write(bucket, old_seq.to_owned(), None, delete_ts);
+            bucket.write(new.seq.clone(), Some(new.clone()), ts);
+            bucket.write(old_seq.to_owned(), None, delete_ts);
             true
         })
         .await
@@ -295,7 +295,27 @@ impl QueueStore for MemoryQueueStore {
         self.call(QueueOp::Index, |tables, counter, _| {
             counter.counts.plain_writes += 1;
             let bucket = tables.index.entry((queue.to_owned(), bucket)).or_default();
-            write(bucket, seq.to_owned(), None, ts);
+            bucket.write(seq.to_owned(), None, ts);
+        })
+        .await
+    }
+
+    #[instrument(level = "debug", skip(self))]
+    async fn delete_range(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        self.call(QueueOp::Index, |tables, counter, _| {
+            counter.counts.plain_writes += 1;
+            counter.counts.range_deletes += 1;
+            let bucket = tables.index.entry((queue.to_owned(), bucket)).or_default();
+            counter.counts.live_entries_range_deleted +=
+                bucket.delete_range(after, before, ts).live;
+            true
         })
         .await
     }
@@ -314,8 +334,11 @@ impl QueueStore for MemoryQueueStore {
             let Some(rows) = tables.index.get(&(queue.to_owned(), bucket)) else {
                 return Vec::new();
             };
-            let (live, tombstones) = scan(rows, after, Some(before), limit as usize);
+            let (live, tombstones) = rows.scan(after, Some(before), limit as usize);
             counter.counts.tombstones_scanned += tombstones;
+            counter.counts.max_tombstones_scanned =
+                counter.counts.max_tombstones_scanned.max(tombstones);
+            counter.counts.tombstone_warnings += u64::from(tombstones > 1_000);
             live
         })
         .await

@@ -6,7 +6,8 @@ use std::ops::Bound;
 
 use tokio::time::Instant;
 
-use crate::item::{IndexEntry, ItemId, ItemKey, StoredItem};
+use super::index::IndexBucket;
+use crate::item::{ItemId, ItemKey, StoredItem};
 
 #[derive(Debug, Clone)]
 pub(super) struct Row {
@@ -40,8 +41,8 @@ impl Row {
 /// tombstone.
 #[derive(Debug, Clone)]
 pub(super) struct Cell<T> {
-    ts: i64,
-    value: Option<T>,
+    pub(super) ts: i64,
+    pub(super) value: Option<T>,
 }
 
 /// Writes `value` (or a tombstone) into `map[key]` unless a later write is there.
@@ -84,7 +85,7 @@ pub(super) fn scan<T: Clone>(
 #[derive(Debug, Default)]
 pub(super) struct Tables {
     pub(super) items: HashMap<(String, ItemId), Row>,
-    pub(super) index: HashMap<(String, i64), BTreeMap<String, Cell<IndexEntry>>>,
+    pub(super) index: HashMap<(String, i64), IndexBucket>,
     pub(super) cursors: HashMap<String, i64>,
     pub(super) dead: HashMap<String, BTreeMap<String, Cell<ItemId>>>,
     /// Index buckets far ahead, with when their record expires (a TTL'd row).

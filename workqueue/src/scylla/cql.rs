@@ -117,6 +117,11 @@ pub const PUT_ENTRY: &str = "INSERT INTO {keyspace}.{table}_index (part, seq, id
 pub const DELETE_ENTRY: &str =
     "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq = ?";
 
+/// Removes every index entry of a slice of a bucket as one range tombstone. Binds:
+/// timestamp, part, after, before.
+pub const DELETE_RANGE: &str =
+    "DELETE FROM {keyspace}.{table}_index USING TIMESTAMP ? WHERE part = ? AND seq > ? AND seq < ?";
+
 /// Reads a slice of a bucket. Binds: part, after, before, limit.
 pub const SCAN_INDEX: &str = "SELECT seq, id, kind, immediate, attempt FROM {keyspace}.{table}_index WHERE part = ? AND seq > ? AND seq < ? LIMIT ?";
 
@@ -174,6 +179,7 @@ pub const ALL: &[&str] = &[
     READ,
     PUT_ENTRY,
     DELETE_ENTRY,
+    DELETE_RANGE,
     SCAN_INDEX,
     READ_CURSOR,
     ADVANCE_CURSOR,

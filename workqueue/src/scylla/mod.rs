@@ -316,6 +316,20 @@ impl QueueStore for ScyllaQueueStore {
     }
 
     #[instrument(level = "debug", skip(self))]
+    async fn delete_range(
+        &self,
+        queue: &str,
+        bucket: i64,
+        after: &str,
+        before: &str,
+        ts: i64,
+    ) -> Result<bool, StoreError> {
+        let values = (ts, index_part(queue, bucket), after, before);
+        self.write(&self.s.delete_range, values).await?;
+        Ok(true)
+    }
+
+    #[instrument(level = "debug", skip(self))]
     async fn scan_index(
         &self,
         queue: &str,

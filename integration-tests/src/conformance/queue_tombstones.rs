@@ -1,0 +1,115 @@
+//! The queue's index reads and Cassandra's tombstone thresholds: no single read walks more
+//! than `tombstone_warn_threshold` (1,000) tombstones, however many items were processed,
+//! in steady state and while a long claim holds the shared cursor back. The bound is on the
+//! worst read, not the average: one read over the threshold is what Cassandra warns about,
+//! and past 100,000 it fails the read.
+
+use std::time::Duration;
+
+use cql_workqueue::{NewItem, QueueConfig, WorkQueue};
+
+use super::queue::{queue_config, queue_with};
+use crate::backend::Backend;
+
+/// Cassandra's default `tombstone_warn_threshold`.
+pub const WARN_THRESHOLD: u64 = 1_000;
+
+/// One process works through thousands of items alone, so the shared cursor stays where
+/// its first scan left it, while a claim held for the whole run sits among them; then two
+/// more processes join and all three scan from the cursor, across several buckets and
+/// cursor refreshes. Every processed item left index tombstones between the cursor and the
+/// live head. No index read walks more than 1,000 of them.
+pub async fn no_index_read_walks_a_thousand_tombstones(b: &dyn Backend) {
+    if b.queue_counts().is_none() {
+        eprintln!("{}: needs store counts; skipped", b.name());
+        return;
+    }
+    let (rounds, per_round, bucket) = if b.simulated_time() {
+        (12, 250, Duration::from_secs(5))
+    } else {
+        (8, 250, Duration::from_secs(2))
+    };
+    let config = QueueConfig {
+        scan_limit: 64,
+        choice: 4,
+        bucket_width: bucket,
+        // The first process alone never rescans from the cursor during its run.
+        cursor_refresh: Duration::from_secs(600),
+        ..queue_config()
+    };
+    let first = queue_with(b, "tombstone-bound", config);
+    first
+        .enqueue("held for the whole run")
+        .await
+        .expect("enqueue");
+    let held = super::queue::claim_soon(b, &first, "long")
+        .await
+        .expect("the long job");
+    let mut processed = 0usize;
+    for round in 0..rounds {
+        let batch = (0..per_round).map(|n| NewItem::text(&format!("item {round}/{n}")));
+        for result in first.enqueue_batch(batch).await {
+            result.expect("enqueue");
+        }
+        processed += drain(&first, "w0").await;
+        b.sleep(bucket / 4).await;
+    }
+    let alone = b.queue_counts().unwrap_or_default();
+    // Two more processes join, rescanning from the cursor every second.
+    let joined = QueueConfig {
+        cursor_refresh: Duration::from_secs(1),
+        ..config
+    };
+    let handles: Vec<WorkQueue> = std::iter::once(first)
+        .chain((0..2).map(|_| queue_with(b, "tombstone-bound", joined)))
+        .collect();
+    for round in 0..20 {
+        if round % 4 == 0 {
+            let batch = (0..50).map(|n| NewItem::text(&format!("late {round}/{n}")));
+            for result in handles[1].enqueue_batch(batch).await {
+                result.expect("enqueue");
+            }
+        }
+        for (p, h) in handles.iter().enumerate() {
+            processed += drain(h, &format!("w{p}")).await;
+        }
+        b.sleep(joined.cursor_refresh / 2).await;
+    }
+    assert!(held.is_held(), "the long job kept its claim");
+    held.complete().await.expect("complete the long job");
+    let counts = b.queue_counts().unwrap_or_default();
+    eprintln!(
+        "{}: {processed} processed; most tombstones in one read {} (alone: {}), reads over \
+         {WARN_THRESHOLD}: {}, {:.1} per scan on average, {} range deletions",
+        b.name(),
+        counts.max_tombstones_scanned,
+        alone.max_tombstones_scanned,
+        counts.tombstone_warnings,
+        counts.tombstones_scanned as f64 / counts.index_scans.max(1) as f64,
+        counts.range_deletes,
+    );
+    let expected = rounds * per_round + 5 * 50;
+    assert!(processed >= expected, "{processed} processed of {expected}");
+    assert!(
+        counts.max_tombstones_scanned <= WARN_THRESHOLD,
+        "one read walked {} tombstones",
+        counts.max_tombstones_scanned
+    );
+    assert_eq!(
+        counts.tombstone_warnings, 0,
+        "reads over the warning threshold"
+    );
+}
+
+/// Claims and completes on `q` until a claim finds nothing; returns how many.
+async fn drain(q: &WorkQueue, worker: &str) -> usize {
+    let workers = (0..4).map(|n| async move {
+        let mut done = 0usize;
+        while let Some(job) = q.claim(&format!("{worker}.{n}")).await.expect("claim") {
+            job.complete().await.expect("complete");
+            done += 1;
+        }
+        done
+    });
+    futures::future::join_all(workers).await.iter().sum()
+}
