@@ -128,11 +128,13 @@ impl QueueClient {
         self.shutdown.clone()
     }
 
-    /// Jobs handed out and not yet finished, by queue name.
+    /// Jobs handed out and not yet finished, by queue name ([`Drain::handed_out`]). A claim
+    /// still being made is not counted: a stop undoes it rather than running it, so counted
+    /// here it would announce a job the stop then reports as never started.
     pub fn in_flight(&self) -> BTreeMap<String, usize> {
         self.queues
             .iter()
-            .map(|running| (running.queue.name().to_owned(), running.drain.in_flight()))
+            .map(|running| (running.queue.name().to_owned(), running.drain.handed_out()))
             .collect()
     }
 

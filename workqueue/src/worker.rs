@@ -12,7 +12,7 @@ use futures::Stream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::error::QueueError;
 use crate::job::Job;
@@ -100,27 +100,49 @@ impl std::fmt::Debug for Worker {
 #[derive(Debug, Default)]
 struct Tracker {
     count: AtomicUsize,
+    /// Of `count`, the jobs handed out (the rest are claims being made or parked, which a
+    /// stop undoes: counted as running, they made a client report a job it never ran).
+    handed_out: AtomicUsize,
     /// Jobs handed out that have ended, ever.
     ended: AtomicU64,
     idle: Notify,
 }
 
-/// Counts a job handed out by a worker until the job is finished or dropped.
+/// Counts a claim a worker is making, then the job it hands out, until the job is finished
+/// or dropped.
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<Tracker>);
+pub(crate) struct InFlight {
+    tracker: Arc<Tracker>,
+    /// Whether the job was handed out (counted in `Tracker::handed_out`).
+    handed_out: bool,
+}
 
 impl InFlight {
     fn new(tracker: &Arc<Tracker>) -> Self {
         tracker.count.fetch_add(1, Ordering::SeqCst);
-        InFlight(Arc::clone(tracker))
+        InFlight {
+            tracker: Arc::clone(tracker),
+            handed_out: false,
+        }
+    }
+
+    /// The claim became a job handed out: counted as such until it ends.
+    fn hand_out(&mut self) {
+        if !self.handed_out {
+            self.handed_out = true;
+            self.tracker.handed_out.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.count.fetch_sub(1, Ordering::SeqCst);
-        self.0.ended.fetch_add(1, Ordering::SeqCst);
-        self.0.idle.notify_waiters();
+        if self.handed_out {
+            self.tracker.handed_out.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.tracker.count.fetch_sub(1, Ordering::SeqCst);
+        self.tracker.ended.fetch_add(1, Ordering::SeqCst);
+        self.tracker.idle.notify_waiters();
     }
 }
 
@@ -146,6 +168,12 @@ impl Drain {
     /// has parked (not handed out) until it is handed out or its undo has ended.
     pub fn in_flight(&self) -> usize {
         self.tracker.count.load(Ordering::SeqCst)
+    }
+
+    /// Jobs handed out and not yet finished or dropped: [`Drain::in_flight`] without the
+    /// claim being made or parked, which a stop undoes instead of running.
+    pub fn handed_out(&self) -> usize {
+        self.tracker.handed_out.load(Ordering::SeqCst)
     }
 
     /// Jobs counted in flight that have ended since the worker started (a
@@ -259,9 +287,10 @@ impl Worker {
             job.undeliver();
             return None;
         }
-        if job.in_flight.is_none() {
-            job.in_flight = Some(InFlight::new(&self.drain.tracker));
-        }
+        job.in_flight
+            .get_or_insert_with(|| InFlight::new(&self.drain.tracker))
+            .hand_out();
+        debug!(id = %job.id(), "job handed out");
         // At the drain deadline the job is told to stop.
         let (stop, hand_back) = (job.cancellation_token(), self.drain.hand_back.clone());
         tokio::spawn(async move {

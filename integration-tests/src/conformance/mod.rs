@@ -256,6 +256,7 @@ macro_rules! queue_suite {
             queue_upkeep_races::orphan_entry_goes_after_its_row_is_sealed,
             queue_upkeep_races::slow_index_write_then_crash_keeps_the_item_findable,
             queue_client::a_snoozed_job_runs_again_when_its_new_entry_was_not_placed,
+            queue_client::in_flight_counts_only_jobs_handed_out,
             queue_enqueue::a_failed_item_write_is_an_error_and_stores_nothing,
             queue_enqueue::a_write_timeout_is_an_unknown_outcome_naming_the_item,
             queue_enqueue::a_lost_answer_left_unsettled_is_an_unknown_outcome_and_the_item_is_found,

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cql_lease::memory::{Fault, Times};
+use cql_workqueue::memory::QueueOp;
 use cql_workqueue::{JobError, NewItem, QueueClient, QueueError, TypedJob, WorkQueue};
 use serde::{Deserialize, Serialize};
 
@@ -253,6 +255,54 @@ pub async fn one_stop_drains_every_queue(b: &dyn Backend) {
     }
     let job = claim_soon(b, &quick, "other").await.expect("the quick job");
     job.complete().await.expect("complete");
+}
+
+/// What a client counts in flight has reached its handler: a claim still being made (a slow
+/// claim LWT, as on a loaded node) is not counted, since a stop then undoes it instead of
+/// running it. So a stop called once both jobs are counted reports both unfinished.
+pub async fn in_flight_counts_only_jobs_handed_out(b: &dyn Backend) {
+    let q = queue(b, "client-counted");
+    for n in 0..2u32 {
+        q.enqueue_item(NewItem::json(&n).expect("json"))
+            .await
+            .expect("enqueue");
+    }
+    // Each claim takes 300 ms, well within the request timeout.
+    b.inject_queue(
+        Some(QueueOp::Claim),
+        Fault::Latency(Duration::from_millis(300)),
+        Times::Always,
+    );
+    let started = Arc::new(AtomicUsize::new(0));
+    let handler = {
+        let started = Arc::clone(&started);
+        move |job: TypedJob<u32>| {
+            started.fetch_add(1, Ordering::SeqCst);
+            async move {
+                job.cancellation_token().cancelled().await;
+                Err(JobError::failed("stopped"))
+            }
+        }
+    };
+    let client = QueueClient::builder("client-4")
+        .queue(q.clone(), 2, handler)
+        .start()
+        .expect("start");
+    for _ in 0..250 {
+        if client.in_flight().get("client-counted") == Some(&2) {
+            break;
+        }
+        b.sleep(Duration::from_millis(20)).await;
+    }
+    b.clear_faults();
+    let report = client.stop(Duration::from_millis(500)).await;
+    assert_eq!(
+        report.queues.get("client-counted").map(|r| r.unfinished),
+        Some(2),
+        "counted 2 in flight, {} handlers started",
+        started.load(Ordering::SeqCst)
+    );
+    assert_eq!(started.load(Ordering::SeqCst), 2);
 }
 
 /// A client's shutdown token stops claiming on every queue at once.
