@@ -35,6 +35,7 @@ pub mod queue_orphans;
 pub mod queue_parked;
 pub mod queue_periodic;
 pub mod queue_scale;
+pub mod queue_snooze;
 pub mod queue_tombstones;
 pub mod queue_unique;
 pub mod queue_upkeep_races;
@@ -197,7 +198,7 @@ macro_rules! queue_suite {
             queue_parked::parked_claim_is_undone_within_a_bound,
             queue_parked::drained_worker_keeps_no_claim,
             queue_client::typed_handlers_answer_for_their_jobs,
-            queue_client::a_snoozed_job_runs_again_without_spending_attempts,
+            queue_snooze::a_snoozed_job_runs_again_without_spending_attempts,
         );
     };
     (portable: #[$attr:meta] $(#[$more:meta])*, $make:expr) => {
@@ -226,7 +227,7 @@ macro_rules! queue_suite {
             queue_client::one_stop_drains_every_queue,
             queue_client::the_shutdown_token_stops_every_queue,
             queue_client::bad_client_settings_are_refused_before_anything_runs,
-            queue_client::a_snoozed_job_runs_again_without_spending_attempts,
+            queue_snooze::a_snoozed_job_runs_again_without_spending_attempts,
             queue_periodic::periodic_ticks_survive_leader_kills,
             queue_periodic::skipped_ticks_stay_skipped,
             queue_periodic::ticks_missed_within_the_window_run_late_after_a_long_failover,
@@ -255,7 +256,7 @@ macro_rules! queue_suite {
             queue_upkeep_races::dead_letter_lost_answers_are_settled,
             queue_upkeep_races::orphan_entry_goes_after_its_row_is_sealed,
             queue_upkeep_races::slow_index_write_then_crash_keeps_the_item_findable,
-            queue_client::a_snoozed_job_runs_again_when_its_new_entry_was_not_placed,
+            queue_snooze::a_snoozed_job_runs_again_when_its_new_entry_was_not_placed,
             queue_client::in_flight_counts_only_jobs_handed_out,
             queue_enqueue::a_failed_item_write_is_an_error_and_stores_nothing,
             queue_enqueue::a_write_timeout_is_an_unknown_outcome_naming_the_item,
