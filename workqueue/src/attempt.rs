@@ -168,7 +168,6 @@ impl WorkQueue {
                 attempt: seen_attempt,
             },
             index: None,
-            moved: std::sync::Mutex::default(),
             orphans: Arc::clone(&self.dispatcher.orphans),
         });
         let guard = AttemptGuard::new(
@@ -248,28 +247,22 @@ impl WorkQueue {
             }
         };
         debug!(id = %key.id, "claimed");
-        // The claim's check entry goes in before the entry it was found by goes out (in one
-        // write when they share a bucket), so the item stays findable after the claim
-        // lapses. On failure, a drop or a late answer the guard undoes the claim; if the old
-        // entry may be gone by then, the undo puts a run entry in the check entry's place.
-        let check = self.check_entry(&key.id, seen_attempt + 1);
-        if let Ok(mut moved) = target.moved.lock() {
-            *moved = Some((self.clone(), check.clone()));
-        }
-        let moved = self.place_instead(entry, &check).await?;
-        if !moved && let Ok(mut kept) = target.moved.lock() {
-            // Two steps: the old entry stays until delivery.
-            kept.take();
-        }
+        // The claim's check entry goes in, in time for its position (see `placement`),
+        // before the entry it was found by goes out, so the item stays findable after the
+        // claim lapses. Never in one batch with the removal: a batch landing late could
+        // put the new entry under a range deletion (`dispatch::compact`) and delete the old
+        // one with it. On failure, a drop or a late answer the guard undoes the claim, and
+        // the old entry is still there.
+        let (check, _) = self
+            .place_in_time(self.check_entry(&key.id, seen_attempt + 1))
+            .await?;
         if tokio::time::Instant::now() >= sent_at + self.config.timing.renew_deadline() {
-            // Too late by now: the guard undoes it (and the item's entry with it).
+            // Too late by now: the guard undoes it; the old entry stays.
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
             return Ok(Tried::Skipped);
         }
         guard.disarm();
-        if !moved {
-            self.remove_later(entry);
-        }
+        self.remove_later(entry);
         let job = Job::start(
             self.clone(),
             item,

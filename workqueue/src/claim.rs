@@ -37,10 +37,6 @@ pub(crate) struct ClaimTarget {
     pub hand_back: HandBack,
     /// The queue and the claim's check entry, for index upkeep after a hand-back.
     pub index: Option<(WorkQueue, IndexEntry)>,
-    /// An undelivered claim's check entry, set before it may take the place of the entry
-    /// the item was found by: an undo that applies turns it back into a run entry at once,
-    /// or the item would wait for the check entry (one claim TTL).
-    pub moved: std::sync::Mutex<Option<(WorkQueue, IndexEntry)>>,
     /// This process's abandoned claims: an orphaned claim is remembered there, so a claimer
     /// that finds it holding the item hands it back at once.
     pub orphans: Arc<Orphans>,
@@ -144,26 +140,11 @@ impl Holdable for ClaimTarget {
 
     /// The claim is over, whichever send of the hand-back applied (or however else it
     /// ended): the item's index entry is put right at once rather than left to the claim's
-    /// check entry, due a claim TTL later.
+    /// check entry, due a claim TTL later. An undone claim that was never delivered left
+    /// the entry it was found by in place until delivery: nothing to put right.
     async fn released(&self) {
-        match self.hand_back {
-            HandBack::Delivered => self.after_hand_back().await,
-            // An undone claim whose check entry took its old entry's place: a run entry goes
-            // back even if the undo was refused (an earlier send applied late, or the claim
-            // lapsed), as the item may have no other entry. An extra one does no harm:
-            // claims are conditional on the attempt number.
-            HandBack::Undelivered { attempt, .. } => {
-                let moved = self.moved.lock().ok().and_then(|mut moved| moved.take());
-                if let Some((queue, check)) = moved {
-                    let to = Reschedule {
-                        state: JobState::Available,
-                        run_at: queue.now(),
-                        error: None,
-                        requeued_at: None,
-                    };
-                    queue.after_finish(&check, attempt, Some(to)).await;
-                }
-            }
+        if let HandBack::Delivered = self.hand_back {
+            self.after_hand_back().await;
         }
     }
 

@@ -79,7 +79,6 @@ impl Job {
             ttl: queue.config.timing.store_ttl(),
             hand_back: HandBack::Delivered,
             index: Some((queue.clone(), check.clone())),
-            moved: std::sync::Mutex::default(),
             orphans: Arc::clone(&queue.dispatcher.orphans),
         });
         let target = Arc::new(JobClaim {
@@ -94,7 +93,6 @@ impl Job {
                     attempt: attempt - 1,
                 },
                 index: None,
-                moved: std::sync::Mutex::default(),
                 orphans: Arc::clone(&claim.orphans),
             },
             delivery: AtomicU8::new(parked::UNDELIVERED),

@@ -105,9 +105,7 @@ impl WorkQueue {
             let pos = self.now().max(cursor + lag);
             let moved = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
             warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry moved ahead of the cursor");
-            let sent = Instant::now();
-            self.replace(entry, &moved).await?;
-            (*entry, *written_from) = (moved, sent);
+            (*entry, *written_from) = self.replace(entry, &moved).await?;
         }
         Ok(())
     }

@@ -300,42 +300,19 @@ impl WorkQueue {
         tokio::spawn(async move { queue.remove(&entry).await });
     }
 
-    /// Places `new` then removes `old`, so the item always has an entry.
+    /// Places `new` then removes `old`, so the item always has an entry: `new` in time for
+    /// its position (placed again further on if its write landed late, see
+    /// `placement`), and `old` only once it has. Returns the entry placed and when its write
+    /// was sent. Never one batch: a batch landing late could put `new` under a range
+    /// deletion of a scanner that saw `old` live (`dispatch::compact`), and delete `old`
+    /// with it, leaving the item without an entry.
     pub(crate) async fn replace(
         &self,
         old: &IndexEntry,
         new: &IndexEntry,
-    ) -> Result<(), QueueError> {
-        if !self.place_instead(old, new).await? {
-            self.remove(old).await;
-        }
-        Ok(())
-    }
-
-    /// Places `new` in `old`'s stead: one atomic write (both or neither) when they share a
-    /// bucket that needs no directory record and the store can, which returns `true` (`old`
-    /// is gone); otherwise only places `new` and returns `false` (`old` is the caller's to
-    /// remove). Either way the item always has an entry.
-    pub(crate) async fn place_instead(
-        &self,
-        old: &IndexEntry,
-        new: &IndexEntry,
-    ) -> Result<bool, QueueError> {
-        if old.bucket == new.bucket && new.bucket <= self.now() / self.config.bucket_micros() + 1 {
-            let (ts, delete_ts) = (clock::next_micros(), clock::next_micros());
-            let moved = self
-                .store
-                .move_entry(&self.name, new, &old.seq, ts, delete_ts)
-                .await
-                .map_err(|source| QueueError::Store {
-                    operation: "move index entry",
-                    source,
-                })?;
-            if moved {
-                debug!(queue = %self.name, id = %new.id, from = %old.seq, to = %new.seq, "index entry moved");
-                return Ok(true);
-            }
-        }
-        self.place(new).await.map(|()| false)
+    ) -> Result<(IndexEntry, tokio::time::Instant), QueueError> {
+        let placed = self.place_in_time(new.clone()).await?;
+        self.remove(old).await;
+        Ok(placed)
     }
 }

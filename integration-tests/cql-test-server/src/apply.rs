@@ -13,6 +13,7 @@ impl Engine {
             return;
         };
         let default_ttl = i64::from(table.default_ttl);
+        let columns = table.clustering.len();
         let statics = table.statics.clone();
         let partition = table
             .partitions
@@ -49,9 +50,11 @@ impl Engine {
                     slice: slice.clone(),
                     deletion,
                 });
-                for (ck, row) in partition.rows.iter_mut() {
-                    if slice.contains(ck) {
-                        row.shadow(timestamp);
+                if let Some(range) = super::clustering::seek_bounds(slice, columns) {
+                    for (ck, row) in partition.rows.range_mut(range) {
+                        if slice.contains(ck) {
+                            row.shadow(timestamp);
+                        }
                     }
                 }
             }

@@ -105,6 +105,30 @@ impl Slice {
     }
 }
 
+/// The rows of a partition `slice` can hold, as bounds for a `BTreeMap` range over a table of
+/// `columns` clustering columns, or `None` when it holds none. Only bounds on every
+/// clustering column narrow it (a prefix bound compares equal to many keys): callers still
+/// check each row against the slice.
+pub fn seek_bounds(
+    slice: &Slice,
+    columns: usize,
+) -> Option<(std::ops::Bound<Clustering>, std::ops::Bound<Clustering>)> {
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+    let bound = |b: &Bound| match b {
+        Bound::Inclusive(x) if x.len() == columns => Included(Clustering(x.clone())),
+        Bound::Exclusive(x) if x.len() == columns => Excluded(Clustering(x.clone())),
+        _ => Unbounded,
+    };
+    let (start, end) = (bound(&slice.start), bound(&slice.end));
+    let empty = match (&start, &end) {
+        (Included(a), Included(b)) => a > b,
+        (Included(a) | Excluded(a), Included(b) | Excluded(b)) => a >= b,
+        _ => false,
+    };
+    // An empty slice holds nothing (and BTreeMap refuses inverted ranges).
+    (!empty).then_some((start, end))
+}
+
 /// A range tombstone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeTombstone {

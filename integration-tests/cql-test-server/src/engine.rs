@@ -221,6 +221,26 @@ impl Partition {
         shadow
     }
 
+    /// [`Partition::shadow`] counting only `ranges` (those a read's slice overlaps): rows
+    /// outside them cannot be covered by the others.
+    pub fn shadow_among(
+        &self,
+        ranges: &[&RangeTombstone],
+        key: &Clustering,
+        row: Option<&Row>,
+    ) -> i64 {
+        let mut shadow = self.deletion.map_or(i64::MIN, |d| d.timestamp);
+        for r in ranges {
+            if r.slice.contains(key) {
+                shadow = shadow.max(r.deletion.timestamp);
+            }
+        }
+        if let Some(d) = row.and_then(|r| r.deletion) {
+            shadow = shadow.max(d.timestamp);
+        }
+        shadow
+    }
+
     /// The live row at `key`.
     pub fn live_row(&self, key: &Clustering, now_sec: i64) -> Option<Row> {
         let row = self.rows.get(key)?;

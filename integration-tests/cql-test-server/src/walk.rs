@@ -1,6 +1,7 @@
 //! One read's walk over the rows of its partitions: live rows projected, tombstones counted
 //! as Cassandra counts them for its thresholds.
 
+use super::clustering::seek_bounds;
 use super::engine::{Bound as SliceBound, Cell, Clustering, Partition, Row, Slice, Table};
 use super::parser::Selector;
 use super::values::Value;
@@ -39,10 +40,15 @@ impl Walk<'_> {
         self.count_dead(&p.statics, partition_deleted);
         // Range tombstones are met where they start in the walk's direction; each is an
         // open and a close marker, as Cassandra counts them.
-        let mut ranges: Vec<&_> = p
+        let overlapping: Vec<&_> = p
             .ranges
             .iter()
-            .filter(|r| r.deletion.timestamp > partition_deleted && overlaps(&r.slice, self.slice))
+            .filter(|r| overlaps(&r.slice, self.slice))
+            .collect();
+        let mut ranges: Vec<&_> = overlapping
+            .iter()
+            .copied()
+            .filter(|r| r.deletion.timestamp > partition_deleted)
             .collect();
         let iter: Box<dyn Iterator<Item = (&Clustering, &Row)>> = match self.seek(p) {
             None => Box::new(std::iter::empty()),
@@ -72,12 +78,14 @@ impl Walk<'_> {
                 }
                 !met
             });
-            let shadow = p.shadow(ck, Some(row));
+            // Only the range tombstones overlapping the read can cover its rows.
+            let shadow_above = p.shadow_among(&overlapping, ck, None);
+            let shadow = row
+                .deletion
+                .map_or(shadow_above, |d| d.timestamp.max(shadow_above));
             let dead = self.count_dead(row, shadow);
             let live = row.live(self.now, shadow);
-            let row_deletion_counts = row
-                .deletion
-                .is_some_and(|d| d.timestamp > p.shadow(ck, None));
+            let row_deletion_counts = row.deletion.is_some_and(|d| d.timestamp > shadow_above);
             if live.is_none() && dead == 0 && row_deletion_counts {
                 self.tombstones += 1;
             }
@@ -120,21 +128,7 @@ impl Walk<'_> {
         &self,
         p: &'p Partition,
     ) -> Option<std::collections::btree_map::Range<'p, Clustering, Row>> {
-        use std::ops::Bound::{Excluded, Included, Unbounded};
-        let columns = self.table.clustering.len();
-        let bound = |b: &SliceBound| match b {
-            SliceBound::Inclusive(x) if x.len() == columns => Included(Clustering(x.clone())),
-            SliceBound::Exclusive(x) if x.len() == columns => Excluded(Clustering(x.clone())),
-            _ => Unbounded,
-        };
-        let (start, end) = (bound(&self.slice.start), bound(&self.slice.end));
-        let empty = match (&start, &end) {
-            (Included(a), Included(b)) => a > b,
-            (Included(a) | Excluded(a), Included(b) | Excluded(b)) => a >= b,
-            _ => false,
-        };
-        // An empty slice has nothing to visit (and BTreeMap refuses inverted ranges).
-        (!empty).then(|| p.rows.range((start, end)))
+        seek_bounds(self.slice, self.table.clustering.len()).map(|range| p.rows.range(range))
     }
 
     /// Counts a row's deleted and expired cells not shadowed by a deletion.

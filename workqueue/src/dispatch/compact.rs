@@ -63,7 +63,7 @@ impl WorkQueue {
         }
         let mut stretches = Vec::new();
         {
-            let mut ledger = self.dispatcher.ledger();
+            let ledger = self.dispatcher.ledger();
             for pair in bounds.windows(2) {
                 let (from, to) = (pair[0], pair[1].min(ceiling.as_str()));
                 if from >= to {
@@ -76,8 +76,7 @@ impl WorkQueue {
                     seq_pos(to, read.bucket, width).min(bucket_end),
                 );
                 if ledger.marked_between(from_pos, to_pos) {
-                    ledger.compacted(from_pos, to_pos);
-                    stretches.push((from.to_owned(), to.to_owned()));
+                    stretches.push((from.to_owned(), to.to_owned(), from_pos, to_pos));
                 }
             }
         }
@@ -85,18 +84,21 @@ impl WorkQueue {
             return;
         }
         let (queue, bucket) = (self.clone(), read.bucket);
-        // Above the timestamps of the rows' own deletions by other clocks within the skew,
-        // so their tombstones merge into it too (nothing lands in the stretch any more).
+        // Stamped now, just after the read, not when the task gets to send it: above the
+        // timestamps of the rows' own deletions by other clocks within the skew, so their
+        // tombstones merge into it (nothing lands in the stretch any more).
         let skew = crate::config::micros(self.config.timing.max_clock_skew);
+        let ts = clock::next_micros().saturating_add(skew);
         tokio::spawn(async move {
-            for (after, before) in stretches {
-                let ts = clock::next_micros().saturating_add(skew);
+            for (after, before, from_pos, to_pos) in stretches {
                 match queue
                     .store
                     .delete_range(queue.name(), bucket, &after, &before, ts)
                     .await
                 {
                     Ok(true) => {
+                        // Its marks no longer stand for tombstones: reads cross it whole.
+                        queue.dispatcher.ledger().compacted(from_pos, to_pos);
                         debug!(queue = %queue.name(), bucket, %after, %before, "dead index stretch range-deleted")
                     }
                     Ok(false) => return,

@@ -4,10 +4,10 @@
 //! A read's tombstones are the entries written into its slice and deleted since. Entries
 //! are written once and deleted once, so a slice holds at most as many tombstones as
 //! entries were ever written into it. A process counts the entries it sees (each read
-//! returns the live ones) and the check entries it places itself, and puts a *mark* at the
-//! position of every [`MARK_EVERY`]-th: a read then ends at the second mark past its start,
-//! so it spans at most about `2 x MARK_EVERY` counted entries, however many have died
-//! since. A check entry placed here stands for one per process: processes share the work
+//! returns the live ones) and, apart, the check entries it places itself, and puts a *mark*
+//! at the position of every [`MARK_EVERY`]-th of each: a read then ends at the second mark
+//! past its start, so it spans fewer than `2 x MARK_EVERY` counted entries of each kind,
+//! however many have died since. A check entry placed here stands for one per process: processes share the work
 //! out evenly (`slots`), and the others' are never seen. Just before this process's first
 //! scan (`cursor_lag` + [`BLIND_EXTRA`]), where it counted nothing and the fleet's rescans
 //! may not have compacted yet, reads span at most [`BLIND_SLICE`] of positions; further
@@ -37,8 +37,11 @@ pub(crate) const BLIND_EXTRA: std::time::Duration = std::time::Duration::from_se
 pub(crate) struct Ledger {
     /// Positions (wall-clock micros) of marks.
     marks: BTreeSet<i64>,
-    /// Entries counted since the last mark.
-    counted: usize,
+    /// Entries seen since the last mark of that stream.
+    seen: usize,
+    /// Check entries placed (weighted) since the last mark of that stream: they lie a claim
+    /// TTL ahead, elsewhere than the entries being seen, so they keep a count of their own.
+    placed: usize,
     /// The highest seq each bucket was read to: entries beyond it are counted when seen.
     frontier: Option<(i64, String)>,
     /// From this position on, entries were counted as reads returned them: the clock at
@@ -58,24 +61,33 @@ impl Ledger {
         }
     }
 
-    /// Counts `weight` entries at `pos`, a mark after every [`MARK_EVERY`].
-    fn count(&mut self, pos: i64, weight: usize) {
-        self.counted += weight;
-        if self.counted >= MARK_EVERY {
-            self.counted = 0;
-            self.marks.insert(pos);
+    /// Adds `weight` entries at `pos` to the count `counted`, a mark after every
+    /// [`MARK_EVERY`].
+    fn count(marks: &mut BTreeSet<i64>, counted: &mut usize, pos: i64, weight: usize) {
+        *counted += weight;
+        if *counted >= MARK_EVERY {
+            *counted = 0;
+            marks.insert(pos);
         }
     }
 
-    /// Entries a read returned in `bucket`: those beyond the frontier are counted.
-    pub(crate) fn saw<'a>(&mut self, bucket: i64, seqs: impl Iterator<Item = (&'a str, i64)>) {
-        for (seq, pos) in seqs {
+    /// Entries a read returned in `bucket`, by a reader whose clock reads `now`: those
+    /// beyond the frontier and not ahead of `now` are counted. The frontier never passes
+    /// the clock, so entries written later behind an entry seen ahead are counted too (the
+    /// entries ahead are counted when a read reaches them, or by their placer).
+    pub(crate) fn saw<'a>(
+        &mut self,
+        bucket: i64,
+        now: i64,
+        seqs: impl Iterator<Item = (&'a str, i64)>,
+    ) {
+        for (seq, pos) in seqs.filter(|(_, pos)| *pos <= now) {
             let beyond = self
                 .frontier
                 .as_ref()
                 .is_none_or(|(b, s)| (bucket, seq) > (*b, s.as_str()));
             if beyond {
-                self.count(pos, 1);
+                Self::count(&mut self.marks, &mut self.seen, pos, 1);
                 self.frontier = Some((bucket, seq.to_owned()));
             }
         }
@@ -85,23 +97,25 @@ impl Ledger {
     /// if its job ends in time), standing for one of each of the `processes` sharing the
     /// queue.
     pub(crate) fn placed(&mut self, pos: i64, processes: usize) {
-        self.count(pos, processes.max(1));
+        Self::count(&mut self.marks, &mut self.placed, pos, processes.max(1));
     }
 
     /// Where a read starting after position `from` should end, at most `end`: at the second
-    /// mark past `from`, or [`BLIND_SLICE`] on where nothing was counted lately.
+    /// mark past `from`, and within [`BLIND_SLICE`] where nothing was counted before the
+    /// first scan.
     pub(crate) fn slice_end(&self, from: i64, end: i64) -> i64 {
+        let second = self.marks.range(from.saturating_add(1)..).nth(1).copied();
+        let end = second.map_or(end, |m| m.min(end));
         let Some(known_from) = self.known_from else {
             return end;
         };
         if from < self.blind_from {
-            return end.min(self.blind_from);
+            end.min(self.blind_from)
+        } else if from < known_from {
+            end.min(from.saturating_add(BLIND_SLICE)).min(known_from)
+        } else {
+            end
         }
-        if from < known_from {
-            return end.min(from.saturating_add(BLIND_SLICE)).min(known_from);
-        }
-        let second = self.marks.range(from.saturating_add(1)..).nth(1).copied();
-        second.map_or(end, |m| m.min(end))
     }
 
     /// Whether a read starting after position `from` is a blind slice (see [`BLIND_SLICE`]).
@@ -150,7 +164,7 @@ mod tests {
         let mut ledger = Ledger::default();
         ledger.start(0, 0);
         let seqs: Vec<(String, i64)> = (1..=400).map(|p| (format!("{p:020}-run"), p)).collect();
-        ledger.saw(0, seqs.iter().map(|(s, p)| (s.as_str(), *p)));
+        ledger.saw(0, i64::MAX, seqs.iter().map(|(s, p)| (s.as_str(), *p)));
         assert_eq!(ledger.slice_end(0, 1_000), 256);
         assert_eq!(ledger.slice_end(128, 1_000), 384);
         assert_eq!(ledger.slice_end(300, 1_000), 1_000);
@@ -163,7 +177,7 @@ mod tests {
         ledger.start(0, 0);
         let seqs: Vec<(String, i64)> = (1..=200).map(|p| (format!("{p:020}-run"), p)).collect();
         for _ in 0..3 {
-            ledger.saw(0, seqs.iter().map(|(s, p)| (s.as_str(), *p)));
+            ledger.saw(0, i64::MAX, seqs.iter().map(|(s, p)| (s.as_str(), *p)));
         }
         assert_eq!(ledger.marks.len(), 1);
     }

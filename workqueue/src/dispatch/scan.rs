@@ -101,7 +101,7 @@ impl WorkQueue {
             let full = page.len() == limit as usize;
             self.dispatcher
                 .ledger()
-                .saw(bucket, page.iter().map(|e| (e.seq.as_str(), e.pos)));
+                .saw(bucket, now, page.iter().map(|e| (e.seq.as_str(), e.pos)));
             self.compact(
                 &ReadSpan {
                     bucket,

@@ -1,13 +1,18 @@
 //! The dispatcher's scan position after a scan from the cursor, which reads ahead of the
-//! process's clock.
+//! process's clock; an entry's move racing a range deletion of the stretch behind it.
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::ledger;
+
+use cql_lease::memory::{Fault, Times};
+
 use crate::clock::{WallClock, now_micros};
 use crate::config::micros;
-use crate::memory::MemoryQueueStore;
+use crate::item::EntryKind;
+use crate::memory::{MemoryQueueStore, QueueOp};
 use crate::{QueueConfig, WorkQueue};
 
 /// A scan from the cursor reads up to `lag + cursor_refresh` ahead of the clock; when that
@@ -44,4 +49,61 @@ async fn an_item_placed_after_a_scan_reaching_the_next_bucket_is_found_at_once()
         .expect("an item enqueued after the scan is claimable at once");
     assert_eq!(second.payload(), "second");
     second.complete().await.unwrap();
+}
+
+/// A move whose new entry lands late, after another process's scan saw the old entry live
+/// and range-deleted the dead stretch behind it (where the new entry falls), still leaves
+/// the item findable: the late entry is placed again where no deletion reaches, and the old
+/// one goes only after that. Real time: positions are wall-clock readings.
+#[tokio::test]
+async fn a_move_landing_late_behind_a_range_deletion_leaves_the_item_findable() {
+    let config = QueueConfig::default();
+    let store = Arc::new(MemoryQueueStore::new());
+    let base = WorkQueue::new(store.clone(), "late-move", config).unwrap();
+    let id = base.enqueue("x").await.unwrap();
+    let old = base.live_entries().await.unwrap().pop().expect("its entry");
+    // The item is due a little later (a retry's back-off): its entry moves there, and
+    // that write is held up.
+    let t0 = base.now();
+    let to = base.entry(&id, t0 + 300_000, EntryKind::Run, false, 0);
+    let hold_up = config.cursor_lag() + Duration::from_millis(500);
+    store.inject(
+        Some(QueueOp::Index),
+        Fault::Latency(hold_up),
+        Times::Next(1),
+    );
+    let mover = {
+        let (queue, old, to) = (base.clone(), old.clone(), to.clone());
+        tokio::spawn(async move { queue.replace(&old, &to).await })
+    };
+    tokio::time::sleep(hold_up - Duration::from_millis(200)).await;
+    // Another process, which counted a busy stretch after the old entry, scans.
+    let scanner = base.with_clock(WallClock::system());
+    {
+        let mut ledger = scanner.dispatcher.ledger();
+        ledger.start(t0 - 10_000_000, 0);
+        for k in 1..=20 {
+            ledger.placed(t0 + k * 20_000, ledger::MARK_EVERY);
+        }
+    }
+    {
+        let mut state = scanner.dispatcher.state.lock().await;
+        scanner.refill(&mut state, true).await.unwrap();
+        assert!(
+            state.buffer.iter().any(|e| e.seq == old.seq),
+            "the scanner saw the old entry live"
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        store.counts().range_deletes > 0,
+        "the stretch was range-deleted"
+    );
+    mover.await.unwrap().unwrap();
+    let live = base.live_entries().await.unwrap();
+    assert!(
+        live.iter().any(|e| e.id == id && e.seq != old.seq),
+        "the item has an entry where it moved: {live:?}"
+    );
+    assert_eq!(store.counts().live_entries_range_deleted, 0);
 }
