@@ -1,6 +1,7 @@
 //! Shared plumbing of the example programs: command-line backend selection.
 
 pub mod frozen;
+pub mod lwt_ceiling;
 pub mod queue_steady;
 pub mod tombstones;
 

@@ -193,7 +193,9 @@ pub trait QueueStore: Send + Sync + 'static {
     /// Writes `new` (client timestamp `ts`) and deletes the entry `old_seq` of the same
     /// bucket (`delete_ts`) as one atomic write: both land or neither does (one partition,
     /// one batch). Returns `false`, having sent nothing, when this store cannot (the
-    /// default): the caller then places and removes in two steps.
+    /// default). The queue itself no longer moves entries this way: a batch that lands late
+    /// can put `new` under a range deletion ([`QueueStore::delete_range`]) and delete the old
+    /// entry with it, so it places the new entry in time and then removes the old one.
     async fn move_entry(
         &self,
         queue: &str,

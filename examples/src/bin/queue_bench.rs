@@ -68,6 +68,10 @@ struct Cli {
     /// Steady state instead: enqueue this many items a second while processing them.
     #[arg(long = "steady", value_name = "ITEMS_PER_SEC")]
     steady: Option<u64>,
+    /// With `--scylla`: first measure the node's LWT ceiling for this many seconds (64 tasks
+    /// looping `UPDATE ... IF` on partitions of their own), to compare the queue's rate to.
+    #[arg(long = "lwt-ceiling", value_name = "SECONDS")]
+    lwt_ceiling: Option<u64>,
     /// Minutes of steady state [default: 5].
     #[arg(long = "minutes", value_name = "M", default_value_t = 5)]
     minutes: u64,
@@ -104,6 +108,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(other) => return Err(format!("--claim-mode lwt|bakery, not {other}").into()),
     };
     let wire = args.get("wire") == Some("true");
+    if let (Some(seconds), Some(addr)) = (args.lwt_ceiling, args.get("scylla")) {
+        let rate = examples::lwt_ceiling::measure(addr, "cql_queue_demo", 64, seconds).await?;
+        eprintln!(
+            "LWT ceiling: {rate:.0} LWTs/s (64 tasks, {seconds} s); a third of it: {:.0}",
+            rate / 3.0
+        );
+        let plain =
+            examples::lwt_ceiling::measure_plain(addr, "cql_queue_demo", 64, seconds).await?;
+        eprintln!("plain writes into one partition: {plain:.0}/s (64 tasks, {seconds} s)");
+    }
     let sizes: Vec<usize> = args
         .get("items")
         .unwrap_or("1000,10000,100000")
