@@ -105,8 +105,10 @@ struct ScanState {
     /// Immediate entries placed ahead of this process's clock already handed out.
     ahead: HashSet<String>,
     last_restart: Option<Instant>,
-    /// When this process last wrote its clock into the fleet clock.
-    clock_noted: Option<Instant>,
+    /// The clock reading this process last wrote into the fleet clock: range deletions stay
+    /// below it minus the cursor lag, where every placer's check keeps entries clear of
+    /// (`placement`).
+    noted: Option<i64>,
     /// The last rescan from the cursor took as many of others' entries as it keeps: more may
     /// lag, so the next refill rescans at once instead of after `STEAL_AGE`.
     steal_more: bool,

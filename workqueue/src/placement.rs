@@ -9,6 +9,13 @@
 //! enqueue writes its row only after it), so a process that dies at any later point leaves
 //! a findable entry; [`WorkQueue::keep_ahead_of_cursor`] then catches clocks off by more
 //! than the skew.
+//!
+//! The same rule keeps entries clear of range deletions (`dispatch::compact`): a scanner
+//! deletes only stretches below its clock minus the lag, and below the clock reading it last
+//! noted in the fleet clock. So an entry placed at or above the fleet clock minus the lag
+//! (less the skew) by a writer that read the fleet clock after its write landed is outside
+//! every deletion; one below it (a writer's clock behind the fleet's) is placed again at
+//! the fleet clock.
 
 use cql_lease::StoreError;
 use tokio::time::Instant;
@@ -74,7 +81,7 @@ impl WorkQueue {
     /// `scanner clock - lag`, so an entry written within `lag - 2 x skew` of a correct
     /// clock's reading is safe; a slow write or a clock behind is caught here and the entry
     /// moves forward to `cursor + lag`. An immediate entry far ahead of where scanners read
-    /// (this clock ahead of the fleet's) gets a copy there: see [`Self::copy_back`].
+    /// (this clock ahead of the fleet's) gets a copy there: see [`Self::copy_back_after`].
     pub(crate) async fn keep_ahead_of_cursor(
         &self,
         mut entry: IndexEntry,
@@ -94,15 +101,20 @@ impl WorkQueue {
         let lag = micros(self.config.cursor_lag());
         let skew = micros(self.config.timing.max_clock_skew);
         for _ in 0..3 {
-            let (cursor, cold) = self.read_cursor_cold().await?;
+            let ((cursor, cold), fleet) =
+                tokio::try_join!(self.read_cursor_cold(), self.read_fleet_clock())?;
             let elapsed = micros(written_from.elapsed());
-            if entry.pos >= cursor + lag - skew + elapsed.min(lag) {
+            // Range deletions stay below a scanner's noted clock minus the lag, and the
+            // fleet clock is at least that noted reading: an entry of a clock behind the
+            // fleet's by more than the lag could lie under one.
+            let clear_of_deletions = entry.pos >= fleet - lag + skew;
+            if entry.pos >= cursor + lag - skew + elapsed.min(lag) && clear_of_deletions {
                 if !cold && entry.immediate && entry.pos > cursor + self.ahead_limit() {
-                    self.copy_back(entry, cursor).await?;
+                    self.copy_back_after(entry, cursor, fleet).await?;
                 }
                 return Ok(());
             }
-            let pos = self.now().max(cursor + lag);
+            let pos = self.now().max(cursor + lag).max(fleet);
             let moved = self.entry(&entry.id, pos, entry.kind, entry.immediate, entry.attempt);
             warn!(id = %entry.id, from = entry.pos, to = pos, cursor, "entry moved ahead of the cursor");
             (*entry, *written_from) = self.replace(entry, &moved).await?;
@@ -126,8 +138,12 @@ impl WorkQueue {
     /// moving an entry backwards could put it where a scan already in progress has read,
     /// which would then move the cursor past it, so the copy only makes the item found
     /// sooner and never decides whether it is found.
-    async fn copy_back(&self, entry: &IndexEntry, cursor: i64) -> Result<(), QueueError> {
-        let fleet = self.read_fleet_clock().await?;
+    async fn copy_back_after(
+        &self,
+        entry: &IndexEntry,
+        cursor: i64,
+        fleet: i64,
+    ) -> Result<(), QueueError> {
         if fleet <= 0 || entry.pos <= fleet + self.ahead_limit() {
             return Ok(());
         }
@@ -144,13 +160,20 @@ impl WorkQueue {
     }
 
     /// Records `now` (this process's clock, read before a rescan from the cursor) in the
-    /// fleet clock. Advisory: a failure only makes enqueuers whose clock is ahead wait
-    /// longer, so it is logged, not returned.
-    pub(crate) async fn note_fleet_clock(&self, now: i64) {
+    /// fleet clock; returns whether it stands. A failure only makes enqueuers whose clock
+    /// is ahead wait longer, and keeps this process's range deletions below its last
+    /// noted reading, so it is logged, not returned.
+    pub(crate) async fn note_fleet_clock(&self, now: i64) -> bool {
         let name = self.fleet_clock_name();
         match self.store.advance_cursor(&name, now).await {
-            Ok(()) => debug!(queue = %self.name(), now, "fleet clock noted"),
-            Err(error) => warn!(queue = %self.name(), %error, "fleet clock not noted"),
+            Ok(()) => {
+                debug!(queue = %self.name(), now, "fleet clock noted");
+                true
+            }
+            Err(error) => {
+                warn!(queue = %self.name(), %error, "fleet clock not noted");
+                false
+            }
         }
     }
 

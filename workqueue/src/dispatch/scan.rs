@@ -37,7 +37,6 @@ impl WorkQueue {
         let last_bucket = horizon / width;
         let before = IndexEntry::seq_floor(horizon + 1);
         // Stretches below this are closed: nothing lands there any more (see `compact`).
-        let closed = now - lag;
         // Entries written from the first scan on are counted as reads return them.
         let blind = lag + micros(BLIND_EXTRA);
         self.dispatcher.ledger().start(now, blind);
@@ -48,18 +47,20 @@ impl WorkQueue {
                 state.last_restart = Some(Instant::now());
                 self.dispatcher.handed_out.store(0, Ordering::Relaxed);
                 self.dispatcher.ledger().forget_below(cursor);
-                if state
-                    .clock_noted
-                    .is_none_or(|at| at.elapsed() >= self.config.cursor_refresh / 2)
-                {
-                    state.clock_noted = Some(Instant::now());
-                    self.note_fleet_clock(now).await;
+                // At every rescan: range deletions stay below what was noted.
+                if self.note_fleet_clock(now).await {
+                    state.noted = Some(now);
                 }
                 state.ahead.clear();
                 self.dispatcher.slots.fade(self.config.cursor_refresh * 3);
                 (cursor / width, IndexEntry::seq_floor(cursor), Some(cursor))
             }
         };
+        // Range deletions stay below this (see `compact`): what a placer whose clock is
+        // behind checks its entries against (`placement`).
+        let closed = state
+            .noted
+            .map_or(i64::MIN, |noted| noted.min(now).saturating_sub(lag));
         let limit = self.config.scan_limit;
         // Several candidates per local claimer: claimers of other processes that read the
         // same head then start on different items (see `pick`).

@@ -107,3 +107,44 @@ async fn a_move_landing_late_behind_a_range_deletion_leaves_the_item_findable() 
     );
     assert_eq!(store.counts().live_entries_range_deleted, 0);
 }
+
+/// An enqueuer whose clock is behind the scanners' by more than the cursor lag, writing
+/// just after a scanner range-deleted the stretch its entry would fall in (the cursor held
+/// back by a live entry far behind), still leaves the item findable: its entry lies below
+/// the fleet clock minus the lag, so it is placed again at the fleet's clock.
+#[tokio::test]
+async fn an_enqueuer_clock_behind_keeps_its_entry_clear_of_range_deletions() {
+    let config = QueueConfig::default();
+    let store = Arc::new(MemoryQueueStore::new());
+    let base = WorkQueue::new(store.clone(), "behind", config).unwrap();
+    let t0 = base.now();
+    // A live entry 20 s back holds the cursor (a held item's stale entry, a backlog head).
+    let pin_id = base.enqueue("pin").await.unwrap();
+    let pin = base.entry(&pin_id, t0 - 20_000_000, EntryKind::Run, true, 0);
+    base.place(&pin).await.unwrap();
+    // A scanner that counted a busy stretch since.
+    let scanner = base.with_clock(WallClock::system());
+    {
+        let mut ledger = scanner.dispatcher.ledger();
+        ledger.start(t0 - 30_000_000, 0);
+        for k in 1..=40 {
+            ledger.placed(t0 - 19_000_000 + k * 500_000, ledger::MARK_EVERY);
+        }
+    }
+    {
+        let mut state = scanner.dispatcher.state.lock().await;
+        scanner.refill(&mut state, true).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        store.counts().range_deletes > 0,
+        "the stretch was range-deleted"
+    );
+    let behind = base.with_clock(WallClock::skewed(-3_000_000));
+    let id = behind.enqueue("late clock").await.unwrap();
+    let live = base.live_entries().await.unwrap();
+    assert!(
+        live.iter().any(|e| e.id == id),
+        "the item has no live entry: {live:?}"
+    );
+}
