@@ -305,13 +305,25 @@ impl WorkQueue {
                 immediate,
                 existing.attempt,
             );
-            let placed = self.place_in_time(next).await;
-            self.remove(entry).await;
-            match placed {
-                Ok(placed) => (*entry, *written_from) = placed,
-                // The row changed since any earlier revival of this call was conditioned on
-                // it, so none can apply: nothing was enqueued.
-                Err(error) => return Existing::Done(Err(error)),
+            match self.place_in_time(next).await {
+                Ok(placed) => {
+                    self.remove(entry).await;
+                    (*entry, *written_from) = placed;
+                }
+                // An earlier revival of this call whose answer was lost may still apply (a
+                // Paxos round retrying): its entry stays, and the outcome is unknown.
+                Err(error) if *revival_unsettled => {
+                    let source = match error {
+                        QueueError::Store { source, .. } => source,
+                        other => StoreError::Unavailable(other.to_string()),
+                    };
+                    return Existing::Done(Err(self.give_up(entry, source, true).await));
+                }
+                // No revival of this call was sent: nothing was enqueued.
+                Err(error) => {
+                    self.remove(entry).await;
+                    return Existing::Done(Err(error));
+                }
             }
         }
         // Never sent after the window (an earlier revival of this call may still be

@@ -83,13 +83,10 @@ pub struct Tweaked {
     pub slow_first_revival_entry: Option<Duration>,
     /// Its reads (rows, index, cursor, buckets, dead letters) are timed here.
     pub time_reads: Option<ReadTimes>,
-    /// Index moves ([`QueueStore::move_entry`]) pass to the inner store (off: the trait's
-    /// default, `Ok(false)`, so the queue moves an entry in two steps).
-    pub forward_moves: bool,
-    /// Its index moves reach the inner store and apply, and their answers are lost
-    /// ("unknown") this much later (within the request timeout): a batch whose coordinator
-    /// timed out although its writes landed. Implies `forward_moves`.
-    pub moves_answer_lost_after: Option<Duration>,
+    /// Its placements of check entries (a claim's) reach the inner store and apply, and
+    /// their answers are lost ("unknown") this much later (within the request timeout): a
+    /// write whose coordinator timed out although it landed.
+    pub check_answers_lost_after: Option<Duration>,
     /// Its unclaim LWTs (an undelivered claim given back) apply, and their answers are lost
     /// ("unknown"): a Paxos round committed whose coordinator timed out answering.
     pub unclaim_answers_lost: bool,
@@ -147,8 +144,7 @@ impl Tweaked {
             enqueues_fail_until: None,
             slow_first_revival_entry: None,
             time_reads: None,
-            forward_moves: false,
-            moves_answer_lost_after: None,
+            check_answers_lost_after: None,
             unclaim_answers_lost: false,
             reschedule_answers_lost: false,
             first_unclaim_late: None,

@@ -294,27 +294,14 @@ impl QueueStore for Tweaked {
         {
             tokio::time::sleep(delay).await;
         }
-        self.inner.put_entry(q, e, ts).await
-    }
-    async fn move_entry(
-        &self,
-        q: &str,
-        new: &IndexEntry,
-        old_seq: &str,
-        ts: i64,
-        delete_ts: i64,
-    ) -> Result<bool, StoreError> {
-        if let Some(delay) = self.moves_answer_lost_after {
-            self.inner
-                .move_entry(q, new, old_seq, ts, delete_ts)
-                .await?;
+        if let Some(delay) = self.check_answers_lost_after
+            && e.kind == cql_workqueue::store::EntryKind::Check
+        {
+            self.inner.put_entry(q, e, ts).await?;
             tokio::time::sleep(delay).await;
             return Err(StoreError::Unknown("coordinator timed out".into()));
         }
-        if self.forward_moves {
-            return self.inner.move_entry(q, new, old_seq, ts, delete_ts).await;
-        }
-        Ok(false)
+        self.inner.put_entry(q, e, ts).await
     }
     async fn delete_entry(&self, q: &str, b: i64, s: &str, ts: i64) -> Result<(), StoreError> {
         if self.fail_deletes {

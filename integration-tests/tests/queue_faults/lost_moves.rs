@@ -1,8 +1,8 @@
-//! A claim undone after its index move: `QueueStore::move_entry` puts the claim's check
-//! entry in the place of the entry its item was found by, in one request. When the claim
-//! fails on the move's lost answer, or is dropped while the move is on its way, its undo
-//! places a run entry again, so another process finds the undone item at once, not a claim
-//! TTL later.
+//! A claim undone after placing its check entry: the claim places the check entry and
+//! removes the entry its item was found by only once it is delivered. When the claim fails
+//! on the placement's lost answer, or is dropped while the placement is on its way, the
+//! found entry is still there, so another process finds the undone item at once, not a
+//! claim TTL later.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +15,8 @@ use integration_tests::tweaked::Tweaked;
 use super::{bakery_backend, claim_within, key_of};
 
 /// The suite's config with hour-wide buckets, so that an entry at the enqueue time and the
-/// claim's check entry (one claim TTL later) share a bucket and the claim moves its entry
-/// in one request (`place_instead`), whatever the wall clock reads when the test runs.
+/// claim's check entry (one claim TTL later) share a bucket, whatever the wall clock reads
+/// when the test runs (where a one-request move would be tempting).
 fn one_bucket_config() -> QueueConfig {
     QueueConfig {
         bucket_width: Duration::from_secs(3600),
@@ -25,7 +25,7 @@ fn one_bucket_config() -> QueueConfig {
 }
 
 /// An item of queue `name`, enqueued and seen by no scanner yet, and a claimer over a store
-/// whose index moves apply and whose answers are lost `after` that long.
+/// whose check-entry placements apply and whose answers are lost `after` that long.
 async fn item_and_claimer(
     b: &MemoryBackend,
     name: &str,
@@ -40,7 +40,7 @@ async fn item_and_claimer(
         .id()
         .clone();
     let lost = Tweaked {
-        moves_answer_lost_after: Some(after),
+        check_answers_lost_after: Some(after),
         ..Tweaked::over(b)
     };
     let claimer = WorkQueue::new(Arc::new(lost), name, config).expect("queue");
@@ -71,21 +71,18 @@ async fn undone_and_found_at_once(
     );
 }
 
-/// LIVENESS: a claim whose index move (`move_entry`, the unlogged batch of the check
-/// entry's INSERT and the found entry's DELETE) applied but whose answer was lost fails with
-/// a store error; its guard undoes the claim (state and attempt restored) and puts a run
-/// entry back, so another process finds the item at once. The entry the item was found by
-/// is gone with the move: without that run entry, the available item's only entry would be
-/// the undone claim's check entry, at the claim's expiry, and no process would find the item
-/// for a whole claim TTL (15 s by default) after an error that spent nothing. (The failing
-/// claimer itself puts the entry back in its buffer and retries it; see the test of a
-/// dropped claim for a claimer that is not given that chance.)
+/// LIVENESS: a claim whose check entry's placement applied but whose answer was lost fails
+/// with a store error; its guard undoes the claim (state and attempt restored), and the
+/// entry the item was found by is still there, so another process finds the item at once.
+/// Were it gone (a claim moving its entry in one batch), the available item's only entry
+/// would be the undone claim's check entry, at the claim's expiry, and no process would find
+/// the item for a whole claim TTL (15 s by default) after an error that spent nothing.
 ///
 /// Interleaving: item X enqueued (run entry E, same bucket as any check entry).
 /// 1. P claims X: the claim LWT wins (attempt 1);
-/// 2. P sends move(E -> C at now + ttl): it applies, its answer is lost ("unknown");
-/// 3. `claim` returns `Err(Store "move index entry")`, the guard undoes the claim: X is
-///    available, attempt 0, with a run entry besides C;
+/// 2. P places C at now + ttl: it applies, its answer is lost ("unknown");
+/// 3. `claim` returns `Err(Store "place index entry")`, the guard undoes the claim: X is
+///    available, attempt 0, with E beside C;
 /// 4. Q starts claiming: its scans read up to its clock and find X (C is not due for 2 s).
 #[tokio::test(start_paused = true)]
 async fn claim_whose_move_answer_was_lost_leaves_the_undone_item_findable() {
@@ -96,15 +93,15 @@ async fn claim_whose_move_answer_was_lost_leaves_the_undone_item_findable() {
     let outcome = claimer.claim("w1").await;
     assert!(
         matches!(outcome, Err(QueueError::Store { .. })),
-        "the claim must fail on the lost move answer: {:?}",
+        "the claim must fail on the lost placement answer: {:?}",
         outcome.map(|j| j.map(|j| j.id().clone()))
     );
     undone_and_found_at_once(&b, name, &key, config).await;
 }
 
-/// LIVENESS (bakery mode): the previous test in the LWT-free claim mode, whose store
-/// forwards `move_entry` to the store under it: a claim whose move applied and whose answer
-/// was lost is undone, and the item is found at once, not a claim TTL later.
+/// LIVENESS (bakery mode): the previous test in the LWT-free claim mode: a claim whose check
+/// entry's placement applied and whose answer was lost is undone, and the item is found at
+/// once, not a claim TTL later.
 #[tokio::test(start_paused = true)]
 async fn bakery_claim_whose_move_answer_was_lost_leaves_the_undone_item_findable() {
     let (b, config) = bakery_backend();
@@ -117,25 +114,24 @@ async fn bakery_claim_whose_move_answer_was_lost_leaves_the_undone_item_findable
     let outcome = claimer.claim("w1").await;
     assert!(
         matches!(outcome, Err(QueueError::Store { .. })),
-        "the claim must fail on the lost move answer: {:?}",
+        "the claim must fail on the lost placement answer: {:?}",
         outcome.map(|j| j.map(|j| j.id().clone()))
     );
     undone_and_found_at_once(&b, name, &key, config).await;
 }
 
-/// LIVENESS (cancellation): a `claim` future dropped while its index move is on its way
-/// (sent, and applied: a request cannot be called back) is undone by its guard, as `claim`'s
-/// `# Cancel safety` promises ("the claim is undone ... so no attempt is spent"), and the
-/// undone item is found at once. The entry its item was found by went with the move, and
-/// the dropped claimer does not put it back in its buffer either, so the guard's undo places
-/// a run entry: otherwise the item would have no entry anyone reads before the undone
-/// claim's check entry comes due, one claim TTL later. A `tokio::time::timeout` around
-/// `claim`, or a `select!` with a shutdown signal, is enough to drop it there.
+/// LIVENESS (cancellation): a `claim` future dropped while its check entry's placement is on
+/// its way (sent, and applied: a request cannot be called back) is undone by its guard, as
+/// `claim`'s `# Cancel safety` promises ("the claim is undone ... so no attempt is spent"),
+/// and the undone item is found at once: the entry its item was found by is removed only
+/// once the claim is delivered, and the dropped claimer does not put it back in its buffer.
+/// A `tokio::time::timeout` around `claim`, or a `select!` with a shutdown signal, is enough
+/// to drop it there.
 ///
 /// Interleaving: item X enqueued (run entry E).
-/// 1. P's `claim` wins X's claim LWT, sends move(E -> C at now + ttl), which applies;
+/// 1. P's `claim` wins X's claim LWT, places C at now + ttl, which applies;
 /// 2. P's caller drops the `claim` future (a 100 ms timeout) before the answer comes;
-/// 3. the guard undoes the claim: X available, attempt 0, and a run entry placed besides C;
+/// 3. the guard undoes the claim: X available, attempt 0, E still beside C;
 /// 4. Q finds X at once.
 #[tokio::test(start_paused = true)]
 async fn claim_dropped_during_its_move_leaves_the_undone_item_findable() {
@@ -146,7 +142,7 @@ async fn claim_dropped_during_its_move_leaves_the_undone_item_findable() {
     let outcome = tokio::time::timeout(Duration::from_millis(100), claimer.claim("w1")).await;
     assert!(
         outcome.is_err(),
-        "the claim must still wait for its move's answer"
+        "the claim must still wait for its placement's answer"
     );
     undone_and_found_at_once(&b, name, &key, config).await;
 }

@@ -19,8 +19,7 @@ use integration_tests::tweaked::Tweaked;
 
 use super::{bakery_backend, claim_within, key_of};
 
-/// Hour-wide buckets: the found entry and the claim's check entry share a bucket, so the
-/// claim moves its entry in one request (`place_instead`).
+/// Hour-wide buckets: the found entry and the claim's check entry share a bucket.
 fn one_bucket(config: QueueConfig) -> QueueConfig {
     QueueConfig {
         bucket_width: Duration::from_secs(3600),
@@ -47,19 +46,19 @@ pub(super) async fn item_and_claimer(
     (key_of(name, &id), claimer)
 }
 
-/// `claim` must fail on the move's lost answer (so its guard undoes the claim).
+/// `claim` must fail on its check entry's lost answer (so its guard undoes the claim).
 async fn claim_fails(claimer: &WorkQueue) {
     let outcome = claimer.claim("w1").await;
     assert!(
         matches!(outcome, Err(QueueError::Store { .. })),
-        "the claim must fail on the lost move answer: {:?}",
+        "the claim must fail on the lost placement answer: {:?}",
         outcome.map(|j| j.map(|j| j.id().clone()))
     );
 }
 
 /// Why an undone item was not found: its only entry is the check entry.
 const ONLY_CHECK_ENTRY: &str = "its only index entry is the undone claim's check entry (due one \
-     claim TTL after the claim): the undo applied without putting a run entry back";
+     claim TTL after the claim): the entry it was found by went before the claim was delivered";
 
 /// Once the undo has had `settle` to run, the item reads available and unclaimed, and
 /// another process that starts looking then finds it well within one claim TTL (2 s here).
@@ -102,30 +101,27 @@ async fn undone_and_found_after_the_ticket_lapses(
     );
 }
 
-/// LIVENESS (LWT mode): an undo (unclaim) that applies but whose answer is lost still puts
-/// the run entry back, so the item is found at once. The unclaim returns `Err(Unknown)`, and
-/// `release_target` settles it by reading back (`still_held` is false: "released") without
-/// calling `release` again; the restore runs on that settled outcome. Keyed on the unclaim
-/// call answering `Applied`, it would not run, the available item's only entry would be the
-/// check entry that took the found entry's place, and nobody would find the item for a
-/// claim TTL (15 s by default). The lost answer is the same kind of fault (a coordinator
-/// timeout) that made the claim fail in the first place, likely on a struggling cluster.
+/// LIVENESS (LWT mode): an undo (unclaim) that applies but whose answer is lost leaves the
+/// item findable at once. The unclaim returns `Err(Unknown)`, and `release_target` settles
+/// it by reading back (`still_held` is false: "released") without calling `release` again.
+/// The entry the item was found by is removed only once a claim is delivered, so it is still
+/// there: were it gone, the available item's only entry would be the undone claim's check
+/// entry, and nobody would find the item for a claim TTL (15 s by default). The lost answer
+/// is the same kind of fault (a coordinator timeout) that made the claim fail in the first
+/// place, likely on a struggling cluster.
 ///
 /// Interleaving: item X enqueued (run entry E, same bucket as any check entry).
-/// 1. P claims X (attempt 1), moves E -> C (applies, answer lost): `claim` fails;
+/// 1. P claims X (attempt 1), places C (applies, answer lost): `claim` fails;
 /// 2. P's guard sends unclaim: it applies (X available, attempt 0), its answer is lost;
-/// 3. read-back: not held -> "released" -> `Holdable::released` puts a run entry back;
-/// 4. Q scans and finds X at once.
-///
-/// An extra run entry is harmless (claims are conditional on the attempt); a missing one
-/// costs a TTL.
+/// 3. read-back: not held -> "released";
+/// 4. Q scans and finds X at once, through E.
 #[tokio::test(start_paused = true)]
 async fn undo_whose_answer_was_lost_leaves_the_item_findable() {
     let b = MemoryBackend::new();
     let name = "undo-answer-lost";
     let config = one_bucket(queue_config());
     let tweaked = Tweaked {
-        moves_answer_lost_after: Some(Duration::from_millis(250)),
+        check_answers_lost_after: Some(Duration::from_millis(250)),
         unclaim_answers_lost: true,
         ..Tweaked::over(&b)
     };
@@ -182,7 +178,7 @@ fn lost_writes_over(b: &MemoryBackend, armed: &Arc<AtomicBool>, quirks: Tweaked)
 /// (`unclaim`: the give-back write of the item row, attempt set to the ticket's number)
 /// lands and its answer is lost; the read-back (`still_held`) reads the claim as over (a
 /// ticket at or below the row's attempt is finished), so `release_target` settles
-/// "released" and `Holdable::released` puts the run entry back. The ticket left standing
+/// "released"; the entry the item was found by is still there. The ticket left standing
 /// is a documented limit (see the next test), so the item is found once the ticket lapses,
 /// within a few claim TTLs.
 #[tokio::test(start_paused = true)]
@@ -192,7 +188,7 @@ async fn bakery_undo_whose_answer_was_lost_delays_the_item_until_its_ticket_laps
     let name = "undo-answer-lost-bakery";
     let armed = Arc::new(AtomicBool::new(false));
     let quirks = Tweaked {
-        moves_answer_lost_after: Some(Duration::from_millis(250)),
+        check_answers_lost_after: Some(Duration::from_millis(250)),
         ..Tweaked::over(&b)
     };
     let tweaked = lost_writes_over(&b, &armed, quirks);
@@ -222,7 +218,7 @@ async fn undo_applied_late_leaves_the_item_findable() {
     let name = "undo-late";
     let config = one_bucket(queue_config());
     let tweaked = Tweaked {
-        moves_answer_lost_after: Some(Duration::from_millis(250)),
+        check_answers_lost_after: Some(Duration::from_millis(250)),
         first_unclaim_late: Some(Duration::from_millis(5)),
         ..Tweaked::over(&b)
     };
