@@ -37,12 +37,9 @@ pub async fn measure_plain(
             "INSERT INTO {table} (part, seq, v) VALUES ('one', ?, ?) USING TIMESTAMP ?"
         ))
         .await?;
-    let done = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut handles = Vec::new();
-    for task in 0..tasks {
-        let (session, write, done) = (Arc::clone(&session), write.clone(), Arc::clone(&done));
-        handles.push(tokio::spawn(async move {
+    drive(tasks, seconds, |task, deadline, done| {
+        let (session, write) = (Arc::clone(&session), write.clone());
+        async move {
             let mut n = 0i64;
             while Instant::now() < deadline {
                 let ts = cql_workqueue::clock::next_micros();
@@ -52,13 +49,31 @@ pub async fn measure_plain(
                 n += 1;
                 done.fetch_add(1, Ordering::Relaxed);
             }
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-        }));
-    }
+            Ok(())
+        }
+    })
+    .await
+}
+
+/// The error a task of [`drive`] ends with.
+type TaskError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs `tasks` tasks made by `task(number, deadline, counter)` until `seconds` have passed,
+/// and returns what they counted, per second.
+async fn drive<F, T>(tasks: usize, seconds: u64, task: F) -> Result<f64, Box<dyn std::error::Error>>
+where
+    F: Fn(usize, Instant, Arc<AtomicU64>) -> T,
+    T: std::future::Future<Output = Result<(), TaskError>> + Send + 'static,
+{
+    let counted = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let handles: Vec<_> = (0..tasks)
+        .map(|n| tokio::spawn(task(n, deadline, Arc::clone(&counted))))
+        .collect();
     for handle in handles {
         handle.await?.map_err(|e| e.to_string())?;
     }
-    Ok(done.load(Ordering::Relaxed) as f64 / seconds as f64)
+    Ok(counted.load(Ordering::Relaxed) as f64 / seconds as f64)
 }
 
 /// LWTs a second that `tasks` tasks, each on a partition of its own, complete on the node at
@@ -92,18 +107,16 @@ pub async fn measure(
     let update = session
         .prepare(format!("UPDATE {table} SET v = ? WHERE k = ? IF v = ?"))
         .await?;
-    let applied = Arc::new(AtomicU64::new(0));
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut handles = Vec::new();
-    for k in 0..i32::try_from(tasks)? {
+    i32::try_from(tasks)?;
+    drive(tasks, seconds, |k, deadline, applied| {
         let (session, insert, read, update) = (
             Arc::clone(&session),
             insert.clone(),
             read.clone(),
             update.clone(),
         );
-        let applied = Arc::clone(&applied);
-        handles.push(tokio::spawn(async move {
+        let k = i32::try_from(k).unwrap_or(i32::MAX);
+        async move {
             session.execute_unpaged(&insert, (k,)).await?;
             let rows = session
                 .execute_unpaged(&read, (k,))
@@ -128,11 +141,8 @@ pub async fn measure(
                     applied.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
-        }));
-    }
-    for handle in handles {
-        handle.await?.map_err(|e| e.to_string())?;
-    }
-    Ok(applied.load(Ordering::Relaxed) as f64 / seconds as f64)
+            Ok(())
+        }
+    })
+    .await
 }
