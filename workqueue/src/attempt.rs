@@ -257,8 +257,10 @@ impl WorkQueue {
             .place_in_time(self.check_entry(&key.id, seen_attempt + 1))
             .await?;
         if tokio::time::Instant::now() >= sent_at + self.config.timing.renew_deadline() {
-            // Too late by now: the guard undoes it; the old entry stays.
+            // Too late by now: the guard undoes it; the old entry stays, the check entry
+            // goes.
             warn!(id = %key.id, "claim answered after its deadline; undoing it");
+            self.remove_later(&check);
             return Ok(Tried::Skipped);
         }
         guard.disarm();

@@ -139,9 +139,11 @@ impl Holdable for ClaimTarget {
     }
 
     /// The claim is over, whichever send of the hand-back applied (or however else it
-    /// ended): the item's index entry is put right at once rather than left to the claim's
-    /// check entry, due a claim TTL later. An undone claim that was never delivered left
-    /// the entry it was found by in place until delivery: nothing to put right.
+    /// ended): a delivered claim's item gets its index entry put right at once rather than
+    /// left to the claim's check entry, due a claim TTL later. An undone claim that was
+    /// never delivered: undone before it was handed to its claimer, the entry its item was
+    /// found by is still there; undone later (a parked job), `Job::undeliver` places a run
+    /// entry, or the check entry finds the item a claim TTL later.
     async fn released(&self) {
         if let HandBack::Delivered = self.hand_back {
             self.after_hand_back().await;
