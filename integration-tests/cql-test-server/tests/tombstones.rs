@@ -144,6 +144,42 @@ async fn each_kind_of_tombstone_is_counted() {
     assert!(stats.warnings.is_empty());
 }
 
+/// A range tombstone merges the row tombstones under it, and a newer one covering older ones
+/// merges those too, as Cassandra merges its range tombstones when reads merge their
+/// sources: a read then walks two markers for the whole stretch, not a tombstone per row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_covering_range_tombstone_is_walked_once() {
+    let (server, s) = setup(ServerOptions::lenient(Flavor::Cassandra), &[TABLE]).await;
+    for id in 0..100 {
+        run(
+            &s,
+            &format!("INSERT INTO ks.q (p, id, v, w) VALUES ('k', {id}, 'a', 'b')"),
+        )
+        .await;
+    }
+    for id in 0..99 {
+        run(&s, &format!("DELETE FROM ks.q WHERE p = 'k' AND id = {id}")).await;
+    }
+    let all = "SELECT id FROM ks.q WHERE p = 'k'";
+    assert_eq!(ints(&run(&s, all).await), [99]);
+    assert_eq!(server.tombstones().last(), Some(99), "a row tombstone each");
+    run(&s, "DELETE FROM ks.q WHERE p = 'k' AND id > 10 AND id < 50").await;
+    run(&s, all).await;
+    assert_eq!(
+        server.tombstones().last(),
+        Some(99 - 39 + 2),
+        "39 rows merged, 2 markers"
+    );
+    // A newer deletion covering the first: one range met.
+    run(&s, "DELETE FROM ks.q WHERE p = 'k' AND id >= 0 AND id < 99").await;
+    assert_eq!(ints(&run(&s, all).await), [99]);
+    assert_eq!(
+        server.tombstones().last(),
+        Some(2),
+        "one range, its two markers"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tombstones_stay_for_gc_grace_seconds_of_the_server_clock() {
     let (server, s) = setup(
