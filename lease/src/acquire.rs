@@ -211,23 +211,28 @@ impl LeaseClient {
                     .flatten();
                 let after = seen.max(floor);
                 let look = shared
-                    .look(after, async || {
-                        // One attempt at the line: a slow one must not hold up the lease's
-                        // read, which the first in line waits for.
-                        let line_until = Instant::now() + self.config().effective_request_timeout();
-                        let tickets = async {
-                            let line = line.as_ref().filter(|_| !lease_only)?;
-                            line.first_tickets(key, PLACES_READ, line_until)
+                    .look(
+                        after,
+                        self.config().effective_request_timeout(),
+                        async || {
+                            // One attempt at the line: a slow one must not hold up the lease's
+                            // read, which the first in line waits for.
+                            let line_until =
+                                Instant::now() + self.config().effective_request_timeout();
+                            let tickets = async {
+                                let line = line.as_ref().filter(|_| !lease_only)?;
+                                line.first_tickets(key, PLACES_READ, line_until)
                                 .await
                                 .map_err(|error| {
                                     warn!(lease = name, %error, "reading the waiting line failed");
                                 })
                                 .ok()
-                        };
-                        let (line, lease) =
-                            futures::future::join(tickets, self.store().peek(key)).await;
-                        LeaseSeen { lease, line }
-                    })
+                            };
+                            let (line, lease) =
+                                futures::future::join(tickets, self.store().peek(key)).await;
+                            LeaseSeen { lease, line }
+                        },
+                    )
                     .await;
                 seen = Some(look.sent);
                 let now = Instant::now();

@@ -156,8 +156,8 @@ const REMEMBER_LEFT: Duration = Duration::from_secs(1);
 pub(crate) struct SharedLooks<T> {
     /// The latest look.
     last: Mutex<Option<Arc<Look<T>>>>,
-    /// Held while a look is made: one at a time.
-    looking: tokio::sync::Mutex<()>,
+    /// The look under way, if one is: one at a time, unless it is overdue.
+    looking: Mutex<Option<UnderWay>>,
     /// When this process last released the lease.
     released: Mutex<Option<Instant>>,
     /// Wakes the waiters when this process releases the lease.
@@ -183,7 +183,7 @@ impl<T> Default for SharedLooks<T> {
     fn default() -> Self {
         SharedLooks {
             last: Mutex::new(None),
-            looking: tokio::sync::Mutex::new(()),
+            looking: Mutex::new(None),
             released: Mutex::new(None),
             wake: Notify::new(),
             in_main: Mutex::new(HashMap::new()),
@@ -362,40 +362,15 @@ impl<T> SharedLooks<T> {
         self.latest_after(None)
     }
 
-    fn latest_after(&self, after: Option<Instant>) -> Option<Arc<Look<T>>> {
+    pub(crate) fn latest_after(&self, after: Option<Instant>) -> Option<Arc<Look<T>>> {
         let last = self.last.lock().ok()?.clone()?;
         after.is_none_or(|after| last.sent > after).then_some(last)
     }
-
-    /// A look sent after `after` (any look when `None`): the latest one if it is, else the
-    /// one under way, else one made now with `make`.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: a look dropped half-way is not recorded; another waiter makes its own.
-    pub(crate) async fn look<F>(&self, after: Option<Instant>, make: F) -> Arc<Look<T>>
-    where
-        F: AsyncFnOnce() -> T,
-    {
-        if let Some(look) = self.latest_after(after) {
-            return look;
-        }
-        let _looking = self.looking.lock().await;
-        if let Some(look) = self.latest_after(after) {
-            return look;
-        }
-        let sent = Instant::now();
-        let seen = make().await;
-        let look = Arc::new(Look {
-            sent,
-            took: sent.elapsed(),
-            seen,
-        });
-        if let Ok(mut last) = self.last.lock() {
-            *last = Some(Arc::clone(&look));
-        }
-        look
-    }
 }
+
+mod under_way;
+
+use under_way::UnderWay;
 
 #[cfg(test)]
 mod tests;

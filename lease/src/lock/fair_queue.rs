@@ -144,8 +144,10 @@ impl FairLock {
                 .flatten();
             let mine = waiter.mine.as_str();
             let looks = &shared.looks;
+            // A look under way that takes longer than a request is not waited for.
+            let patience = self.base.options.timing.effective_request_timeout();
             let look = looks
-                .look(shared.after.max(floor), async || {
+                .look(shared.after.max(floor), patience, async || {
                     let tally = looks.tally();
                     let from = self.hint(&cells.lock).as_str().min(mine).to_owned();
                     let head = self.read_queue(cells, &from, WINDOW + 1).await;

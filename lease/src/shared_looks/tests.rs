@@ -4,6 +4,9 @@ use std::sync::atomic::AtomicUsize;
 
 use super::*;
 
+/// How long a look under way is waited for in these tests.
+const PATIENCE: Duration = Duration::from_secs(1);
+
 /// Waiters that want a newer look than the latest wait for the one under way and share
 /// it: one read serves them all.
 #[tokio::test(start_paused = true)]
@@ -17,7 +20,7 @@ async fn waiters_wanting_a_look_share_the_one_under_way() {
             let (shared, made) = (Arc::clone(&shared), Arc::clone(&made));
             tokio::spawn(async move {
                 shared
-                    .look(after, async || {
+                    .look(after, PATIENCE, async || {
                         made.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(5)).await;
                         7
@@ -42,7 +45,7 @@ async fn a_look_cancelled_half_way_leaves_the_others_to_make_their_own() {
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
             shared
-                .look(None, async || {
+                .look(None, PATIENCE, async || {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                     1
                 })
@@ -53,7 +56,7 @@ async fn a_look_cancelled_half_way_leaves_the_others_to_make_their_own() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     let other = {
         let shared = Arc::clone(&shared);
-        tokio::spawn(async move { shared.look(None, async || 2).await.seen })
+        tokio::spawn(async move { shared.look(None, PATIENCE, async || 2).await.seen })
     };
     tokio::time::sleep(Duration::from_millis(1)).await;
     maker.abort();
@@ -61,15 +64,46 @@ async fn a_look_cancelled_half_way_leaves_the_others_to_make_their_own() {
     assert_eq!(seen.ok().and_then(Result::ok), Some(2));
 }
 
+/// A waiter whose look is under way but whose future is no longer polled (kept, not
+/// dropped) holds the others up for at most the patience once: the next waiter makes its
+/// own look, and later looks do not wait on the stalled one again.
+#[tokio::test(start_paused = true)]
+async fn a_look_left_unpolled_holds_the_others_up_for_at_most_the_patience() {
+    let shared = Arc::new(SharedLooks::<u32>::default());
+    let mut stalled = Box::pin(shared.look(None, PATIENCE, async || {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        1
+    }));
+    // Polled into its read, then set aside for good.
+    assert!(futures::poll!(stalled.as_mut()).is_pending());
+    let started = Instant::now();
+    let other = shared.look(None, PATIENCE, async || 2);
+    let seen = tokio::time::timeout(PATIENCE * 10, other)
+        .await
+        .map(|l| l.seen);
+    assert_eq!(seen.ok(), Some(2), "held up by the stalled look");
+    assert!(started.elapsed() <= PATIENCE, "{:?}", started.elapsed());
+    let floor = Some(Instant::now());
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let again = Instant::now();
+    assert_eq!(shared.look(floor, PATIENCE, async || 3).await.seen, 3);
+    assert_eq!(
+        again.elapsed(),
+        Duration::ZERO,
+        "waited on the stalled look again"
+    );
+    drop(stalled);
+}
+
 /// A look sent before what a waiter asks for is not served to it, however recent.
 #[tokio::test(start_paused = true)]
 async fn a_look_sent_before_the_floor_is_not_served() {
     let shared = SharedLooks::<u32>::default();
-    assert_eq!(shared.look(None, async || 1).await.seen, 1);
+    assert_eq!(shared.look(None, PATIENCE, async || 1).await.seen, 1);
     let floor = Some(Instant::now());
     tokio::time::advance(Duration::from_millis(1)).await;
-    assert_eq!(shared.look(floor, async || 2).await.seen, 2);
-    assert_eq!(shared.look(floor, async || 3).await.seen, 2);
+    assert_eq!(shared.look(floor, PATIENCE, async || 2).await.seen, 2);
+    assert_eq!(shared.look(floor, PATIENCE, async || 3).await.seen, 2);
 }
 
 /// The registry forgets leases nobody waits for, without sweeping at every call when
