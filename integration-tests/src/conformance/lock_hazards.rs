@@ -176,7 +176,15 @@ pub async fn reused_contender_key_cannot_hide_a_ticket(b: &dyn LockBackend, algo
 /// A `lock()` future dropped at any point (here: while writes are applied but unanswered)
 /// leaves no cell behind once its background cleanup ran.
 pub async fn dropped_lock_leaves_no_cell(b: &dyn LockBackend, algo: Algo) {
-    let c = contender(b, algo, 0);
+    // Cells that live long enough for a busy machine's cleanup to be told from their TTL.
+    let options = LockOptions {
+        timing: Timing {
+            lease_duration: Duration::from_secs(8),
+            ..lock_options().timing
+        },
+        ..lock_options()
+    };
+    let c = contender_with(b, algo, 0, options);
     c.view.inject_slow_answer(
         Some(CellOp::Write),
         Duration::from_millis(30),
@@ -191,8 +199,8 @@ pub async fn dropped_lock_leaves_no_cell(b: &dyn LockBackend, algo: Algo) {
             Err(_) => dropped += 1,
         }
         // Wait for the background cleanup, but not until the TTL could have removed the
-        // cells instead (2 s, whole seconds on Cassandra: at least 1 s after the writes).
-        let cleaned_by = Instant::now() + Duration::from_millis(600);
+        // cells instead (8 s, whole seconds on Cassandra).
+        let cleaned_by = Instant::now() + Duration::from_secs(3);
         loop {
             let mut left = Vec::new();
             for row in [CHOOSING, NUMBER, QUEUE, MAIN, SHADOW] {

@@ -324,6 +324,13 @@ pub async fn drop_releases(b: &dyn LockBackend, algo: Algo) {
 /// Contenders arriving at distinct times are granted in arrival order.
 pub async fn grants_in_arrival_order(b: &dyn LockBackend, algo: Algo) {
     let name = lock_name("order");
+    // A contender arrives when its place is written (a ticket drawn, a cell queued): apart
+    // by more than that takes, a few round trips on a node of a busy machine.
+    let spacing = if b.simulated_time() {
+        Duration::from_millis(50)
+    } else {
+        Duration::from_millis(300)
+    };
     let first = contender(b, algo, 0)
         .lock
         .lock(&name, Some(LONG))
@@ -339,7 +346,7 @@ pub async fn grants_in_arrival_order(b: &dyn LockBackend, algo: Algo) {
             tokio::time::sleep(Duration::from_millis(10)).await;
             guard.release().await.unwrap();
         }));
-        tokio::time::sleep(Duration::from_millis(50)).await; // distinct arrivals
+        tokio::time::sleep(spacing).await;
     }
     first.release().await.unwrap();
     for t in tasks {
