@@ -23,6 +23,7 @@ use crate::orphans::Orphans;
 use crate::queue::WorkQueue;
 use crate::slots::Slots;
 use ledger::Ledger;
+pub(crate) use ledger::{BLIND_EXTRA, BLIND_SLICE};
 
 /// The shared scanning state of one process's handle on a queue.
 #[derive(Debug)]

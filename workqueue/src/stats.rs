@@ -61,62 +61,25 @@ impl QueueStats {
 }
 
 impl WorkQueue {
-    /// Every live index entry: the buckets from the cursor to the next one, then each bucket
-    /// further ahead that the bucket directory records (the empty ones between are not
-    /// read). Entries below the cursor are dead by construction.
+    /// Every live index entry from the cursor on ([`WorkQueue::read_index`], unbounded).
+    /// Entries below the cursor are dead by construction.
     pub(crate) async fn live_entries(&self) -> Result<Vec<IndexEntry>, QueueError> {
         let cursor = self.read_cursor().await?;
-        let width = self.config.bucket_micros();
-        let near = self.now() / width + 1;
-        let limit = self.config.scan_limit;
-        let mut buckets: Vec<i64> = (cursor / width..=near).collect();
-        loop {
-            let after = buckets.last().copied().unwrap_or(near).max(near);
-            let page = self
-                .store
-                .list_buckets(self.name(), after, limit)
-                .await
-                .map_err(store_error("list index buckets"))?;
-            let full = page.len() == limit as usize;
-            buckets.extend(page);
-            if !full {
-                break;
-            }
-        }
-        let mut all = Vec::new();
-        for bucket in buckets {
-            let mut after = if bucket == cursor / width {
-                IndexEntry::seq_floor(cursor)
-            } else {
-                String::new()
-            };
-            loop {
-                let page = self
-                    .store
-                    .scan_index(self.name(), bucket, &after, "~", limit)
-                    .await
-                    .map_err(store_error("scan index"))?;
-                let full = page.len() == limit as usize;
-                if let Some(last) = page.last() {
-                    after = last.seq.clone();
-                }
-                all.extend(page);
-                if !full {
-                    break;
-                }
-            }
-        }
-        Ok(all)
+        Ok(self.read_index(cursor, usize::MAX).await?.entries)
     }
 
     /// Items by state and the oldest available item's age, every state counted however far
     /// ahead its items are scheduled. An item with two entries (one being replaced by the
     /// other) counts once, by its newer entry.
     ///
-    /// Cost: one cursor read, one read per index bucket from the cursor to the next bucket
-    /// (one when the queue keeps up), one bucket-directory read plus one read per bucket
-    /// further ahead that holds entries, and the dead-letter list (paged by `scan_limit`):
-    /// no item reads, no LWTs.
+    /// Cost: one cursor read, the index as [`WorkQueue::read_index`] reads it, and the
+    /// dead-letter list (paged by `scan_limit`): no item reads, no LWTs. Where tombstones are
+    /// dense, from `cursor_lag + 1 s` behind the clock to a claim TTL plus the lag ahead of
+    /// it, the index is read in slices of 100 ms of positions, so that no read walks more
+    /// than about 1,000 of them: about 200 reads at the defaults, most finding nothing. Then
+    /// one read per bucket from the cursor's up to that stretch, one bucket-directory read
+    /// plus one per bucket further ahead that holds entries, and one more per `scan_limit`
+    /// live entries.
     ///
     /// # Errors
     ///

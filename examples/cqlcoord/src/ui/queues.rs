@@ -1,37 +1,32 @@
 //! A queue's counts and dead letters as the dashboard reads them: a bounded number of reads
 //! per refresh whatever the queue holds.
 //!
-//! [`WorkQueue::stats`] reads the whole live index, page after page: exact, but its cost
-//! grows with the queue. The dashboard reads the index buckets from the queue's cursor to the
-//! next one (never a bucket from its start below the cursor) and the far-ahead buckets the
-//! bucket directory records: first the current and next buckets and the far ones (where new
-//! and delayed items go), then the buckets from the cursor on, oldest first (where a backlog
-//! waits when the workers are behind or down). Reads that find entries are capped at
-//! [`INDEX_READS`] pages of [`INDEX_PAGE`] entries, reads of empty buckets (a cursor left
-//! behind by workers that stopped) at [`EMPTY_READS`], and the dead-letter ids at
-//! [`DEAD_PAGE`]; past those the counts are shown as lower bounds ("≥").
+//! [`WorkQueue::stats`] reads the whole live index: exact, but its cost grows with the queue.
+//! The dashboard reads it the same way ([`WorkQueue::read_index`]: no read walks more
+//! tombstones than the workers' scans do) with at most [`INDEX_READS`] requests: first the
+//! current and next buckets and the far ones the bucket directory records (where new, running
+//! and delayed items are), then the buckets from the cursor on, oldest first (where a backlog
+//! waits when the workers are behind or down). It reads the dead-letter ids in one page of
+//! [`DEAD_PAGE`]; past those bounds the counts are shown as lower bounds ("≥").
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cql_workqueue::store::IndexEntry;
 use cql_workqueue::{ItemId, JobState, QueueError, QueueStats, WorkQueue};
 
-/// Index entries read per request.
-pub const INDEX_PAGE: u32 = 2_000;
-/// Index reads that return entries, per queue and refresh at most.
-pub const INDEX_READS: usize = 16;
-/// Index reads that find a bucket empty, per queue and refresh at most: a cursor up to an
-/// hour behind (60 buckets of the default 60 s) is read through to its newest bucket.
-pub const EMPTY_READS: usize = 60;
-/// Far buckets (recorded in the bucket directory) looked up per refresh.
-const FAR_BUCKETS: u32 = 8;
+/// Index and bucket-directory reads per queue and refresh at most. Around now the index
+/// holds a tombstone per job processed lately (the check entries of finished jobs up to a
+/// claim TTL ahead, claimed items' entries just behind), so it is read there in slices of
+/// 100 ms of positions: 201 reads at the default claim TTL (20 s, and one more where a
+/// bucket starts in it). The other 119 read a cursor up to an hour behind through to now
+/// (60 empty one-minute buckets), the far buckets, and pages of 64 entries.
+pub const INDEX_READS: usize = 320;
 /// Dead-letter ids read per refresh (one request).
 pub const DEAD_PAGE: u32 = 1_000;
 /// Dead letters shown on a queue's page (one item read each).
 pub const DEAD_SHOWN: usize = 50;
-/// Requests one queue's counts cost at most: the cursor, the bucket directory, the dead
-/// letters' ids, [`INDEX_READS`] index pages with entries and [`EMPTY_READS`] empty ones.
-pub const QUEUE_READS: usize = 3 + INDEX_READS + EMPTY_READS;
+/// Requests one queue's counts cost at most: the cursor, the dead letters' ids and
+/// [`INDEX_READS`].
+pub const QUEUE_READS: usize = 2 + INDEX_READS;
 
 /// A queue's counts; `complete` is false when a bound stopped the reading (the counts are
 /// then lower bounds).
@@ -85,22 +80,12 @@ fn store_error(operation: &'static str) -> impl Fn(cql_lease::StoreError) -> Que
     move |source| QueueError::Store { operation, source }
 }
 
-/// The index buckets to read, in the order read: the current and next buckets (from the
-/// cursor's when it is ahead), the far-ahead ones the directory records, then those from the
-/// cursor's to the one before the current (none when the cursor is not behind).
-fn bucket_order(cursor: i64, now: i64, width: i64, far: Vec<i64>) -> Vec<i64> {
-    let (first, current) = (cursor / width, now / width);
-    let near = (first.max(current)..=current + 1).chain(far);
-    near.chain(first..current).collect()
-}
-
 /// Reads `queue`'s counts with at most [`QUEUE_READS`] requests.
 ///
 /// # Errors
 /// A read failed.
 pub async fn summary(queue: &WorkQueue) -> Result<Summary, QueueError> {
     let (store, name, config) = (queue.store(), queue.name(), queue.config());
-    let width = micros(config.bucket_width).max(1);
     let now = now_micros();
     let stored = store
         .read_cursor(name)
@@ -112,48 +97,13 @@ pub async fn summary(queue: &WorkQueue) -> Result<Summary, QueueError> {
     } else {
         now - micros(config.cold_start)
     };
-    let far = store
-        .list_buckets(name, now / width + 1, FAR_BUCKETS)
-        .await
-        .map_err(store_error("list index buckets"))?;
-    let mut complete = far.len() < FAR_BUCKETS as usize;
-    let (mut pages, mut empty) = (INDEX_READS, EMPTY_READS);
-    let mut entries: Vec<IndexEntry> = Vec::new();
-    'buckets: for bucket in bucket_order(cursor, now, width, far) {
-        let mut after = if bucket == cursor / width {
-            IndexEntry::seq_floor(cursor)
-        } else {
-            String::new()
-        };
-        loop {
-            if pages == 0 || empty == 0 {
-                complete = false;
-                break 'buckets;
-            }
-            let page = store
-                .scan_index(name, bucket, &after, "~", INDEX_PAGE)
-                .await
-                .map_err(store_error("scan index"))?;
-            let full = page.len() == INDEX_PAGE as usize;
-            match page.last() {
-                Some(last) => {
-                    pages -= 1;
-                    after = last.seq.clone();
-                }
-                None => empty -= 1,
-            }
-            entries.extend(page);
-            if !full {
-                break;
-            }
-        }
-    }
+    let index = queue.read_index(cursor, INDEX_READS).await?;
     let dead_ids = store
         .list_dead(name, "", DEAD_PAGE)
         .await
         .map_err(store_error("list dead letters"))?;
-    complete &= dead_ids.len() < DEAD_PAGE as usize;
-    let counts = QueueStats::from_entries(entries, now);
+    let complete = index.complete && dead_ids.len() < DEAD_PAGE as usize;
+    let counts = QueueStats::from_entries(index.entries, now);
     Ok(Summary {
         available: counts.available,
         scheduled: counts.scheduled,

@@ -281,9 +281,9 @@ async fn get_json(router: &Router, path: &str) -> Value {
     serde_json::from_str(&body).unwrap()
 }
 
-/// Jobs pushed while the queue's cursor is half an hour behind (workers down for longer than
-/// the 16 index reads' worth of one-minute buckets) are all counted, with their age and how
-/// far the cursor lags: the empty buckets between the cursor and now do not use up the reads.
+/// Jobs pushed while the queue's cursor is half an hour behind (workers down, thirty empty
+/// one-minute buckets between it and now) are all counted, with their age and how far the
+/// cursor lags: those buckets and the slices around now fit in one refresh's reads.
 #[tokio::test]
 async fn jobs_pushed_while_the_cursor_is_half_an_hour_behind_are_all_counted() {
     let store = Arc::new(MemoryQueueStore::new());
