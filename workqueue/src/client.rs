@@ -265,9 +265,11 @@ impl QueueClient {
             return Ok(true);
         }
         for running in &self.queues {
-            let stats = running.queue.stats().await?;
-            debug!(queue = running.queue.name(), ?stats, "work left?");
-            if stats.available + stats.scheduled + stats.running > 0 {
+            // Any live entry is an item available, scheduled or running.
+            let cursor = running.queue.read_cursor().await?;
+            let left = running.queue.any_live_entry(cursor).await?;
+            debug!(queue = running.queue.name(), left, "work left?");
+            if left {
                 return Ok(true);
             }
         }

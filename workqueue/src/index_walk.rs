@@ -70,6 +70,8 @@ struct Walk<'a> {
     cursor: i64,
     dense: Dense,
     requests_left: usize,
+    /// Stop at the first live entry: the question is only whether there is one.
+    first_only: bool,
     read: IndexRead,
 }
 
@@ -151,6 +153,9 @@ impl Walk<'_> {
                 after = last.seq.clone();
             }
             self.read.entries.extend(page);
+            if self.first_only && !self.read.entries.is_empty() {
+                return Ok(false);
+            }
             if !full {
                 return Ok(true);
             }
@@ -207,6 +212,22 @@ impl WorkQueue {
         cursor: i64,
         max_requests: usize,
     ) -> Result<IndexRead, QueueError> {
+        self.walk_index(cursor, max_requests, false).await
+    }
+
+    /// Whether a live index entry lies at or after `cursor`: [`WorkQueue::read_index`]'s
+    /// walk, stopped at the first one (an empty queue costs the whole walk).
+    pub(crate) async fn any_live_entry(&self, cursor: i64) -> Result<bool, QueueError> {
+        let read = self.walk_index(cursor, usize::MAX, true).await?;
+        Ok(!read.entries.is_empty())
+    }
+
+    async fn walk_index(
+        &self,
+        cursor: i64,
+        max_requests: usize,
+        first_only: bool,
+    ) -> Result<IndexRead, QueueError> {
         let now = self.now();
         let width = self.config.bucket_micros();
         let (first, current) = (cursor / width, now / width);
@@ -215,6 +236,7 @@ impl WorkQueue {
             cursor,
             dense: Dense::around(self, now),
             requests_left: max_requests,
+            first_only,
             read: IndexRead {
                 complete: true,
                 ..IndexRead::default()

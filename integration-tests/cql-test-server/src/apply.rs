@@ -30,6 +30,19 @@ impl Engine {
                 expires_at_sec: Some(now),
             },
         };
+        // What a purge may drop one day (see `tombstone::purge`).
+        match &m.effect {
+            Effect::Delete | Effect::DeleteColumns(_) => partition.dies_at(now),
+            Effect::Set { cells, ttl, .. } => {
+                let ttl = ttl.unwrap_or(default_ttl);
+                if ttl > 0 {
+                    partition.dies_at(now + ttl);
+                }
+                if cells.iter().any(|(_, value)| *value == Value::Null) {
+                    partition.dies_at(now);
+                }
+            }
+        }
         match (&m.effect, &m.place) {
             (Effect::Delete, Place::Partition) => {
                 if partition.deletion.is_none_or(|d| d.timestamp < timestamp) {

@@ -192,6 +192,10 @@ pub struct Partition {
     pub rows: BTreeMap<Clustering, Row>,
     /// The server second of the last purge (see `tombstone::purge`).
     pub purged_at: Option<i64>,
+    /// The earliest second at which anything here died or dies (a deletion written, a
+    /// cell's TTL running out), as far as is known: no purge can drop anything before it
+    /// passes `gc_grace_seconds` (see `tombstone::purge`). `None`: nothing ever will.
+    pub earliest_death: Option<i64>,
 }
 
 impl Partition {
@@ -204,6 +208,7 @@ impl Partition {
             statics: Row::default(),
             rows: BTreeMap::new(),
             purged_at: None,
+            earliest_death: None,
         }
     }
 
@@ -239,6 +244,11 @@ impl Partition {
             shadow = shadow.max(d.timestamp);
         }
         shadow
+    }
+
+    /// Notes that something here died, or will die, at second `at`.
+    pub fn dies_at(&mut self, at: i64) {
+        self.earliest_death = Some(self.earliest_death.map_or(at, |e| e.min(at)));
     }
 
     /// The live row at `key`.

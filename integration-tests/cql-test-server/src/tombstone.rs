@@ -65,8 +65,11 @@ impl Engine {
         };
         let grace = table.gc_grace;
         for pk in partitions {
+            // Nothing that died here is past the grace yet: a purge would walk the whole
+            // partition for nothing (a storage engine purges in background compactions).
             if let Some(p) = table.partitions.get_mut(pk)
                 && (p.purged_at != Some(now) || grace < 0)
+                && p.earliest_death.is_some_and(|at| purgeable(at, grace, now))
             {
                 purge_partition(p, grace, now);
                 p.purged_at = Some(now);
@@ -106,6 +109,22 @@ fn purge_partition(p: &mut Partition, grace: i64, now: i64) {
     }
     p.rows
         .retain(|_, r| r.deletion.is_some() || r.marker.is_some() || !r.cells.is_empty());
+    p.earliest_death = earliest_death(p);
+}
+
+/// The earliest second at which anything left in `p` died or dies.
+fn earliest_death(p: &Partition) -> Option<i64> {
+    let rows = std::iter::once(&p.statics).chain(p.rows.values());
+    let in_rows = rows.flat_map(|row| {
+        let cells = row.cells.values().filter_map(|c| c.live.expires_at_sec);
+        let marker = row.marker.and_then(|m| m.expires_at_sec);
+        cells.chain(marker).chain(row.deletion.map(|d| d.at_sec))
+    });
+    let ranges = p.ranges.iter().map(|r| r.deletion.at_sec);
+    in_rows
+        .chain(ranges)
+        .chain(p.deletion.map(|d| d.at_sec))
+        .min()
 }
 
 #[cfg(test)]
