@@ -171,6 +171,9 @@ impl LeaseClient {
         let mut posted: Option<Posted> = None;
         // A hand-over under way answers within one request (the store call is bounded).
         let answer_within = self.config().effective_request_timeout() + retry;
+        // A look's reads are bounded by one request timeout each, sent together: one under
+        // way longer than twice that is not being polled (see `shared_looks`).
+        let look_patience = self.config().effective_request_timeout() * 2;
         loop {
             // Everybody joins first, so that a crowd arriving at once stands in line too
             // instead of proposing together. A line that cannot be joined is waited without.
@@ -211,28 +214,23 @@ impl LeaseClient {
                     .flatten();
                 let after = seen.max(floor);
                 let look = shared
-                    .look(
-                        after,
-                        self.config().effective_request_timeout(),
-                        async || {
-                            // One attempt at the line: a slow one must not hold up the lease's
-                            // read, which the first in line waits for.
-                            let line_until =
-                                Instant::now() + self.config().effective_request_timeout();
-                            let tickets = async {
-                                let line = line.as_ref().filter(|_| !lease_only)?;
-                                line.first_tickets(key, PLACES_READ, line_until)
+                    .look(after, look_patience, async || {
+                        // One attempt at the line: a slow one must not hold up the lease's
+                        // read, which the first in line waits for.
+                        let line_until = Instant::now() + self.config().effective_request_timeout();
+                        let tickets = async {
+                            let line = line.as_ref().filter(|_| !lease_only)?;
+                            line.first_tickets(key, PLACES_READ, line_until)
                                 .await
                                 .map_err(|error| {
                                     warn!(lease = name, %error, "reading the waiting line failed");
                                 })
                                 .ok()
-                            };
-                            let (line, lease) =
-                                futures::future::join(tickets, self.store().peek(key)).await;
-                            LeaseSeen { lease, line }
-                        },
-                    )
+                        };
+                        let (line, lease) =
+                            futures::future::join(tickets, self.store().peek(key)).await;
+                        LeaseSeen { lease, line }
+                    })
                     .await;
                 seen = Some(look.sent);
                 let now = Instant::now();

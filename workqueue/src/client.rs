@@ -197,10 +197,11 @@ impl QueueClient {
         report
     }
 
-    /// Waits until every queue has nothing left to run (nothing available, scheduled for
-    /// later, or running, by [`WorkQueue::stats`], and no job of this client in flight),
-    /// then [`QueueClient::stop`]s with `grace`: for batch jobs. Retries scheduled later are
-    /// waited for; dead letters are not work left. Queues are read every `retry_period`.
+    /// Waits until every queue has nothing left to run (no live index entry: nothing
+    /// available, scheduled for later, or running; and no job of this client in flight),
+    /// found so by two reads in a row, then [`QueueClient::stop`]s with `grace`: for batch
+    /// jobs. Retries scheduled later are waited for; dead letters are not work left. Queues
+    /// are read every `retry_period`.
     ///
     /// It waits for work other processes add meanwhile too, and for items delayed however
     /// far ahead: give it queues a batch owns.
@@ -217,10 +218,19 @@ impl QueueClient {
     /// run to their end and are not told to stop.
     pub async fn run_until_empty(self, grace: Duration) -> Result<StopReport, QueueError> {
         let mut failures = 0;
+        // An item moved back while a read walked past its new place and reached its old
+        // one after it left reads as nothing: two empty reads in a row it takes.
+        let mut empty_reads = 0;
         loop {
             match self.work_left().await {
-                Ok(false) => break,
-                Ok(true) => failures = 0,
+                Ok(false) => {
+                    failures = 0;
+                    empty_reads += 1;
+                    if empty_reads >= 2 {
+                        break;
+                    }
+                }
+                Ok(true) => (failures, empty_reads) = (0, 0),
                 Err(error) => {
                     failures += 1;
                     warn!(%error, failures, "reading queue stats failed");

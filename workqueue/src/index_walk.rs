@@ -64,6 +64,19 @@ impl Dense {
     }
 }
 
+/// In which order a walk reads the buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walking {
+    /// Where new items and running jobs are first (the current and next buckets), then far
+    /// ahead, then a backlog: what a bounded number of requests should show.
+    NearFirst,
+    /// In position order. An item a claim moves forward (its check entry placed ahead
+    /// before the entry it was found by goes) is read at least once.
+    InOrder,
+    /// In position order, stopping at the first live entry.
+    FirstOnly,
+}
+
 /// One walk of the index: what it read so far, and the requests it may still send.
 struct Walk<'a> {
     queue: &'a WorkQueue,
@@ -212,13 +225,22 @@ impl WorkQueue {
         cursor: i64,
         max_requests: usize,
     ) -> Result<IndexRead, QueueError> {
-        self.walk_index(cursor, max_requests, false).await
+        self.walk_index(cursor, max_requests, Walking::NearFirst)
+            .await
+    }
+
+    /// Every live index entry from `cursor` on, read in position order (see
+    /// [`Walking::InOrder`]).
+    pub(crate) async fn read_index_in_order(&self, cursor: i64) -> Result<IndexRead, QueueError> {
+        self.walk_index(cursor, usize::MAX, Walking::InOrder).await
     }
 
     /// Whether a live index entry lies at or after `cursor`: [`WorkQueue::read_index`]'s
     /// walk, stopped at the first one (an empty queue costs the whole walk).
     pub(crate) async fn any_live_entry(&self, cursor: i64) -> Result<bool, QueueError> {
-        let read = self.walk_index(cursor, usize::MAX, true).await?;
+        let read = self
+            .walk_index(cursor, usize::MAX, Walking::FirstOnly)
+            .await?;
         Ok(!read.entries.is_empty())
     }
 
@@ -226,7 +248,7 @@ impl WorkQueue {
         &self,
         cursor: i64,
         max_requests: usize,
-        first_only: bool,
+        walking: Walking,
     ) -> Result<IndexRead, QueueError> {
         let now = self.now();
         let width = self.config.bucket_micros();
@@ -236,7 +258,7 @@ impl WorkQueue {
             cursor,
             dense: Dense::around(self, now),
             requests_left: max_requests,
-            first_only,
+            first_only: walking == Walking::FirstOnly,
             read: IndexRead {
                 complete: true,
                 ..IndexRead::default()
@@ -244,9 +266,14 @@ impl WorkQueue {
         };
         // The current and next buckets, or the cursor's when it is ahead of them.
         let last_near = (current + 1).max(first);
-        if walk.buckets(first.max(current)..=last_near).await? {
+        if walking == Walking::NearFirst {
+            if walk.buckets(first.max(current)..=last_near).await? {
+                let far = walk.far_buckets(last_near).await?;
+                walk.buckets(far.into_iter().chain(first..current)).await?;
+            }
+        } else if walk.buckets(first..=last_near).await? {
             let far = walk.far_buckets(last_near).await?;
-            walk.buckets(far.into_iter().chain(first..current)).await?;
+            walk.buckets(far).await?;
         }
         let mut read = walk.read;
         read.entries.sort_by(|a, b| a.seq.cmp(&b.seq));

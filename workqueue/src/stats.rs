@@ -61,11 +61,11 @@ impl QueueStats {
 }
 
 impl WorkQueue {
-    /// Every live index entry from the cursor on ([`WorkQueue::read_index`], unbounded).
+    /// Every live index entry from the cursor on, in position order.
     /// Entries below the cursor are dead by construction.
     pub(crate) async fn live_entries(&self) -> Result<Vec<IndexEntry>, QueueError> {
         let cursor = self.read_cursor().await?;
-        Ok(self.read_index(cursor, usize::MAX).await?.entries)
+        Ok(self.read_index_in_order(cursor).await?.entries)
     }
 
     /// Items by state and the oldest available item's age, every state counted however far

@@ -112,13 +112,13 @@ fn purge_partition(p: &mut Partition, grace: i64, now: i64) {
     p.earliest_death = earliest_death(p);
 }
 
-/// The earliest second at which anything left in `p` died or dies.
+/// The earliest second at which anything left in `p` that a purge drops died or dies (row
+/// markers are kept by it: they do not count).
 fn earliest_death(p: &Partition) -> Option<i64> {
     let rows = std::iter::once(&p.statics).chain(p.rows.values());
     let in_rows = rows.flat_map(|row| {
         let cells = row.cells.values().filter_map(|c| c.live.expires_at_sec);
-        let marker = row.marker.and_then(|m| m.expires_at_sec);
-        cells.chain(marker).chain(row.deletion.map(|d| d.at_sec))
+        cells.chain(row.deletion.map(|d| d.at_sec))
     });
     let ranges = p.ranges.iter().map(|r| r.deletion.at_sec);
     in_rows

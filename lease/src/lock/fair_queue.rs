@@ -89,17 +89,19 @@ impl FairLock {
         }
     }
 
-    /// The names of the first (at most `limit`) cells of the queue from `from` on.
+    /// The names of the first (at most `limit`) cells of the queue from `from` on, the read
+    /// retried until `until`.
     async fn read_queue(
         &self,
         cells: &Cells,
         from: &str,
         limit: usize,
+        until: Instant,
     ) -> Result<Vec<String>, StoreError> {
         let head = self
             .base
             .durable
-            .read_row(&cells.lock, QUEUE, from, limit, cells.read_deadline())
+            .read_row(&cells.lock, QUEUE, from, limit, until)
             .await?;
         let head: Vec<String> = head.into_iter().map(|c| c.name).collect();
         self.remember_head(&cells.lock, &head);
@@ -116,7 +118,7 @@ impl FairLock {
     ) -> Result<Vec<String>, LockError> {
         let hint = self.hint(&cells.lock);
         let from = hint.as_str().min(mine);
-        self.read_queue(cells, from, limit)
+        self.read_queue(cells, from, limit, cells.read_deadline())
             .await
             .map_err(|e| cells.store_error(e))
     }
@@ -144,13 +146,17 @@ impl FairLock {
                 .flatten();
             let mine = waiter.mine.as_str();
             let looks = &shared.looks;
-            // A look under way that takes longer than a request is not waited for.
-            let patience = self.base.options.timing.effective_request_timeout();
+            // A shared look tries its read for one request timeout or two (a failed look is
+            // shared too: each waiter pauses and looks again); one under way for longer is
+            // not being polled (see `shared_looks`).
+            let request = self.base.options.timing.effective_request_timeout();
+            let patience = request * 3;
             let look = looks
                 .look(shared.after.max(floor), patience, async || {
                     let tally = looks.tally();
                     let from = self.hint(&cells.lock).as_str().min(mine).to_owned();
-                    let head = self.read_queue(cells, &from, WINDOW + 1).await;
+                    let until = Instant::now() + request * 2;
+                    let head = self.read_queue(cells, &from, WINDOW + 1, until).await;
                     QueueSeen { from, head, tally }
                 })
                 .await;

@@ -4,8 +4,9 @@
 //! The waiter making a look makes it in its own future. A waiter whose future is kept but
 //! not awaited any more (a task stuck elsewhere, a future set aside) would hold every other
 //! waiter of its process up for as long as it is not polled; so a look under way is waited
-//! for at most `patience` (about one request's time) from its start, after which the next
-//! waiter makes its own and stands as the look under way instead.
+//! for at most `patience` from its start (more than a polled look takes: a look that is
+//! just slow is not duplicated), after which the next waiter makes its own and stands as
+//! the look under way instead.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,9 +49,12 @@ enum Turn<'a, T> {
 
 impl<T> Drop for Making<'_, T> {
     fn drop(&mut self) {
-        if let Ok(mut under_way) = self.shared.looking.lock()
-            && under_way.as_ref().is_some_and(|u| u.id == self.id)
-        {
+        let mut under_way = self
+            .shared
+            .looking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if under_way.as_ref().is_some_and(|u| u.id == self.id) {
             *under_way = None;
         }
         // `_done` is dropped after this: the waiters wake to a free place.
@@ -106,10 +110,10 @@ impl<T> SharedLooks<T> {
     /// overdue, this waiter's own, now under way.
     fn join_or_start(&self, patience: Duration) -> Turn<'_, T> {
         let now = Instant::now();
-        let mut under_way = match self.looking.lock() {
-            Ok(under_way) => under_way,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut under_way = self
+            .looking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match under_way.as_ref() {
             Some(u) if now < u.overdue_at => return Turn::Wait(u.done.clone(), u.overdue_at),
             Some(u) => debug!(look = u.id, "the look under way is overdue; making another"),
