@@ -139,9 +139,11 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         if self.handed_out {
             self.tracker.handed_out.fetch_sub(1, Ordering::SeqCst);
+            // Only a job run may have enqueued more work; a claim that found nothing, or
+            // was undone (its item keeps its entry), did not.
+            self.tracker.ended.fetch_add(1, Ordering::SeqCst);
         }
         self.tracker.count.fetch_sub(1, Ordering::SeqCst);
-        self.tracker.ended.fetch_add(1, Ordering::SeqCst);
         self.tracker.idle.notify_waiters();
     }
 }
@@ -176,8 +178,8 @@ impl Drain {
         self.tracker.handed_out.load(Ordering::SeqCst)
     }
 
-    /// Jobs counted in flight that have ended since the worker started (a
-    /// [`crate::QueueClient`] tells from it that no job ended while it looked at its queues).
+    /// Jobs handed out that have ended since the worker started (a [`crate::QueueClient`]
+    /// tells from it that no job ended while it looked at its queues).
     pub(crate) fn ended(&self) -> u64 {
         self.tracker.ended.load(Ordering::SeqCst)
     }

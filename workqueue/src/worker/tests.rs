@@ -3,12 +3,14 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a failure
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use cql_lease::memory::{Fault, Times};
 use futures::StreamExt;
 
 use super::search::{Pending, Slot};
+use super::{InFlight, Tracker};
 use crate::memory::{MemoryQueueStore, QueueOp};
 use crate::{JobState, QueueConfig, WorkQueue};
 
@@ -85,4 +87,18 @@ async fn a_claim_handed_back_before_delivery_is_refused_delivery() {
     let next = queue.claim("w").await.unwrap().expect("claimable again");
     assert_eq!(next.attempt(), 1, "the only holder of attempt 1");
     next.complete().await.unwrap();
+}
+
+/// Only a job handed out counts as ended: claims that found nothing (an idle worker polls
+/// all the time) or were undone do not, so a client waiting for a quiet moment sees one.
+#[test]
+fn only_jobs_handed_out_count_as_ended() {
+    let tracker = Arc::new(Tracker::default());
+    drop(InFlight::new(&tracker));
+    assert_eq!(tracker.ended.load(Ordering::SeqCst), 0);
+    let mut job = InFlight::new(&tracker);
+    job.hand_out();
+    drop(job);
+    assert_eq!(tracker.ended.load(Ordering::SeqCst), 1);
+    assert_eq!(tracker.count.load(Ordering::SeqCst), 0);
 }
