@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{JobState, NewItem, QueueError};
+use cql_workqueue::{JobState, NewItem, QueueConfig, QueueError};
 
-use super::queue::{queue, queue_config};
+use super::queue::{queue, queue_config, queue_with};
 use crate::backend::Backend;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,7 +150,13 @@ pub async fn dead_letter_requeue_and_purge_settle_lost_answers(b: &dyn Backend) 
 /// Stats count items by state (however far ahead they are scheduled) and age the oldest
 /// available one, from the index alone.
 pub async fn stats_by_state(b: &dyn Backend) {
-    let q = queue(b, "stats");
+    // The failed job's retry stays scheduled for longer than stats() takes on a busy node.
+    let config = QueueConfig {
+        retry_backoff: Duration::from_secs(30),
+        max_retry_backoff: Duration::from_secs(60),
+        ..queue_config()
+    };
+    let q = queue_with(b, "stats", config);
     for n in 0..3 {
         q.enqueue(&format!("now {n}")).await.expect("enqueue");
     }
