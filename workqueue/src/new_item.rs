@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use cql_lease::{InvalidArgument, check_text};
+use cql_lease::{InvalidArgument, MAX_DURATION, check_text};
 use serde::Serialize;
 
 use crate::config::MAX_PAYLOAD_LEN;
@@ -48,8 +48,11 @@ impl NewItem {
             .map_err(|e| QueueError::Payload(e.to_string()))
     }
 
-    /// Not to be run before `at` (wall clock). Without it the item is immediate: eligible as
-    /// soon as a worker sees it, whatever the enqueuer's clock says.
+    /// Not to be run before `at` (wall clock), at most 20 years ahead
+    /// ([`cql_lease::MAX_DURATION`], the longest TTL Cassandra accepts; later is refused
+    /// at the enqueue with [`QueueError::InvalidArgument`], nothing written). Without it the
+    /// item is immediate: eligible as soon as a worker sees it, whatever the enqueuer's
+    /// clock says.
     pub fn run_at(mut self, at: SystemTime) -> Self {
         self.run_at = Some(at);
         self
@@ -80,6 +83,17 @@ impl NewItem {
         }
         if let Some(key) = &self.unique_key {
             check_text("unique key", key, MAX_UNIQUE_KEY_LEN)?;
+        }
+        if let Some(at) = self.run_at
+            && at
+                .duration_since(SystemTime::now())
+                .is_ok_and(|ahead| ahead > MAX_DURATION)
+        {
+            return Err(InvalidArgument::Invalid {
+                field: "run_at",
+                reason: format!("more than {} s (20 years) ahead", MAX_DURATION.as_secs()),
+            }
+            .into());
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cql_lease::{InvalidArgument, check_name};
+use cql_lease::{InvalidArgument, MAX_NAME_LEN, check_text};
 use tracing::{debug, warn};
 
 use crate::bakery::BakeryStore;
@@ -78,7 +78,7 @@ impl WorkQueue {
         name: &str,
         config: QueueConfig,
     ) -> Result<Self, QueueError> {
-        check_name(name)?;
+        check_text("queue name", name, MAX_NAME_LEN)?;
         config.validate()?;
         let timeout = config.timing.effective_request_timeout();
         // Every request bounded by the claim timing (the bakery's plain rows and cells bound
@@ -264,9 +264,11 @@ impl WorkQueue {
             && self.dispatcher.note_far_bucket(entry.bucket, now / width)
         {
             // Kept until a bucket after it is current: by then scans from the cursor read it.
-            let ttl = Duration::from_micros(
-                u64::try_from((entry.bucket + 2) * width - now).unwrap_or(u64::MAX),
-            );
+            // At most the longest TTL Cassandra takes (an item 20 years ahead, the most
+            // `run_at` allows, loses its record two buckets early).
+            let until = entry.bucket.saturating_add(2).saturating_mul(width);
+            let ttl = Duration::from_micros(u64::try_from(until.saturating_sub(now)).unwrap_or(0))
+                .min(cql_lease::MAX_DURATION);
             let result = self
                 .store
                 .put_bucket(&self.name, entry.bucket, ttl, clock::next_micros())

@@ -419,7 +419,7 @@ pub enum QueueCommand {
         /// Unique key: a second push with the same key adds nothing.
         #[arg(long, value_parser = text_of("unique key"))]
         key: Option<String>,
-        /// Not to run before this long from now.
+        /// Not to run before this long from now (at most 20 years).
         #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
         delay: Option<Duration>,
         /// The payload; read from standard input, one item per line (empty lines skipped),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use cql_lease::InvalidArgument;
 use cql_lease::memory::{Fault, Times};
 use cql_workqueue::memory::QueueOp;
-use cql_workqueue::{JobState, MAX_PAYLOAD_LEN, QueueConfig, QueueError, WorkQueue};
+use cql_workqueue::{JobState, MAX_PAYLOAD_LEN, NewItem, QueueConfig, QueueError, WorkQueue};
 use tokio::time::Instant;
 
 use super::test_config;
@@ -216,8 +216,26 @@ pub async fn bad_queue_input_is_rejected(b: &dyn Backend) {
         WorkQueue::new(Arc::clone(&store), "q", bad_config),
         Err(QueueError::InvalidArgument(_))
     ));
-    assert!(WorkQueue::new(Arc::clone(&store), "", queue_config()).is_err());
+    let unnamed = WorkQueue::new(Arc::clone(&store), "", queue_config());
+    assert!(
+        matches!(&unnamed, Err(e) if e.to_string().contains("queue name")),
+        "{unnamed:?}"
+    );
     let q = WorkQueue::new(store, "bad", queue_config()).expect("queue");
+    // Past the longest TTL Cassandra takes: refused before anything is written.
+    let too_late = std::time::SystemTime::now() + cql_lease::MAX_DURATION * 2;
+    assert!(matches!(
+        q.enqueue_item(NewItem::text("x").run_at(too_late)).await,
+        Err(QueueError::InvalidArgument(InvalidArgument::Invalid {
+            field: "run_at",
+            ..
+        }))
+    ));
+    let far = std::time::UNIX_EPOCH + Duration::from_secs(u64::MAX / 4);
+    assert!(matches!(
+        q.enqueue_item(NewItem::text("x").run_at(far)).await,
+        Err(QueueError::InvalidArgument(_))
+    ));
     assert!(matches!(
         q.enqueue("").await,
         Err(QueueError::InvalidArgument(InvalidArgument::Empty { .. }))
