@@ -157,6 +157,10 @@ impl QueueConfig {
         if self.bucket_width < Duration::from_secs(1) {
             return bad("bucket_width must be at least 1 s".into());
         }
+        // Zero would make every claim pass rescan from the cursor.
+        if self.cursor_refresh < Duration::from_millis(10) {
+            return bad("cursor_refresh must be at least 10 ms".into());
+        }
         // A resent enqueue is recognised by its origin, not by the marker's lifetime.
         if self.done_retention < Duration::from_secs(1) {
             return bad("done_retention must be at least 1 s (a TTL in whole seconds)".into());

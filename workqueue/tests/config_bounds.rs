@@ -77,3 +77,18 @@ async fn a_drain_with_an_unbounded_grace_waits_for_the_jobs() {
     let report = draining.await.expect("drain must not panic");
     assert_eq!(report.unfinished, 0);
 }
+
+/// A `cursor_refresh` of zero (every claim pass a rescan from the cursor) is refused,
+/// naming the field.
+#[test]
+fn a_cursor_refresh_of_zero_is_refused() {
+    let config = QueueConfig {
+        cursor_refresh: Duration::ZERO,
+        ..QueueConfig::default()
+    };
+    let refused = config.validate();
+    assert!(
+        matches!(&refused, Err(e) if e.to_string().contains("cursor_refresh")),
+        "{refused:?}"
+    );
+}
